@@ -1,0 +1,56 @@
+--[[
+  acquire: take a free lock, or re-enter it for an owner of the calling flow chain.
+
+  KEYS[1] lockKey   hash: field <owner> = hold count, field <owner>:acq = id of the owner's last acquire;
+                    PEXPIRE = lease. Same layout and fields as Redisson's RLock, plus the memo field.
+  KEYS[2] fenceKey  string counter: the fencing token, INCR on every free -> held transition, never expires
+
+  ARGV[1] leaseMs    integer > 0, milliseconds: the TTL this hold needs
+  ARGV[2] requestId  string: unique per call; a resend of the same call (ioredis after a reconnect) is
+                     answered from the memo field instead of counting twice
+  ARGV[3..n] owners  owner ids "<clientId>:<flowId>" of the calling flow, then of its ancestors, nearest first
+
+  Returns
+    {1, token, holdCount, ownerIndex}  acquired (holdCount 1) or re-entered; ownerIndex is 1-based into
+                                       owners and names the owner whose count rose
+    {0, pttl}                          held by another owner; pttl in ms, -1 when the holder set no expiry
+
+  Side effects
+    free -> held: INCR fenceKey; HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs
+    re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
+                  (an inner hold never shortens an outer one)
+    replay:       nothing
+]]
+local lockKey = KEYS[1]
+local fenceKey = KEYS[2]
+local leaseMs = tonumber(ARGV[1])
+local requestId = ARGV[2]
+local firstOwner = 3
+
+if redis.call('EXISTS', lockKey) == 0 then
+  local token = redis.call('INCR', fenceKey)
+  local owner = ARGV[firstOwner]
+  redis.call('HSET', lockKey, owner, 1, owner .. ':acq', requestId)
+  redis.call('PEXPIRE', lockKey, leaseMs)
+  return {1, token, 1, 1}
+end
+
+for i = firstOwner, #ARGV do
+  local owner = ARGV[i]
+  if redis.call('HEXISTS', lockKey, owner) == 1 then
+    local token = tonumber(redis.call('GET', fenceKey) or '0')
+    local ownerIndex = i - firstOwner + 1
+    if redis.call('HGET', lockKey, owner .. ':acq') == requestId then
+      return {1, token, tonumber(redis.call('HGET', lockKey, owner)), ownerIndex}
+    end
+    local count = redis.call('HINCRBY', lockKey, owner, 1)
+    redis.call('HSET', lockKey, owner .. ':acq', requestId)
+    local pttl = redis.call('PTTL', lockKey)
+    if pttl >= 0 and pttl < leaseMs then
+      redis.call('PEXPIRE', lockKey, leaseMs)
+    end
+    return {1, token, count, ownerIndex}
+  end
+end
+
+return {0, redis.call('PTTL', lockKey)}

@@ -1,0 +1,23 @@
+--[[
+  force-unlock: free a lock whoever holds it, and wake its waiters.
+
+  KEYS[1] lockKey  the lock hash
+  KEYS[2] channel  release channel "redisson_lock__channel:{<name>}" (prefixed)
+
+  ARGV: none
+
+  Returns
+    1  the lock was held and is now free
+    0  the lock was not held
+
+  Side effects
+    DEL lockKey; PUBLISH channel "0" when something was deleted
+]]
+local lockKey = KEYS[1]
+local channel = KEYS[2]
+
+if redis.call('DEL', lockKey) == 1 then
+  redis.call('PUBLISH', channel, '0')
+  return 1
+end
+return 0

@@ -1,0 +1,57 @@
+--[[
+  release: drop one hold (or all holds) of the nearest owner in the calling flow chain that holds the lock.
+
+  KEYS[1] lockKey     hash: field <owner> = hold count, field <owner>:rel = id of the owner's last release
+  KEYS[2] channel     release channel "redisson_lock__channel:{<name>}" (prefixed); gets "0" when freed
+  KEYS[3] requestKey  string: memo of a release that freed the lock, so a resend is answered, not re-run
+
+  ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
+  ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
+  ARGV[3] all        "1": drop every hold of the owner (client shutdown); "0": drop one
+  ARGV[4..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+
+  Returns
+    {remaining, ownerIndex}  remaining hold count of that owner (0: the lock is free); ownerIndex 1-based
+    {-1, 0}                  no owner of the chain holds the lock; nothing changed
+
+  Side effects
+    count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel
+    count reaches 0: DEL lockKey; PUBLISH channel "0"; SET requestKey "<ownerIndex>" PX memoMs
+    replay:          nothing
+]]
+local lockKey = KEYS[1]
+local channel = KEYS[2]
+local requestKey = KEYS[3]
+local requestId = ARGV[1]
+local memoMs = tonumber(ARGV[2])
+local releaseAll = ARGV[3] == '1'
+local firstOwner = 4
+
+local freed = redis.call('GET', requestKey)
+if freed then
+  return {0, tonumber(freed)}
+end
+
+for i = firstOwner, #ARGV do
+  local owner = ARGV[i]
+  local ownerIndex = i - firstOwner + 1
+  if redis.call('HEXISTS', lockKey, owner) == 1 then
+    if redis.call('HGET', lockKey, owner .. ':rel') == requestId then
+      return {tonumber(redis.call('HGET', lockKey, owner)), ownerIndex}
+    end
+    local remaining = 0
+    if not releaseAll then
+      remaining = redis.call('HINCRBY', lockKey, owner, -1)
+    end
+    if remaining > 0 then
+      redis.call('HSET', lockKey, owner .. ':rel', requestId)
+    else
+      redis.call('DEL', lockKey)
+      redis.call('PUBLISH', channel, '0')
+      redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
+    end
+    return {remaining, ownerIndex}
+  end
+end
+
+return {-1, 0}

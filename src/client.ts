@@ -1,0 +1,124 @@
+/**
+ * The lock client: owns the shared subscriber connection, the watchdog and the wait queues of one ioredis
+ * client, hands out RLock instances, starts flows, and shuts everything down in `close()`.
+ */
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { Cluster } from 'ioredis';
+import type { LockLostError } from './errors.js';
+import { runInNewFlow } from './flow.js';
+import { RLock, type LockContext } from './lock.js';
+import {
+  checkLockName,
+  checkRedisClient,
+  resolveClientOptions,
+  type LockClientOptions,
+  type RedisClient,
+} from './options.js';
+import { LockScripts } from './scripts.js';
+import { WaitQueues } from './waiting.js';
+import { Watchdog } from './watchdog.js';
+
+/** Payload of the `lockLost` event. */
+export interface LockLostEvent {
+  readonly name: string;
+  readonly fencingToken: bigint;
+  readonly error: LockLostError;
+}
+
+export interface LockClientEvents {
+  /** A hold was lost (its lease signal aborted with `error`). Not emitted for holds dropped by `close()`. */
+  lockLost: [event: LockLostEvent];
+}
+
+/** How long Redis remembers a release made by `close()`, so that a resend of it is answered, not re-run. */
+const CLOSE_RELEASE_MEMO_MS = 60_000;
+
+export class LockClient extends EventEmitter<LockClientEvents> {
+  /** This client's part of every owner id (`<clientId>:<flowId>`). */
+  readonly clientId: string;
+  readonly #context: LockContext & { closed: boolean };
+  #closing: Promise<void> | undefined;
+
+  constructor(redis: RedisClient, options: LockClientOptions = {}) {
+    super();
+    const resolved = resolveClientOptions(options);
+    this.clientId = resolved.clientId;
+    const scripts = new LockScripts(redis);
+    const watchdog = new Watchdog({
+      scripts,
+      watchdogTimeout: resolved.watchdogTimeout,
+      perSlot: isCluster(redis),
+      onLost: (hold, error) => {
+        this.#report({ name: hold.name, fencingToken: hold.fencingToken, error });
+      },
+    });
+    this.#context = {
+      redis,
+      scripts,
+      watchdog,
+      waits: new WaitQueues(redis),
+      clientId: resolved.clientId,
+      keyPrefix: resolved.keyPrefix,
+      watchdogTimeout: resolved.watchdogTimeout,
+      closed: false,
+    };
+  }
+
+  /** An RLock for `name`; no I/O. Many instances may name the same lock. */
+  getLock(name: string): RLock {
+    return new RLock(this.#context, checkLockName(name));
+  }
+
+  /**
+   * Runs `fn` in a new flow, the unit of lock ownership: everything `fn` starts, awaited or not, belongs to
+   * it. A flow started inside another is its child and re-enters the locks its ancestors hold.
+   */
+  run<T>(fn: () => T): T {
+    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    return runInNewFlow(fn);
+  }
+
+  /**
+   * Ends pending waits (they reject with LockClientClosedError), stops the watchdog, releases every hold
+   * this client still has (their signals abort with a LockLostError), and closes the subscriber
+   * connection. The ioredis client passed in stays open: it is the caller's.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    const { watchdog, waits, scripts } = this.#context;
+    this.#context.closed = true;
+    watchdog.stop();
+    const holds = watchdog.all();
+    await waits.close();
+    await Promise.allSettled(
+      holds.map((hold) => scripts.release(hold.keys, randomUUID(), CLOSE_RELEASE_MEMO_MS, true, [hold.owner])),
+    );
+    for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
+  }
+
+  #report(event: LockLostEvent): void {
+    try {
+      this.emit('lockLost', event);
+    } catch (error) {
+      // A throwing listener must not turn into an exception thrown from the watchdog's timer.
+      process.emitWarning(error instanceof Error ? error : String(error), { code: 'FLOWLOCK_LISTENER' });
+    }
+  }
+}
+
+function isCluster(redis: RedisClient): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/**
+ * Creates a lock client on an ioredis `Redis` or `Cluster`. The client is never modified: scripts run by
+ * EVALSHA/EVAL, and the only connection opened (for pub/sub) is a duplicate that `close()` closes.
+ */
+export function createLockClient(redis: RedisClient, options?: LockClientOptions): LockClient {
+  return new LockClient(checkRedisClient(redis), options);
+}

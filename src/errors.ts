@@ -1,0 +1,77 @@
+/** Stable machine-readable codes of the errors this library throws. */
+export type LockErrorCode =
+  | 'LOCK_ACQUIRE_TIMEOUT'
+  | 'LOCK_NOT_HELD'
+  | 'LOCK_LOST'
+  | 'LOCK_NO_FLOW'
+  | 'LOCK_CLIENT_CLOSED';
+
+/** Base class of every error the library raises about a lock; `code` is stable across versions. */
+export abstract class LockError extends Error {
+  abstract override readonly name: string;
+  abstract readonly code: LockErrorCode;
+  /** The lock's name as given to `getLock`, or `undefined` for errors that concern the whole client. */
+  readonly lockName: string | undefined;
+
+  constructor(message: string, lockName: string | undefined, options?: { cause?: unknown }) {
+    super(message, options);
+    this.lockName = lockName;
+  }
+}
+
+/** `withLock` / `acquire` could not take the lock within `waitTime`. */
+export class LockAcquireTimeoutError extends LockError {
+  override readonly name = 'LockAcquireTimeoutError';
+  readonly code = 'LOCK_ACQUIRE_TIMEOUT';
+  /** How long the caller waited, in milliseconds. */
+  readonly waitTime: number;
+
+  constructor(lockName: string, waitTime: number) {
+    super(`Could not acquire lock "${lockName}" within ${waitTime} ms`, lockName);
+    this.waitTime = waitTime;
+  }
+}
+
+/** `unlock()` or `release()` by a flow that does not hold the lock (it expired, was lost or never taken). */
+export class LockNotHeldError extends LockError {
+  override readonly name = 'LockNotHeldError';
+  readonly code = 'LOCK_NOT_HELD';
+
+  constructor(lockName: string, options?: { cause?: unknown }) {
+    super(`Lock "${lockName}" is not held by the current flow; nothing was changed`, lockName, options);
+  }
+}
+
+/** A hold ended without being released: the lease lapsed, renewal found another owner, or the client closed. */
+export class LockLostError extends LockError {
+  override readonly name = 'LockLostError';
+  readonly code = 'LOCK_LOST';
+
+  constructor(lockName: string, reason: string, options?: { cause?: unknown }) {
+    super(`Lock "${lockName}" was lost: ${reason}`, lockName, options);
+  }
+}
+
+/** An imperative call (`tryLock`, `lock`, `unlock`, ...) ran outside any flow. */
+export class NoFlowError extends LockError {
+  override readonly name = 'NoFlowError';
+  readonly code = 'LOCK_NO_FLOW';
+
+  constructor(lockName: string, method: string) {
+    super(
+      `${method}() on lock "${lockName}" needs an owning flow: wrap the calling code in ` +
+        '`await locks.run(async () => { ... })`, or use `lock.withLock(fn)` / `await using lease = await lock.acquire()`',
+      lockName,
+    );
+  }
+}
+
+/** The lock client was closed; no further calls are accepted and pending waits end with this error. */
+export class LockClientClosedError extends LockError {
+  override readonly name = 'LockClientClosedError';
+  readonly code = 'LOCK_CLIENT_CLOSED';
+
+  constructor(lockName?: string) {
+    super('The lock client is closed', lockName);
+  }
+}

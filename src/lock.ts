@@ -1,0 +1,318 @@
+/**
+ * RLock: one named lock seen through one client. Cheap to create (no I/O); many instances may name the
+ * same lock. Acquisition is: attempt -> join the lock's local wait queue (subscribing to its channel) ->
+ * attempt again once subscribed -> wait for a release message or the holder's TTL -> attempt ... until the
+ * wait time runs out. Holds belong to flows (see flow.ts); re-entry by a flow or its ancestors never queues.
+ */
+import { randomUUID } from 'node:crypto';
+import { LockAcquireTimeoutError, LockClientClosedError, LockNotHeldError, NoFlowError } from './errors.js';
+import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from './flow.js';
+import { lockKeys, type LockKeys } from './keys.js';
+import {
+  resolveAcquireOptions,
+  resolveLockArgs,
+  resolveTryLockArgs,
+  type AcquireOptions,
+  type LockOptions,
+  type RedisClient,
+  type ResolvedAcquire,
+} from './options.js';
+import type { LockScripts } from './scripts.js';
+import { clampedTimeout, monotonicNow } from './time.js';
+import type { WaitQueues, Waiter } from './waiting.js';
+import type { Hold, Watchdog } from './watchdog.js';
+
+/** How long Redis remembers a release that freed a lock, so that a resend of it is answered, not re-run. */
+const RELEASE_MEMO_MS = 60_000;
+
+/** What an RLock needs from its client. */
+export interface LockContext {
+  readonly redis: RedisClient;
+  readonly scripts: LockScripts;
+  readonly watchdog: Watchdog;
+  readonly waits: WaitQueues;
+  readonly clientId: string;
+  readonly keyPrefix: string;
+  readonly watchdogTimeout: number;
+  readonly closed: boolean;
+}
+
+/** One acquisition of a lock, returned by `acquire()`; release it once (or let `await using` do it). */
+export interface LockLease extends AsyncDisposable {
+  readonly name: string;
+  /** Aborts with a LockLostError when the hold is lost (lease ran out, taken over, client closed). */
+  readonly signal: AbortSignal;
+  /** Strictly increasing per lock on every free -> held transition; the same for re-entrant acquisitions. */
+  readonly fencingToken: bigint;
+  /** Releases this acquisition; rejects with LockNotHeldError if the hold was already gone. Idempotent. */
+  release(): Promise<void>;
+}
+
+type AttemptResult = { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number };
+
+export class RLock {
+  readonly name: string;
+  readonly #context: LockContext;
+  readonly #keys: LockKeys;
+
+  constructor(context: LockContext, name: string) {
+    this.name = name;
+    this.#context = context;
+    this.#keys = lockKeys(context.keyPrefix, name);
+  }
+
+  /**
+   * Tries to acquire the lock for the current flow: `tryLock()` makes one attempt; `tryLock(waitTime)`
+   * waits up to `waitTime` ms; `leaseTime` (ms) fixes the lease, omitted or -1 means watchdog mode.
+   * @returns whether the lock is now held by the current flow.
+   */
+  tryLock(): Promise<boolean>;
+  tryLock(waitTime: number, leaseTime?: number): Promise<boolean>;
+  tryLock(options: AcquireOptions): Promise<boolean>;
+  async tryLock(...args: unknown[]): Promise<boolean> {
+    const options = resolveTryLockArgs(args);
+    const flow = this.#requireFlow('tryLock');
+    const hold = await this.#take(ownerChain(this.#context.clientId, flow), { ...options, waitTime: options.waitTime ?? 0 });
+    return hold !== undefined;
+  }
+
+  /** Waits until the lock is held by the current flow (or the signal aborts). */
+  lock(leaseTime?: number): Promise<void>;
+  lock(options: LockOptions): Promise<void>;
+  async lock(...args: unknown[]): Promise<void> {
+    const options = resolveLockArgs(args);
+    const flow = this.#requireFlow('lock');
+    await this.#take(ownerChain(this.#context.clientId, flow), options);
+  }
+
+  /** Drops one hold of the current flow (or the ancestor that holds it). Throws LockNotHeldError if none. */
+  async unlock(): Promise<void> {
+    const flow = this.#requireFlow('unlock');
+    await this.#release(ownerChain(this.#context.clientId, flow));
+  }
+
+  /** Frees the lock whoever holds it; resolves to whether it was held. Local holders lose it. */
+  async forceUnlock(): Promise<boolean> {
+    this.#checkOpen();
+    const freed = await this.#context.scripts.forceUnlock(this.#keys);
+    for (const hold of this.#context.watchdog.holdsOf(this.#keys.lockKey)) {
+      this.#context.watchdog.lose(hold, 'it was force-unlocked');
+    }
+    return freed;
+  }
+
+  async isLocked(): Promise<boolean> {
+    this.#checkOpen();
+    return (await this.#context.redis.exists(this.#keys.lockKey)) === 1;
+  }
+
+  /** Whether the current flow or an ancestor holds the lock (asks Redis). False outside any flow. */
+  async isHeldByCurrentFlow(): Promise<boolean> {
+    return (await this.getHoldCount()) > 0;
+  }
+
+  /** Hold count of the current flow (or the ancestor that holds the lock); 0 outside any flow. */
+  async getHoldCount(): Promise<number> {
+    this.#checkOpen();
+    const flow = currentFlow();
+    if (!flow) return 0;
+    return this.#context.scripts.holdCount(this.#keys, ownerChain(this.#context.clientId, flow));
+  }
+
+  /** Milliseconds until the lock expires: -2 when not locked, -1 when it has no expiry. */
+  async remainTimeToLive(): Promise<number> {
+    this.#checkOpen();
+    return this.#context.redis.pttl(this.#keys.lockKey);
+  }
+
+  /**
+   * Runs `fn` holding the lock, in a new child flow of the current one (so concurrent `withLock` calls
+   * exclude each other, and nested ones re-enter), and releases it afterwards. Waits forever unless
+   * `waitTime` is given; throws LockAcquireTimeoutError when it runs out. `fn` gets the lease's signal.
+   */
+  async withLock<T>(fn: (signal: AbortSignal) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T> {
+    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    const resolved = resolveAcquireOptions(options);
+    return runInNewFlow(async () => {
+      const lease = await this.#lease(currentFlow() ?? newFlow(), resolved);
+      let result: T;
+      try {
+        result = await fn(lease.signal);
+      } catch (error) {
+        await lease.release().catch(() => undefined);
+        throw error;
+      }
+      await lease.release();
+      return result;
+    });
+  }
+
+  /**
+   * Acquires the lock and returns a lease for `await using`. Inside a flow the hold is the flow's (nested
+   * calls re-enter it); outside any flow it belongs to the lease alone. Waits forever unless `waitTime`.
+   */
+  async acquire(options?: AcquireOptions): Promise<LockLease> {
+    const resolved = resolveAcquireOptions(options);
+    return this.#lease(currentFlow() ?? newFlow(), resolved);
+  }
+
+  #checkOpen(): void {
+    if (this.#context.closed) throw new LockClientClosedError(this.name);
+  }
+
+  #requireFlow(method: string): Flow {
+    this.#checkOpen();
+    const flow = currentFlow();
+    if (!flow) throw new NoFlowError(this.name, method);
+    return flow;
+  }
+
+  async #lease(flow: Flow, options: ResolvedAcquire): Promise<LockLease> {
+    const hold = await this.#take(ownerChain(this.#context.clientId, flow), options);
+    if (!hold) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
+    let released: Promise<void> | undefined;
+    const release = (): Promise<void> => (released ??= this.#release([hold.owner], hold));
+    return {
+      name: this.name,
+      signal: hold.signal,
+      fencingToken: hold.fencingToken,
+      release,
+      [Symbol.asyncDispose]: release,
+    };
+  }
+
+  /** Acquires for the first owner of `owners` (or re-enters for any): the hold, or undefined at waitTime. */
+  async #take(owners: readonly string[], options: ResolvedAcquire): Promise<Hold | undefined> {
+    this.#checkOpen();
+    const { waitTime, signal } = options;
+    signal?.throwIfAborted();
+    const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
+    const { watchdog, waits } = this.#context;
+    const reentry = watchdog.nearest(this.#keys.lockKey, owners) !== undefined;
+    // A newcomer queues behind local waiters instead of racing them for a release one of them is due.
+    const queueFirst = !reentry && waits.hasWaiters(this.#keys.channel);
+    let waiter: Waiter | undefined;
+    try {
+      if (!queueFirst) {
+        // The first attempt always gets its reply; later ones are bounded by the wait time too.
+        const first = await this.#attempt(owners, options, Infinity);
+        if (first.hold) return first.hold;
+        if (deadline - monotonicNow() <= 0) return undefined;
+        waiter = waits.enter(this.#keys.channel);
+        waiter.noteHolderTtl(first.pttl);
+      } else {
+        waiter = waits.enter(this.#keys.channel);
+      }
+      for (;;) {
+        const remaining = deadline - monotonicNow();
+        if (remaining <= 0) return undefined;
+        await waiter.park(Math.min(remaining, waiter.holderTtl()), signal);
+        if (deadline - monotonicNow() <= 0) return undefined;
+        waiter.attempting();
+        const result = await this.#attempt(owners, options, deadline);
+        if (result.hold) return result.hold;
+        waiter.noteHolderTtl(result.pttl);
+      }
+    } finally {
+      waiter?.leave();
+    }
+  }
+
+  /**
+   * One acquire script call. If the caller gives up while it is in flight (abort, wait time over, client
+   * closed), a grant that arrives later is released at once, and never renewed.
+   */
+  async #attempt(owners: readonly string[], options: ResolvedAcquire, deadline: number): Promise<AttemptResult> {
+    const { watchdog, scripts, watchdogTimeout } = this.#context;
+    const lease = options.leaseTime === -1 ? watchdogTimeout : options.leaseTime;
+    const sentAt = monotonicNow();
+    const pending = scripts.acquire(this.#keys, lease, randomUUID(), owners);
+    const outcome = await settleBy(pending, deadline, options.signal);
+    if (outcome.kind !== 'reply' || this.#context.closed) {
+      void pending.then(
+        (reply) => reply.acquired && this.#releaseQuietly(owners[reply.ownerIndex]),
+        () => undefined,
+      );
+      if (outcome.kind === 'aborted') throw outcome.reason;
+      if (this.#context.closed) throw new LockClientClosedError(this.name);
+      return { hold: undefined, pttl: 0 };
+    }
+    const reply = outcome.value;
+    if (!reply.acquired) return { hold: undefined, pttl: reply.pttl };
+    const owner = owners[reply.ownerIndex] ?? owners[0] ?? '';
+    const hold = watchdog.acquired(this.name, this.#keys, owner, reply, sentAt, options.leaseTime);
+    return { hold };
+  }
+
+  #releaseQuietly(owner: string | undefined): void {
+    if (owner === undefined) return;
+    this.#context.scripts
+      .release(this.#keys, randomUUID(), RELEASE_MEMO_MS, false, [owner])
+      .then(
+        (reply) => {
+          const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
+          if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
+        },
+        () => undefined,
+      );
+  }
+
+  /** Drops one hold of the nearest owner in `owners` that holds the lock. */
+  async #release(owners: readonly string[], leaseHold?: Hold): Promise<void> {
+    const { watchdog, scripts } = this.#context;
+    const local = leaseHold ?? watchdog.nearest(this.#keys.lockKey, owners);
+    // Mark the last hold as releasing before the call, so that a renewal racing it is not taken for a loss.
+    const last = local !== undefined && local.state === 'held' && local.count <= 1;
+    if (last) local.state = 'releasing';
+    let reply;
+    try {
+      reply = await scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, false, owners);
+    } catch (error) {
+      // Unknown outcome: stop renewing the last hold so that, at worst, it expires with its lease.
+      if (last) watchdog.forget(local);
+      throw error;
+    }
+    if (reply.remaining >= 0) {
+      const hold = watchdog.find(this.#keys.lockKey, owners[reply.ownerIndex] ?? '');
+      if (hold) watchdog.released(hold, reply.remaining);
+    } else if (local) {
+      watchdog.lose(local, 'it was not held when released');
+    }
+    // A lease already declared lost stays lost even if Redis still had it: its holder was told to stop.
+    if (reply.remaining < 0 || leaseHold?.state === 'lost') {
+      const lost: unknown = local?.signal.aborted ? local.signal.reason : undefined;
+      throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
+    }
+  }
+}
+
+type Settled<T> =
+  | { readonly kind: 'reply'; readonly value: T }
+  | { readonly kind: 'deadline' }
+  | { readonly kind: 'aborted'; readonly reason: unknown };
+
+/** Awaits `promise`, but no later than `deadline` (monotonic ms) and no longer than `signal` allows. */
+function settleBy<T>(promise: Promise<T>, deadline: number, signal: AbortSignal | undefined): Promise<Settled<T>> {
+  if (deadline === Infinity && !signal) return promise.then((value) => ({ kind: 'reply', value }));
+  if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason });
+  return new Promise((resolve, reject) => {
+    const timer = deadline === Infinity ? undefined : clampedTimeout(() => done({ kind: 'deadline' }), deadline - monotonicNow());
+    const onAbort = (): void => done({ kind: 'aborted', reason: signal?.reason });
+    const cleanup = (): void => {
+      if (timer) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    function done(outcome: Settled<T>): void {
+      cleanup();
+      resolve(outcome);
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => done({ kind: 'reply', value }),
+      (error: unknown) => {
+        cleanup();
+        reject(error);
+      },
+    );
+  });
+}

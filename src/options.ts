@@ -1,0 +1,234 @@
+/**
+ * Every public option, its default, and the one place where input is validated and defaults are filled.
+ * All checks run before any I/O and throw a TypeError or RangeError that names the argument.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+
+/** Options of `createLockClient`. */
+export interface LockClientOptions {
+  /**
+   * Lease in milliseconds for holds taken without a `leaseTime` (watchdog mode); the watchdog renews them
+   * every `watchdogTimeout / 3` while the holder lives.
+   * @default 30_000
+   */
+  readonly watchdogTimeout?: number;
+  /**
+   * Identifies this client in owner ids (`<clientId>:<flowId>`). Must be unique among live clients.
+   * @default crypto.randomUUID()
+   */
+  readonly clientId?: string;
+  /**
+   * Prepended to every key and channel. May contain one complete hash tag (`{app}:`) and no other braces.
+   * @default ''
+   */
+  readonly keyPrefix?: string;
+}
+
+/** Options of `tryLock`, `withLock` and `acquire`. */
+export interface AcquireOptions {
+  /**
+   * How long to wait for the lock, in milliseconds (0: one attempt).
+   * @default one attempt for `tryLock`; forever for `withLock` and `acquire`
+   */
+  readonly waitTime?: number;
+  /**
+   * Lease in milliseconds, after which Redis frees the lock; `-1` means watchdog mode.
+   * @default -1 (watchdog mode: `watchdogTimeout`, renewed while the holder lives)
+   */
+  readonly leaseTime?: number;
+  /**
+   * Aborts the wait; the call rejects with the signal's reason and leaves no hold behind.
+   * @default undefined
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of `lock`. */
+export interface LockOptions {
+  /** @default -1 (watchdog mode) */
+  readonly leaseTime?: number;
+  /** @default undefined */
+  readonly signal?: AbortSignal;
+}
+
+export type RedisClient = Redis | Cluster;
+
+export interface ResolvedClientOptions {
+  readonly watchdogTimeout: number;
+  readonly clientId: string;
+  readonly keyPrefix: string;
+}
+
+export interface ResolvedAcquire {
+  /** `undefined`: no bound (forever, or one attempt for `tryLock`). */
+  readonly waitTime: number | undefined;
+  /** `-1`: watchdog mode. */
+  readonly leaseTime: number;
+  readonly signal: AbortSignal | undefined;
+}
+
+export const MAX_NAME_BYTES = 512;
+const MAX_PREFIX_BYTES = 256;
+const MAX_CLIENT_ID_LENGTH = 128;
+const MIN_WATCHDOG_TIMEOUT = 30;
+
+const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'clientId', 'keyPrefix']);
+const ACQUIRE_OPTION_KEYS: ReadonlySet<string> = new Set(['waitTime', 'leaseTime', 'signal']);
+const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set(['leaseTime', 'signal']);
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return `a string of ${value.length} characters`;
+  if (typeof value === 'number') return String(value);
+  if (value === null) return 'null';
+  return typeof value;
+}
+
+function checkPlainObject(value: unknown, argument: string): asserts value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`${argument} must be an object, got ${describe(value)}`);
+  }
+}
+
+function checkKnownKeys(value: Record<string, unknown>, allowed: ReadonlySet<string>, argument: string): void {
+  for (const key of Object.keys(value)) {
+    if (!allowed.has(key)) {
+      throw new TypeError(`${argument} has an unknown option "${key}" (known: ${[...allowed].join(', ')})`);
+    }
+  }
+}
+
+function checkInteger(value: unknown, argument: string): asserts value is number {
+  if (typeof value !== 'number') throw new TypeError(`${argument} must be a number, got ${describe(value)}`);
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(`${argument} must be a whole number of milliseconds, got ${value}`);
+  }
+}
+
+export function checkWaitTime(value: unknown, argument = 'waitTime'): number {
+  checkInteger(value, argument);
+  if (value < 0) throw new RangeError(`${argument} must be >= 0 milliseconds, got ${value}`);
+  return value;
+}
+
+export function checkLeaseTime(value: unknown, argument = 'leaseTime'): number {
+  checkInteger(value, argument);
+  if (value !== -1 && value <= 0) {
+    throw new RangeError(`${argument} must be > 0 milliseconds, or -1 for watchdog mode, got ${value}`);
+  }
+  return value;
+}
+
+function checkSignal(value: unknown, argument: string): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) throw new TypeError(`${argument} must be an AbortSignal`);
+  return value;
+}
+
+export function checkLockName(name: unknown): string {
+  if (typeof name !== 'string') throw new TypeError(`name must be a string, got ${describe(name)}`);
+  if (name.length === 0) throw new RangeError('name must not be empty');
+  const bytes = Buffer.byteLength(name, 'utf8');
+  if (bytes > MAX_NAME_BYTES) {
+    throw new RangeError(`name must be at most ${MAX_NAME_BYTES} bytes in UTF-8, got ${bytes}`);
+  }
+  return name;
+}
+
+export function checkRedisClient(redis: unknown): RedisClient {
+  const candidate = redis as Partial<Record<'evalsha' | 'eval' | 'duplicate' | 'exists', unknown>> | null;
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.evalsha !== 'function' ||
+    typeof candidate.eval !== 'function' ||
+    typeof candidate.duplicate !== 'function' ||
+    typeof candidate.exists !== 'function' ||
+    !('options' in candidate)
+  ) {
+    throw new TypeError('redis must be an ioredis Redis or Cluster instance (ioredis 5 or 6)');
+  }
+  const options = (candidate as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } })
+    .options;
+  if (options?.keyPrefix || options?.redisOptions?.keyPrefix) {
+    throw new TypeError(
+      "redis must not have ioredis' keyPrefix option (it would not reach pub/sub channels); " +
+        'pass keyPrefix to createLockClient instead',
+    );
+  }
+  return redis as RedisClient;
+}
+
+export function resolveClientOptions(options: unknown): ResolvedClientOptions {
+  if (options === undefined) options = {};
+  checkPlainObject(options, 'options');
+  checkKnownKeys(options, CLIENT_OPTION_KEYS, 'options');
+  const { watchdogTimeout = 30_000, clientId = randomUUID(), keyPrefix = '' } = options;
+  checkInteger(watchdogTimeout, 'options.watchdogTimeout');
+  if (watchdogTimeout < MIN_WATCHDOG_TIMEOUT) {
+    throw new RangeError(`options.watchdogTimeout must be >= ${MIN_WATCHDOG_TIMEOUT} ms, got ${watchdogTimeout}`);
+  }
+  if (typeof clientId !== 'string') {
+    throw new TypeError(`options.clientId must be a string, got ${describe(clientId)}`);
+  }
+  if (clientId.length === 0 || clientId.length > MAX_CLIENT_ID_LENGTH) {
+    throw new RangeError(`options.clientId must have 1 to ${MAX_CLIENT_ID_LENGTH} characters`);
+  }
+  if (typeof keyPrefix !== 'string') {
+    throw new TypeError(`options.keyPrefix must be a string, got ${describe(keyPrefix)}`);
+  }
+  if (Buffer.byteLength(keyPrefix, 'utf8') > MAX_PREFIX_BYTES) {
+    throw new RangeError(`options.keyPrefix must be at most ${MAX_PREFIX_BYTES} bytes`);
+  }
+  if (/[{}]/.test(keyPrefix) && !/^[^{}]*\{[^{}]+\}[^{}]*$/.test(keyPrefix)) {
+    throw new RangeError('options.keyPrefix may contain one complete hash tag like "{app}:" and no other braces');
+  }
+  return { watchdogTimeout, clientId, keyPrefix };
+}
+
+/** `tryLock()`, `tryLock(waitTime)`, `tryLock(waitTime, leaseTime)`, `tryLock({ waitTime?, leaseTime?, signal? })`. */
+export function resolveTryLockArgs(args: readonly unknown[]): ResolvedAcquire {
+  if (args.length > 2) throw new TypeError(`tryLock takes at most 2 arguments, got ${args.length}`);
+  const [first, second] = args;
+  if (typeof first === 'object' && first !== null) {
+    if (args.length > 1) throw new TypeError('tryLock(options) takes no second argument');
+    return resolveAcquireOptions(first, 'options');
+  }
+  return {
+    waitTime: first === undefined ? undefined : checkWaitTime(first),
+    leaseTime: second === undefined ? -1 : checkLeaseTime(second),
+    signal: undefined,
+  };
+}
+
+/** `lock()`, `lock(leaseTime)`, `lock({ leaseTime?, signal? })`. */
+export function resolveLockArgs(args: readonly unknown[]): ResolvedAcquire {
+  if (args.length > 1) throw new TypeError(`lock takes at most 1 argument, got ${args.length}`);
+  const [first] = args;
+  if (typeof first === 'object' && first !== null) {
+    checkPlainObject(first, 'options');
+    checkKnownKeys(first, LOCK_OPTION_KEYS, 'options');
+    return {
+      waitTime: undefined,
+      leaseTime: first.leaseTime === undefined ? -1 : checkLeaseTime(first.leaseTime, 'options.leaseTime'),
+      signal: checkSignal(first.signal, 'options.signal'),
+    };
+  }
+  return {
+    waitTime: undefined,
+    leaseTime: first === undefined ? -1 : checkLeaseTime(first),
+    signal: undefined,
+  };
+}
+
+/** Options of `withLock` and `acquire` (and the object form of `tryLock`). */
+export function resolveAcquireOptions(options: unknown, argument = 'options'): ResolvedAcquire {
+  if (options === undefined) return { waitTime: undefined, leaseTime: -1, signal: undefined };
+  checkPlainObject(options, argument);
+  checkKnownKeys(options, ACQUIRE_OPTION_KEYS, argument);
+  return {
+    waitTime: options.waitTime === undefined ? undefined : checkWaitTime(options.waitTime, `${argument}.waitTime`),
+    leaseTime: options.leaseTime === undefined ? -1 : checkLeaseTime(options.leaseTime, `${argument}.leaseTime`),
+    signal: checkSignal(options.signal, `${argument}.signal`),
+  };
+}

@@ -1,0 +1,110 @@
+/**
+ * The lock's Lua scripts (embedded from lua/ by scripts/generate-lua.mjs) and a typed runner that sends
+ * EVALSHA and falls back to EVAL on NOSCRIPT. It only issues commands: it never defines commands on,
+ * or otherwise changes, the user's client.
+ */
+import type { LockKeys } from './keys.js';
+import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
+import type { RedisClient } from './options.js';
+
+/** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
+export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'>> = {
+  acquire: 2,
+  release: 3,
+  renew: 'variadic',
+  forceUnlock: 2,
+  holdCount: 1,
+};
+
+export type AcquireReply =
+  | { readonly acquired: true; readonly token: bigint; readonly holdCount: number; readonly ownerIndex: number }
+  | { readonly acquired: false; readonly pttl: number };
+
+/** `remaining` -1: no owner of the chain held the lock. */
+export interface ReleaseReply {
+  readonly remaining: number;
+  readonly ownerIndex: number;
+}
+
+type Arg = string | number;
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+function integerAt(reply: unknown, index: number): number {
+  const value = (reply as unknown[])[index];
+  if (typeof value === 'number') return value;
+  if (typeof value === 'string' || typeof value === 'bigint') return Number(value);
+  throw new TypeError(`unexpected script reply ${JSON.stringify(reply)}`);
+}
+
+export class LockScripts {
+  readonly #redis: RedisClient;
+
+  constructor(redis: RedisClient) {
+    this.#redis = redis;
+  }
+
+  async #run(name: LuaScriptName, keys: readonly string[], args: readonly Arg[]): Promise<unknown> {
+    const expected = scriptKeyCounts[name];
+    if (expected !== 'variadic' && keys.length !== expected) {
+      throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
+    }
+    const script = luaSources[name];
+    try {
+      return await this.#redis.evalsha(script.sha1, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await this.#redis.eval(script.source, keys.length, ...keys, ...args);
+    }
+  }
+
+  async acquire(
+    keys: LockKeys,
+    leaseMs: number,
+    requestId: string,
+    owners: readonly string[],
+  ): Promise<AcquireReply> {
+    const reply = await this.#run('acquire', [keys.lockKey, keys.fenceKey], [leaseMs, requestId, ...owners]);
+    if (integerAt(reply, 0) === 1) {
+      return {
+        acquired: true,
+        token: BigInt(integerAt(reply, 1)),
+        holdCount: integerAt(reply, 2),
+        ownerIndex: integerAt(reply, 3) - 1,
+      };
+    }
+    return { acquired: false, pttl: integerAt(reply, 1) };
+  }
+
+  async release(
+    keys: LockKeys,
+    requestId: string,
+    memoMs: number,
+    all: boolean,
+    owners: readonly string[],
+  ): Promise<ReleaseReply> {
+    const reply = await this.#run(
+      'release',
+      [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
+      [requestId, memoMs, all ? '1' : '0', ...owners],
+    );
+    return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1 };
+  }
+
+  /** Renews each `lockKeys[i]` for `owners[i]`; resolves to whether each is still held. One slot per call. */
+  async renew(lockKeys: readonly string[], owners: readonly string[], leaseMs: number): Promise<boolean[]> {
+    const reply = (await this.#run('renew', lockKeys, [leaseMs, ...owners])) as unknown[];
+    return reply.map((_, i) => integerAt(reply, i) === 1);
+  }
+
+  async forceUnlock(keys: LockKeys): Promise<boolean> {
+    return (await this.#run('forceUnlock', [keys.lockKey, keys.channel], [])) === 1;
+  }
+
+  /** Hold count of the nearest owner of the chain that holds the lock (0 if none). */
+  async holdCount(keys: LockKeys, owners: readonly string[]): Promise<number> {
+    return integerAt(await this.#run('holdCount', [keys.lockKey], owners), 0);
+  }
+}

@@ -1,0 +1,224 @@
+/**
+ * Waiting for a lock by pub/sub: one subscriber connection per client, one subscription per lock channel
+ * while it has local waiters, and a FIFO of local waiters per lock in which one release message wakes one
+ * waiter. Pub/sub only speeds waiting up: every wait is also bounded by the holder's TTL, and after the
+ * subscriber reconnects (messages may have been lost) every waiter is woken to try again.
+ */
+import { LockClientClosedError } from './errors.js';
+import type { RedisClient } from './options.js';
+import { clampedTimeout, monotonicNow } from './time.js';
+
+export type WakeReason = 'woken' | 'timeout';
+
+/** Bound on one wait while the channel's subscription is not (yet) active: pub/sub cannot wake us then. */
+const UNSUBSCRIBED_WAIT_MS = 1000;
+
+class ChannelQueue {
+  readonly waiters: Waiter[] = [];
+  /** Release messages that found no parked waiter; a waiter about to park takes one and retries instead. */
+  permits = 0;
+  /** Monotonic time when the holder's lease runs out, as learned by the latest failed attempt. */
+  holderExpiresAt = 0;
+  /** Until the subscription is active a release could go unseen, so waits are bounded more tightly. */
+  subscription: 'pending' | 'active' | 'failed' = 'pending';
+
+  /** The subscription became active (or failed): waiters try again, since a release may have gone unseen. */
+  subscriptionSettled(active: boolean): void {
+    this.subscription = active ? 'active' : 'failed';
+    this.wakeAll();
+  }
+
+  /** A release happened: wake the first parked waiter, or leave a permit for one that is mid-attempt. */
+  dispatch(): void {
+    const waiter = this.waiters.find((w) => w.isParked);
+    if (waiter) waiter.wake();
+    else this.permits = Math.min(this.permits + 1, this.waiters.length);
+  }
+
+  wakeAll(): void {
+    let unparked = 0;
+    for (const waiter of this.waiters) {
+      if (waiter.isParked) waiter.wake();
+      else unparked++;
+    }
+    this.permits = unparked;
+  }
+}
+
+export class Waiter {
+  readonly #queues: WaitQueues;
+  readonly #channel: string;
+  readonly #queue: ChannelQueue;
+  #settle: ((reason: WakeReason) => void) | undefined;
+  #fail: ((error: unknown) => void) | undefined;
+  /** Woken by a release that it has not yet acted on; passed on if it leaves without trying. */
+  #unusedWake = false;
+  #left = false;
+
+  constructor(queues: WaitQueues, channel: string, queue: ChannelQueue) {
+    this.#queues = queues;
+    this.#channel = channel;
+    this.#queue = queue;
+  }
+
+  get isParked(): boolean {
+    return this.#settle !== undefined;
+  }
+
+  /** Records what a failed attempt learned: the holder's PTTL in ms (-1: no expiry). */
+  noteHolderTtl(pttl: number): void {
+    this.#queue.holderExpiresAt = pttl < 0 ? Infinity : monotonicNow() + pttl;
+  }
+
+  /** Milliseconds until the holder's lease ends, as last learned by any waiter of this lock. */
+  holderTtl(): number {
+    return Math.max(0, this.#queue.holderExpiresAt - monotonicNow());
+  }
+
+  /** The waiter is about to try to acquire: any wake it got is used up. */
+  attempting(): void {
+    this.#unusedWake = false;
+  }
+
+  /**
+   * Waits for a release message (`'woken'`) or `timeoutMs` (`'timeout'`); rejects with the signal's
+   * reason on abort, or with LockClientClosedError when the client closes.
+   */
+  park(timeoutMs: number, signal: AbortSignal | undefined): Promise<WakeReason> {
+    if (this.#queues.closed) return Promise.reject(new LockClientClosedError());
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#queue.permits > 0) {
+      this.#queue.permits--;
+      this.#unusedWake = true;
+      return Promise.resolve('woken');
+    }
+    const bound = this.#queue.subscription === 'active' ? timeoutMs : Math.min(timeoutMs, UNSUBSCRIBED_WAIT_MS);
+    return new Promise<WakeReason>((resolve, reject) => {
+      const timer = bound === Infinity ? undefined : clampedTimeout(() => finish('timeout'), bound);
+      const onAbort = (): void => fail(signal?.reason);
+      const cleanup = (): void => {
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.#settle = undefined;
+        this.#fail = undefined;
+      };
+      const finish = (reason: WakeReason): void => {
+        cleanup();
+        resolve(reason);
+      };
+      const fail = (error: unknown): void => {
+        cleanup();
+        reject(error);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#settle = finish;
+      this.#fail = fail;
+    });
+  }
+
+  wake(): void {
+    this.#unusedWake = true;
+    this.#settle?.('woken');
+  }
+
+  close(): void {
+    this.#fail?.(new LockClientClosedError());
+  }
+
+  /** Leaves the queue; the last waiter of a lock drops its subscription. Idempotent. */
+  leave(): void {
+    if (this.#left) return;
+    this.#left = true;
+    const waiters = this.#queue.waiters;
+    const index = waiters.indexOf(this);
+    if (index !== -1) waiters.splice(index, 1);
+    this.#queue.permits = Math.min(this.#queue.permits, waiters.length);
+    if (waiters.length === 0) this.#queues.drop(this.#channel, this.#queue);
+    else if (this.#unusedWake) this.#queue.dispatch();
+  }
+}
+
+export class WaitQueues {
+  readonly #redis: RedisClient;
+  readonly #queues = new Map<string, ChannelQueue>();
+  #subscriber: RedisClient | undefined;
+  #closed = false;
+
+  constructor(redis: RedisClient) {
+    this.#redis = redis;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  hasWaiters(channel: string): boolean {
+    return this.#queues.has(channel);
+  }
+
+  /** Joins the FIFO of `channel`, subscribing to it when this is its first waiter. */
+  enter(channel: string): Waiter {
+    let queue = this.#queues.get(channel);
+    if (!queue) {
+      const created = new ChannelQueue();
+      this.#queues.set(channel, created);
+      this.#connection()
+        .subscribe(channel)
+        .then(
+          () => created.subscriptionSettled(true),
+          () => created.subscriptionSettled(false),
+        );
+      queue = created;
+    }
+    const waiter = new Waiter(this, channel, queue);
+    queue.waiters.push(waiter);
+    return waiter;
+  }
+
+  /** Called by the last waiter of a channel as it leaves. */
+  drop(channel: string, queue: ChannelQueue): void {
+    if (this.#queues.get(channel) !== queue) return;
+    this.#queues.delete(channel);
+    if (!this.#closed) this.#subscriber?.unsubscribe(channel).catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const queue of this.#queues.values()) for (const waiter of [...queue.waiters]) waiter.close();
+    this.#queues.clear();
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
+    subscriber?.disconnect();
+    await Promise.resolve();
+  }
+
+  #connection(): RedisClient {
+    if (this.#subscriber) return this.#subscriber;
+    const subscriber = this.#redis.duplicate();
+    // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an
+    // unhandled 'error' event from crashing the process.
+    subscriber.on('error', () => undefined);
+    subscriber.on('message', (channel: string) => this.#queues.get(channel)?.dispatch());
+    let connectedBefore = false;
+    subscriber.on('ready', () => {
+      if (!connectedBefore) {
+        connectedBefore = true;
+        return;
+      }
+      void this.#resubscribe(subscriber);
+    });
+    this.#subscriber = subscriber;
+    return subscriber;
+  }
+
+  /** After a reconnect: make sure every channel is subscribed, then let every waiter try again. */
+  async #resubscribe(subscriber: RedisClient): Promise<void> {
+    const channels = [...this.#queues.keys()];
+    const subscribed = channels.length === 0 ? true : await subscriber.subscribe(...channels).then(
+      () => true,
+      () => false,
+    );
+    if (this.#closed) return;
+    for (const channel of channels) this.#queues.get(channel)?.subscriptionSettled(subscribed);
+  }
+}

@@ -1,0 +1,233 @@
+/**
+ * The watchdog: the table of every hold this client has, and the one scheduler that keeps them honest.
+ * Every `watchdogTimeout / 3` it renews all watchdog-mode holds in batched script calls (one per Cluster
+ * slot and chunk); a hold is lost when renewal finds another owner, or when its local lease deadline
+ * (monotonic, from the send time of the last successful acquire or renewal) passes. Fixed-lease holds are
+ * never renewed and are lost at their deadline. Losing a hold aborts its signal with a LockLostError and
+ * reports it; nothing is thrown from a timer.
+ */
+import { LockLostError } from './errors.js';
+import type { LockKeys } from './keys.js';
+import type { LockScripts } from './scripts.js';
+import { clampedTimeout, monotonicNow } from './time.js';
+
+/** Lock keys per renewal call: at 1000 locks a call the watchdog sends 1 round trip per 1000 held locks. */
+const RENEW_CHUNK = 1000;
+
+/** Clock drift allowance subtracted from every local lease deadline (as in Redlock: 1% + 2 ms). */
+export function driftMs(leaseMs: number): number {
+  return Math.floor(leaseMs * 0.01) + 2;
+}
+
+export type HoldState = 'held' | 'releasing' | 'released' | 'lost';
+
+/** One owner's hold on one lock, shared by all its re-entrant acquisitions. */
+export class Hold {
+  readonly name: string;
+  readonly keys: LockKeys;
+  readonly owner: string;
+  readonly fencingToken: bigint;
+  readonly controller = new AbortController();
+  count = 0;
+  /** Renewed by the watchdog (some acquisition of it was in watchdog mode). */
+  renewing = false;
+  /** Monotonic ms after which the hold must be presumed gone. */
+  deadline = 0;
+  state: HoldState = 'held';
+
+  constructor(name: string, keys: LockKeys, owner: string, fencingToken: bigint) {
+    this.name = name;
+    this.keys = keys;
+    this.owner = owner;
+    this.fencingToken = fencingToken;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+}
+
+export interface WatchdogOptions {
+  readonly scripts: LockScripts;
+  readonly watchdogTimeout: number;
+  /** Group renewals by Cluster slot (a script call may only touch one slot there). */
+  readonly perSlot: boolean;
+  readonly onLost: (hold: Hold, error: LockLostError) => void;
+}
+
+const tableKey = (lockKey: string, owner: string): string => `${owner}\n${lockKey}`;
+
+export class Watchdog {
+  readonly #options: WatchdogOptions;
+  readonly #holds = new Map<string, Hold>();
+  #timer: NodeJS.Timeout | undefined;
+  #nextTickAt = Infinity;
+  #renewing = false;
+  #stopped = false;
+
+  constructor(options: WatchdogOptions) {
+    this.#options = options;
+  }
+
+  get period(): number {
+    return Math.floor(this.#options.watchdogTimeout / 3);
+  }
+
+  find(lockKey: string, owner: string): Hold | undefined {
+    return this.#holds.get(tableKey(lockKey, owner));
+  }
+
+  /** The hold of the nearest owner in `owners` (a flow chain) on `lockKey`, if this client knows one. */
+  nearest(lockKey: string, owners: readonly string[]): Hold | undefined {
+    for (const owner of owners) {
+      const hold = this.find(lockKey, owner);
+      if (hold) return hold;
+    }
+    return undefined;
+  }
+
+  holdsOf(lockKey: string): Hold[] {
+    return [...this.#holds.values()].filter((hold) => hold.keys.lockKey === lockKey);
+  }
+
+  all(): Hold[] {
+    return [...this.#holds.values()];
+  }
+
+  /**
+   * Records a successful acquire script call sent at `sentAt` for `leaseTime` (-1: watchdog mode).
+   * A hold count of 1 means a fresh hold: any older local record of that owner is stale and lost.
+   */
+  acquired(
+    name: string,
+    keys: LockKeys,
+    owner: string,
+    reply: { readonly token: bigint; readonly holdCount: number },
+    sentAt: number,
+    leaseTime: number,
+  ): Hold {
+    const key = tableKey(keys.lockKey, owner);
+    let hold = this.#holds.get(key);
+    if (!hold || reply.holdCount === 1 || hold.fencingToken !== reply.token) {
+      if (hold) this.lose(hold, 'its lease ended before this owner acquired the lock again');
+      hold = new Hold(name, keys, owner, reply.token);
+      this.#holds.set(key, hold);
+    }
+    const watchdogMode = leaseTime === -1;
+    const lease = watchdogMode ? this.#options.watchdogTimeout : leaseTime;
+    hold.count = reply.holdCount;
+    hold.state = 'held';
+    hold.renewing ||= watchdogMode;
+    hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
+    this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
+    return hold;
+  }
+
+  /** Records a release script reply for `hold`: `remaining` holds are left (0: the lock is free). */
+  released(hold: Hold, remaining: number): void {
+    if (remaining > 0) {
+      hold.count = remaining;
+      if (hold.state === 'releasing') hold.state = 'held';
+      return;
+    }
+    this.forget(hold, 'released');
+  }
+
+  /** Drops `hold` from the table without a loss signal (released, or left to expire after a failed release). */
+  forget(hold: Hold, state: 'released' | 'lost' = 'released'): void {
+    if (hold.state !== 'lost') hold.state = state;
+    const key = tableKey(hold.keys.lockKey, hold.owner);
+    if (this.#holds.get(key) === hold) this.#holds.delete(key);
+  }
+
+  /** Declares `hold` lost: aborts its signal with a LockLostError and reports it. Idempotent. */
+  lose(hold: Hold, reason: string, options: { cause?: unknown; report?: boolean } = {}): void {
+    if (hold.state === 'lost' || hold.state === 'released') return;
+    this.forget(hold, 'lost');
+    const error = new LockLostError(hold.name, reason, { cause: options.cause });
+    hold.controller.abort(error);
+    if (options.report !== false) this.#options.onLost(hold, error);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#nextTickAt = Infinity;
+  }
+
+  #scheduleAt(at: number): void {
+    if (this.#stopped || at >= this.#nextTickAt) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#nextTickAt = at;
+    this.#timer = clampedTimeout(() => this.#tick(), at - monotonicNow());
+    // A held lock must not keep the process alive: a process that exits simply lets its leases run out.
+    this.#timer.unref();
+  }
+
+  #tick(): void {
+    this.#timer = undefined;
+    this.#nextTickAt = Infinity;
+    const now = monotonicNow();
+    let next = Infinity;
+    const due: Hold[] = [];
+    for (const hold of [...this.#holds.values()]) {
+      if (hold.deadline <= now) {
+        this.lose(
+          hold,
+          hold.renewing
+            ? 'the watchdog could not renew it before its lease deadline'
+            : 'its lease time ran out before it was released',
+        );
+        continue;
+      }
+      next = Math.min(next, hold.deadline);
+      if (hold.renewing) {
+        next = Math.min(next, now + this.period);
+        if (hold.state === 'held') due.push(hold);
+      }
+    }
+    if (due.length > 0 && !this.#renewing) this.#renew(due, now);
+    if (next !== Infinity) this.#scheduleAt(next);
+  }
+
+  #renew(holds: Hold[], sentAt: number): void {
+    this.#renewing = true;
+    const batches = new Map<number, Hold[]>();
+    for (const hold of holds) {
+      const slot = this.#options.perSlot ? hold.keys.slot : 0;
+      const batch = batches.get(slot);
+      if (batch) batch.push(hold);
+      else batches.set(slot, [hold]);
+    }
+    const calls: Promise<void>[] = [];
+    for (const batch of batches.values()) {
+      for (let i = 0; i < batch.length; i += RENEW_CHUNK) {
+        calls.push(this.#renewChunk(batch.slice(i, i + RENEW_CHUNK), sentAt));
+      }
+    }
+    void Promise.all(calls).then(() => {
+      this.#renewing = false;
+    });
+  }
+
+  async #renewChunk(holds: Hold[], sentAt: number): Promise<void> {
+    const lease = this.#options.watchdogTimeout;
+    let renewed: boolean[];
+    try {
+      renewed = await this.#options.scripts.renew(
+        holds.map((h) => h.keys.lockKey),
+        holds.map((h) => h.owner),
+        lease,
+      );
+    } catch {
+      return; // Transient: the next tick retries, and the deadline check declares loss if none succeeds.
+    }
+    holds.forEach((hold, i) => {
+      // A hold released, lost or replaced while the call was in flight is no longer ours to judge.
+      if (hold.state !== 'held' || this.find(hold.keys.lockKey, hold.owner) !== hold) return;
+      if (renewed[i]) hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
+      else this.lose(hold, 'the watchdog found it held by another owner or gone');
+    });
+  }
+}

@@ -1,0 +1,248 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { LockNotHeldError, NoFlowError } from '../../src/index.js';
+import { commandCalls, elapsedSince, uniqueName, useRedis } from '../support/fixture.js';
+
+const redis = useRedis();
+
+describe('RLock: holding, re-entry and release', () => {
+  it('counts holds per flow across lock instances of one name', async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const a = locks.getLock(name);
+    const b = locks.getLock(name);
+    await locks.run(async () => {
+      expect(await a.tryLock()).toBe(true);
+      expect(await b.tryLock()).toBe(true);
+      expect(await a.getHoldCount()).toBe(2);
+      expect(await b.getHoldCount()).toBe(2);
+      expect(await a.isHeldByCurrentFlow()).toBe(true);
+      await b.unlock();
+      expect(await a.getHoldCount()).toBe(1);
+      expect(await a.isLocked()).toBe(true);
+      await a.unlock();
+      expect(await a.isLocked()).toBe(false);
+      expect(await a.getHoldCount()).toBe(0);
+      await expect(a.unlock()).rejects.toBeInstanceOf(LockNotHeldError);
+    });
+    expect(await redis.admin.exists(name)).toBe(0);
+  });
+
+  it('stores the hold Redisson-style: a hash field <clientId>:<flowId> with the count', async () => {
+    const locks = redis.locks({ clientId: 'svc-a' });
+    const name = uniqueName();
+    const lock = locks.getLock(name);
+    await locks.run(async () => {
+      await lock.lock();
+      await lock.lock();
+      const fields = await redis.admin.hgetall(name);
+      const owners = Object.keys(fields).filter((f) => /^svc-a:\d+$/.test(f));
+      expect(owners).toHaveLength(1);
+      expect(fields[owners[0] ?? '']).toBe('2');
+      await lock.unlock();
+      await lock.unlock();
+    });
+  });
+
+  it('keeps unrelated flows in one process exclusive and lets nested withLock re-enter', async () => {
+    const locks = redis.locks();
+    const lock = locks.getLock(uniqueName());
+    const events: string[] = [];
+    const body = (label: string) => async () => {
+      events.push(`${label}:start`);
+      await lock.withLock(async () => {
+        events.push(`${label}:nested`);
+        expect(await lock.getHoldCount()).toBe(2);
+      });
+      await sleep(50);
+      events.push(`${label}:end`);
+    };
+    await Promise.all([lock.withLock(body('a')), lock.withLock(body('b'))]);
+    expect(events).toEqual(['a:start', 'a:nested', 'a:end', 'b:start', 'b:nested', 'b:end']);
+  });
+
+  it('keeps sibling flows exclusive inside one parent flow', async () => {
+    const locks = redis.locks();
+    const lock = locks.getLock(uniqueName());
+    await locks.run(async () => {
+      let inside = 0;
+      let maxInside = 0;
+      await Promise.all(
+        [1, 2, 3].map(() =>
+          locks.run(async () => {
+            await lock.lock();
+            inside++;
+            maxInside = Math.max(maxInside, inside);
+            await sleep(20);
+            inside--;
+            await lock.unlock();
+          }),
+        ),
+      );
+      expect(maxInside).toBe(1);
+    });
+  });
+
+  it('lets a child flow re-enter what its parent holds, and keeps the parent holding after it', async () => {
+    const locks = redis.locks();
+    const lock = locks.getLock(uniqueName());
+    await locks.run(async () => {
+      await lock.lock();
+      await locks.run(async () => {
+        expect(await lock.tryLock()).toBe(true);
+        expect(await lock.getHoldCount()).toBe(2);
+        await lock.unlock();
+      });
+      expect(await lock.getHoldCount()).toBe(1);
+      await lock.unlock();
+    });
+  });
+
+  it('excludes a flow of another client (another process in effect)', async () => {
+    const one = redis.locks();
+    const two = redis.locks();
+    const name = uniqueName();
+    await one.run(async () => {
+      await one.getLock(name).lock();
+      expect(await two.run(() => two.getLock(name).tryLock())).toBe(false);
+      await one.getLock(name).unlock();
+    });
+    expect(await two.run(() => two.getLock(name).tryLock({ waitTime: 0, leaseTime: 1000 }))).toBe(true);
+  });
+
+  it('forceUnlock frees a lock held by anyone and aborts the local holder', async () => {
+    const one = redis.locks();
+    const two = redis.locks();
+    const name = uniqueName();
+    const lease = await one.getLock(name).acquire();
+    expect(await two.getLock(name).forceUnlock()).toBe(true);
+    expect(await two.getLock(name).forceUnlock()).toBe(false);
+    expect(await redis.admin.exists(name)).toBe(0);
+    await expect(lease.release()).rejects.toBeInstanceOf(LockNotHeldError);
+    const local = await one.getLock(name).acquire();
+    expect(await one.getLock(name).forceUnlock()).toBe(true);
+    expect(local.signal.aborted).toBe(true);
+  });
+
+  it('reports remainTimeToLive: -2 when free, the lease when held, -1 without expiry', async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const lock = locks.getLock(name);
+    expect(await lock.remainTimeToLive()).toBe(-2);
+    await locks.run(async () => {
+      await lock.lock(10_000);
+      const ttl = await lock.remainTimeToLive();
+      expect(ttl).toBeGreaterThan(9_000);
+      expect(ttl).toBeLessThanOrEqual(10_000);
+      await lock.unlock();
+    });
+    await redis.admin.hset(name, 'foreign:1', '1');
+    expect(await lock.remainTimeToLive()).toBe(-1);
+    await redis.admin.del(name);
+  });
+});
+
+describe('RLock: fencing tokens', () => {
+  it('rise on every new holder and stay the same on re-entry', async () => {
+    const one = redis.locks();
+    const two = redis.locks();
+    const name = uniqueName();
+    const tokens: bigint[] = [];
+    for (let i = 0; i < 3; i++) {
+      for (const locks of [one, two]) {
+        await locks.getLock(name).withLock(async () => {
+          const outer = await locks.getLock(name).acquire();
+          const inner = await locks.getLock(name).acquire();
+          expect(inner.fencingToken).toBe(outer.fencingToken);
+          tokens.push(outer.fencingToken);
+          await inner.release();
+          await outer.release();
+        });
+      }
+    }
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1] ?? 0n);
+  });
+});
+
+describe('RLock: waiting', () => {
+  it('tryLock(1500) on a held lock returns false after 1450-1900 ms', async () => {
+    const holder = redis.locks();
+    const waiter = redis.locks();
+    const name = uniqueName();
+    const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });
+    const start = performance.now();
+    const got = await waiter.run(() => waiter.getLock(name).tryLock(1500));
+    const elapsed = elapsedSince(start);
+    expect(got).toBe(false);
+    expect(elapsed).toBeGreaterThanOrEqual(1450);
+    expect(elapsed).toBeLessThanOrEqual(1900);
+    await lease.release();
+  });
+
+  it('a waiter sends only a handful of commands during a 2 s wait (no polling)', async () => {
+    const holder = redis.locks();
+    const waiter = redis.locks();
+    const name = uniqueName();
+    const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });
+    const before = await commandCalls(redis.admin);
+    expect(await waiter.run(() => waiter.getLock(name).tryLock(2000))).toBe(false);
+    const after = await commandCalls(redis.admin);
+    const delta = (command: string): number => (after[command] ?? 0) - (before[command] ?? 0);
+    // Two attempts (before and after subscribing), one subscribe, one unsubscribe; INFO is ours. The
+    // script-internal commands of the attempts (EXISTS, HEXISTS, PTTL) count in commandstats too.
+    expect(delta('evalsha') + delta('eval')).toBeLessThanOrEqual(3);
+    expect(delta('subscribe') + delta('unsubscribe')).toBeLessThanOrEqual(2);
+    const total = Object.keys(after).reduce((sum, command) => (command === 'info' ? sum : sum + delta(command)), 0);
+    expect(total).toBeLessThanOrEqual(12);
+    await lease.release();
+  });
+
+  it('a release wakes a waiter within 100 ms although the holder leased 30 s', async () => {
+    const holder = redis.locks();
+    const waiter = redis.locks();
+    const name = uniqueName();
+    const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });
+    let acquiredAt = 0;
+    const waiting = waiter.run(async () => {
+      await waiter.getLock(name).lock();
+      acquiredAt = performance.now();
+      await waiter.getLock(name).unlock();
+    });
+    await sleep(300);
+    const releasedAt = performance.now();
+    await lease.release();
+    await waiting;
+    expect(acquiredAt - releasedAt).toBeLessThan(100);
+  });
+
+  it('wakes local waiters one at a time in arrival order', async () => {
+    const locks = redis.locks();
+    const lock = locks.getLock(uniqueName());
+    const order: number[] = [];
+    const holder = await lock.acquire();
+    const waiters = [0, 1, 2, 3].map(async (i) => {
+      await sleep(i * 20);
+      await lock.withLock(async () => {
+        order.push(i);
+        await sleep(5);
+      });
+    });
+    await sleep(150);
+    await holder.release();
+    await Promise.all(waiters);
+    expect(order).toEqual([0, 1, 2, 3]);
+  });
+});
+
+describe('RLock: outside a flow', () => {
+  it('tryLock, lock and unlock throw NoFlowError naming locks.run; queries answer for no flow', async () => {
+    const locks = redis.locks();
+    const lock = locks.getLock(uniqueName());
+    await expect(lock.tryLock()).rejects.toBeInstanceOf(NoFlowError);
+    await expect(lock.lock()).rejects.toThrow(/locks\.run/);
+    await expect(lock.unlock()).rejects.toMatchObject({ code: 'LOCK_NO_FLOW', lockName: lock.name });
+    expect(await lock.isHeldByCurrentFlow()).toBe(false);
+    expect(await lock.getHoldCount()).toBe(0);
+    expect(await lock.isLocked()).toBe(false);
+  });
+});

@@ -1,0 +1,151 @@
+/**
+ * Redis for tests. `useRedis()` gives a file one server: `REDIS_URL` when set, else a `redis-server` from
+ * PATH started on a free loopback port, else a Testcontainers Redis when a Docker engine is reachable.
+ * `startRedisServer()` always starts a local process, for tests that inject faults (kill, pause, restart).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface TestRedis {
+  readonly host: string;
+  readonly port: number;
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+export interface LocalRedis extends TestRedis {
+  readonly pid: number;
+  /** SIGKILL: the server dies at once, without saving. */
+  kill(): Promise<void>;
+  /** SIGSTOP: the server stops answering but keeps its sockets. */
+  pause(): void;
+  /** SIGCONT after `pause()`. */
+  resume(): void;
+  /** Starts a server again on the same port (after `kill()` or `stop()`), empty unless persistence was on. */
+  restart(): Promise<void>;
+}
+
+const NO_REDIS_MESSAGE =
+  'No Redis for the integration tests. Provide one of: (1) REDIS_URL=redis://host:port, ' +
+  '(2) `redis-server` on PATH (Debian: apt-get install redis-server), ' +
+  '(3) a reachable Docker engine for Testcontainers (@testcontainers/redis).';
+
+export function hasRedisServerBinary(): boolean {
+  return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  await once(server, 'close');
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+async function waitForPing(port: number, child: ChildProcess, log: () => string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}: ${log()}`);
+    const ping = spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' });
+    if (ping.stdout.trim() === 'PONG') return;
+    if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer: ${log()}`);
+    await sleep(25);
+  }
+}
+
+/** Starts `redis-server` on a free loopback port (DEBUG allowed locally, nothing saved unless `args` say so). */
+export async function startRedisServer(args: readonly string[] = []): Promise<LocalRedis> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'flowlock-redis-'));
+  let child: ChildProcess;
+  let output = '';
+
+  const launch = async (): Promise<void> => {
+    output = '';
+    child = spawn(
+      'redis-server',
+      [
+        '--port', String(port),
+        '--bind', '127.0.0.1',
+        '--save', '',
+        '--appendonly', 'no',
+        '--dir', dir,
+        '--enable-debug-command', 'local',
+        ...args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await waitForPing(port, child, () => output);
+  };
+
+  const exited = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+  };
+
+  await launch();
+  return {
+    host: '127.0.0.1',
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    get pid() {
+      return child.pid ?? -1;
+    },
+    async kill() {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+      await exited();
+    },
+    pause() {
+      child.kill('SIGSTOP');
+    },
+    resume() {
+      child.kill('SIGCONT');
+    },
+    async restart() {
+      await exited();
+      await launch();
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT');
+        child.kill('SIGTERM');
+        await exited();
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** One Redis for a test file, by the first available of REDIS_URL, redis-server, Testcontainers. */
+export async function startTestRedis(): Promise<TestRedis> {
+  const fromEnv = process.env['REDIS_URL'];
+  if (fromEnv) {
+    const url = new URL(fromEnv);
+    return { host: url.hostname, port: Number(url.port || 6379), url: fromEnv, stop: async () => undefined };
+  }
+  if (hasRedisServerBinary()) return startRedisServer();
+  try {
+    const { RedisContainer } = await import('@testcontainers/redis');
+    const container = await new RedisContainer('redis:7').start();
+    return {
+      host: container.getHost(),
+      port: container.getPort(),
+      url: container.getConnectionUrl(),
+      stop: async () => {
+        await container.stop();
+      },
+    };
+  } catch (error) {
+    throw new Error(NO_REDIS_MESSAGE, { cause: error });
+  }
+}
