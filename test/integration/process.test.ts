@@ -1,0 +1,27 @@
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { uniqueName, useRedis } from '../support/fixture.js';
+
+const redis = useRedis();
+const root = join(import.meta.dirname, '..', '..');
+
+describe('a process using the library', () => {
+  it('exits by itself within 1 s of close(), leaving no keys or channels', async () => {
+    expect(existsSync(join(root, 'dist', 'index.js')), 'run `npm run build` first').toBe(true);
+    const name = uniqueName('exit');
+    const child = fork(join(root, 'test', 'fixtures', 'exit-after-close.mjs'), [redis.server.url, name], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const [message] = (await once(child, 'message')) as [{ waited: boolean; watchdogLost: boolean; closedAt: number }];
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect(code).toBe(0);
+    expect(Date.now() - message.closedAt).toBeLessThan(1000);
+    expect(message.waited).toBe(false);
+    expect(message.watchdogLost).toBe(true);
+    expect(await redis.admin.exists(name, `${name}:watchdog`)).toBe(0);
+    expect(await redis.admin.pubsub('CHANNELS', `*${name}*`)).toEqual([]);
+  });
+});

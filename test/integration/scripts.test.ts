@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { lockKeys } from '../../src/keys.js';
+import { LockScripts } from '../../src/scripts.js';
+import { uniqueName, useRedis } from '../support/fixture.js';
+
+const redis = useRedis();
+
+describe('script runner', () => {
+  it('survives SCRIPT FLUSH between calls (EVALSHA falls back to EVAL)', async () => {
+    const locks = redis.locks();
+    const lock = locks.getLock(uniqueName());
+    for (let i = 0; i < 3; i++) {
+      await redis.admin.script('FLUSH');
+      await lock.withLock(async () => {
+        await redis.admin.script('FLUSH');
+        await lock.withLock(async () => undefined);
+        await redis.admin.script('FLUSH');
+      });
+    }
+    expect(await lock.isLocked()).toBe(false);
+  });
+
+  it('never defines commands on the caller’s client', async () => {
+    const client = redis.redis();
+    const { createLockClient } = await import('../../src/index.js');
+    const locks = createLockClient(client);
+    await locks.getLock(uniqueName()).withLock(async () => undefined);
+    await locks.close();
+    // ioredis keeps commands made by defineCommand in `scriptsSet`.
+    expect((client as unknown as { scriptsSet: object }).scriptsSet).toEqual({});
+    expect((client as unknown as Record<string, unknown>)['acquire']).toBeUndefined();
+  });
+});
+
+describe('idempotency: a resent command does not count twice', () => {
+  it('acquire: the same request id re-entering twice raises the count once', async () => {
+    const scripts = new LockScripts(redis.redis());
+    const keys = lockKeys('', uniqueName());
+    const owner = ['c:1'];
+    const first = await scripts.acquire(keys, 10_000, randomUUID(), owner);
+    const reentry = randomUUID();
+    const second = await scripts.acquire(keys, 10_000, reentry, owner);
+    const resent = await scripts.acquire(keys, 10_000, reentry, owner);
+    expect(first).toMatchObject({ acquired: true, holdCount: 1 });
+    expect(second).toMatchObject({ acquired: true, holdCount: 2 });
+    expect(resent).toEqual(second);
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');
+  });
+
+  it('acquire: a resent first acquire does not take a second hold or a second token', async () => {
+    const scripts = new LockScripts(redis.redis());
+    const keys = lockKeys('', uniqueName());
+    const id = randomUUID();
+    const first = await scripts.acquire(keys, 10_000, id, ['c:1']);
+    const resent = await scripts.acquire(keys, 10_000, id, ['c:1']);
+    expect(resent).toEqual(first);
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('1');
+  });
+
+  it('release: a resent decrement or final release changes nothing more', async () => {
+    const scripts = new LockScripts(redis.redis());
+    const keys = lockKeys('', uniqueName());
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    const dec = randomUUID();
+    expect(await scripts.release(keys, dec, 10_000, false, ['c:1'])).toEqual({ remaining: 1, ownerIndex: 0 });
+    expect(await scripts.release(keys, dec, 10_000, false, ['c:1'])).toEqual({ remaining: 1, ownerIndex: 0 });
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('1');
+    const last = randomUUID();
+    expect(await scripts.release(keys, last, 10_000, false, ['c:1'])).toEqual({ remaining: 0, ownerIndex: 0 });
+    // Another owner takes the lock; the resent final release must not touch it, and still reports success.
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:2']);
+    expect(await scripts.release(keys, last, 10_000, false, ['c:1'])).toEqual({ remaining: 0, ownerIndex: 0 });
+    expect(await redis.admin.hget(keys.lockKey, 'c:2')).toBe('1');
+  });
+
+  it('reports the holder PTTL when another owner holds the lock', async () => {
+    const scripts = new LockScripts(redis.redis());
+    const keys = lockKeys('', uniqueName());
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    const other = await scripts.acquire(keys, 10_000, randomUUID(), ['c:2']);
+    expect(other.acquired).toBe(false);
+    if (!other.acquired) expect(other.pttl).toBeGreaterThan(9000);
+  });
+});

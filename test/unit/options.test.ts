@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import {
+  checkLockName,
+  checkRedisClient,
+  resolveAcquireOptions,
+  resolveClientOptions,
+  resolveLockArgs,
+  resolveTryLockArgs,
+} from '../../src/options.js';
+
+const fakeClient = { evalsha() {}, eval() {}, duplicate() {}, exists() {}, options: {} };
+
+describe('options: bad input fails before any I/O with an error naming the argument', () => {
+  const cases: [string, () => unknown, ErrorConstructor, RegExp][] = [
+    ['name not a string', () => checkLockName(42), TypeError, /name must be a string/],
+    ['name empty', () => checkLockName(''), RangeError, /name must not be empty/],
+    ['name too long', () => checkLockName('x'.repeat(513)), RangeError, /name must be at most 512 bytes/],
+    ['name too long in UTF-8', () => checkLockName('é'.repeat(257)), RangeError, /512 bytes/],
+    ['client not ioredis', () => checkRedisClient({}), TypeError, /ioredis/],
+    ['client null', () => checkRedisClient(null), TypeError, /ioredis/],
+    [
+      'client with ioredis keyPrefix',
+      () => checkRedisClient({ ...fakeClient, options: { keyPrefix: 'x:' } }),
+      TypeError,
+      /keyPrefix/,
+    ],
+    ['options not an object', () => resolveClientOptions(5), TypeError, /options must be an object/],
+    ['unknown client option', () => resolveClientOptions({ watchdog: 1 }), TypeError, /unknown option "watchdog"/],
+    ['watchdogTimeout NaN', () => resolveClientOptions({ watchdogTimeout: NaN }), RangeError, /watchdogTimeout/],
+    ['watchdogTimeout string', () => resolveClientOptions({ watchdogTimeout: '1' }), TypeError, /watchdogTimeout/],
+    ['watchdogTimeout tiny', () => resolveClientOptions({ watchdogTimeout: 5 }), RangeError, /watchdogTimeout/],
+    ['clientId empty', () => resolveClientOptions({ clientId: '' }), RangeError, /clientId/],
+    ['clientId number', () => resolveClientOptions({ clientId: 1 }), TypeError, /clientId/],
+    ['keyPrefix number', () => resolveClientOptions({ keyPrefix: 1 }), TypeError, /keyPrefix/],
+    ['keyPrefix stray brace', () => resolveClientOptions({ keyPrefix: 'a{b:' }), RangeError, /keyPrefix/],
+    ['waitTime negative', () => resolveTryLockArgs([-1]), RangeError, /waitTime must be >= 0/],
+    ['waitTime fractional', () => resolveTryLockArgs([1.5]), RangeError, /waitTime/],
+    ['waitTime NaN', () => resolveTryLockArgs([NaN]), RangeError, /waitTime/],
+    ['waitTime Infinity', () => resolveTryLockArgs([Infinity]), RangeError, /waitTime/],
+    ['waitTime string', () => resolveTryLockArgs(['10']), TypeError, /waitTime must be a number/],
+    ['leaseTime zero', () => resolveTryLockArgs([0, 0]), RangeError, /leaseTime must be > 0/],
+    ['leaseTime -2', () => resolveTryLockArgs([0, -2]), RangeError, /leaseTime/],
+    ['leaseTime fractional', () => resolveLockArgs([0.5]), RangeError, /leaseTime/],
+    ['tryLock too many args', () => resolveTryLockArgs([1, 2, 3]), TypeError, /at most 2 arguments/],
+    ['unknown tryLock option', () => resolveTryLockArgs([{ wait: 1 }]), TypeError, /unknown option "wait"/],
+    ['tryLock options.waitTime', () => resolveTryLockArgs([{ waitTime: -5 }]), RangeError, /options\.waitTime/],
+    ['lock options.leaseTime', () => resolveLockArgs([{ leaseTime: 0 }]), RangeError, /options\.leaseTime/],
+    ['lock unknown option', () => resolveLockArgs([{ waitTime: 1 }]), TypeError, /unknown option "waitTime"/],
+    ['signal not a signal', () => resolveAcquireOptions({ signal: {} }), TypeError, /options\.signal/],
+    ['acquire options array', () => resolveAcquireOptions([]), TypeError, /options must be an object/],
+  ];
+  it.each(cases)('%s', (_label, call, type, message) => {
+    expect(call).toThrow(type);
+    expect(call).toThrow(message);
+  });
+
+  it('fills defaults', () => {
+    const resolved = resolveClientOptions(undefined);
+    expect(resolved.watchdogTimeout).toBe(30_000);
+    expect(resolved.keyPrefix).toBe('');
+    expect(resolved.clientId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(resolveTryLockArgs([])).toEqual({ waitTime: undefined, leaseTime: -1, signal: undefined });
+    expect(resolveTryLockArgs([100, -1])).toEqual({ waitTime: 100, leaseTime: -1, signal: undefined });
+    expect(resolveLockArgs([500])).toEqual({ waitTime: undefined, leaseTime: 500, signal: undefined });
+    expect(resolveAcquireOptions({ waitTime: 0 })).toEqual({ waitTime: 0, leaseTime: -1, signal: undefined });
+    expect(resolveClientOptions({ keyPrefix: '{app}:' }).keyPrefix).toBe('{app}:');
+  });
+});

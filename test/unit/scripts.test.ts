@@ -1,0 +1,55 @@
+// The Lua headers, the script bodies and the TypeScript registry must agree on every script's KEYS.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { luaSources } from '../../src/lua-scripts.generated.js';
+import { scriptKeyCounts } from '../../src/scripts.js';
+
+const luaDir = join(import.meta.dirname, '..', '..', 'lua');
+const files = readdirSync(luaDir).filter((f) => f.endsWith('.lua'));
+
+function header(source: string): string {
+  const match = /^--\[\[([\s\S]*?)\]\]/.exec(source);
+  if (!match?.[1]) throw new Error('missing --[[ header ]]');
+  return match[1];
+}
+
+function headerKeys(text: string): number | 'variadic' {
+  if (/KEYS\[1\.\.n\]/.test(text)) return 'variadic';
+  const indexes = [...text.matchAll(/^\s*KEYS\[(\d+)\]/gm)].map((m) => Number(m[1]));
+  indexes.forEach((value, i) => expect(value).toBe(i + 1));
+  return indexes.length;
+}
+
+function bodyKeys(body: string): number | 'variadic' {
+  if (/KEYS\[i\]|#KEYS/.test(body)) return 'variadic';
+  return Math.max(0, ...[...body.matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1])));
+}
+
+describe.each(files)('lua/%s', (file) => {
+  const source = readFileSync(join(luaDir, file), 'utf8');
+  const name = file.replace(/\.lua$/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof typeof luaSources;
+  const text = header(source);
+  const body = source.slice(source.indexOf(']]') + 2);
+
+  it('has a header with purpose, KEYS, ARGV, returns and side effects', () => {
+    expect(text.trim().split('\n')[0]).toMatch(new RegExp(`^${file.replace('.lua', '')}: `));
+    expect(text).toMatch(/^\s*Returns$/m);
+    expect(text).toMatch(/^\s*Side effects$/m);
+    expect(text).toMatch(/^\s*ARGV/m);
+  });
+
+  it('agrees with the body and the registry on the number of keys', () => {
+    expect(headerKeys(text)).toBe(bodyKeys(body));
+    expect(scriptKeyCounts[name]).toBe(headerKeys(text));
+  });
+
+  it('binds KEYS and ARGV to named locals before using them', () => {
+    const firstCode = body.split('\n').find((line) => line.trim() !== '');
+    expect(firstCode).toMatch(/^local \w+ = (KEYS|ARGV|tonumber\(ARGV)/);
+  });
+
+  it('is embedded unchanged in the build', () => {
+    expect(luaSources[name].source).toBe(source);
+  });
+});
