@@ -10,5 +10,8 @@ export default defineConfig({
     // Vitest fails the run on any unhandled rejection or uncaught exception (dangerouslyIgnoreUnhandledErrors
     // stays false); test/support/setup.ts adds the same check inside every worker.
     setupFiles: ['test/support/setup.ts'],
+    // CI adds up the JSON reports of the ioredis 5 and 6 runs into one closing line (scripts/test-summary.mjs).
+    reporters: process.env['CI'] ? ['default', 'json'] : ['default'],
+    outputFile: { json: `.vitest-results/ioredis${process.env['IOREDIS_MAJOR'] ?? '5'}.json` },
   },
 });

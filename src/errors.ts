@@ -1,10 +1,6 @@
 /** Stable machine-readable codes of the errors this library throws. */
 export type LockErrorCode =
-  | 'LOCK_ACQUIRE_TIMEOUT'
-  | 'LOCK_NOT_HELD'
-  | 'LOCK_LOST'
-  | 'LOCK_NO_FLOW'
-  | 'LOCK_CLIENT_CLOSED';
+  'LOCK_ACQUIRE_TIMEOUT' | 'LOCK_NOT_HELD' | 'LOCK_LOST' | 'LOCK_NO_FLOW' | 'LOCK_CLIENT_CLOSED';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {

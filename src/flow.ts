@@ -19,9 +19,10 @@ interface FlowRegistry {
 // One registry per process, even when the ESM and the CommonJS builds are both loaded, so that a flow
 // started through one is seen through the other and flow ids never repeat.
 const registryKey = Symbol.for('flowlock.flows');
-const registry: FlowRegistry = ((globalThis as Record<symbol, unknown>)[registryKey] as
-  | FlowRegistry
-  | undefined) ?? { storage: new AsyncLocalStorage<Flow>(), nextId: 1 };
+const registry: FlowRegistry = ((globalThis as Record<symbol, unknown>)[registryKey] as FlowRegistry | undefined) ?? {
+  storage: new AsyncLocalStorage<Flow>(),
+  nextId: 1,
+};
 (globalThis as Record<symbol, unknown>)[registryKey] = registry;
 
 export function currentFlow(): Flow | undefined {

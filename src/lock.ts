@@ -66,13 +66,15 @@ export class RLock {
    * waits up to `waitTime` ms; `leaseTime` (ms) fixes the lease, omitted or -1 means watchdog mode.
    * @returns whether the lock is now held by the current flow.
    */
-  tryLock(): Promise<boolean>;
-  tryLock(waitTime: number, leaseTime?: number): Promise<boolean>;
+  tryLock(waitTime?: number, leaseTime?: number): Promise<boolean>;
   tryLock(options: AcquireOptions): Promise<boolean>;
   async tryLock(...args: unknown[]): Promise<boolean> {
     const options = resolveTryLockArgs(args);
     const flow = this.#requireFlow('tryLock');
-    const hold = await this.#take(ownerChain(this.#context.clientId, flow), { ...options, waitTime: options.waitTime ?? 0 });
+    const hold = await this.#take(ownerChain(this.#context.clientId, flow), {
+      ...options,
+      waitTime: options.waitTime ?? 0,
+    });
     return hold !== undefined;
   }
 
@@ -246,15 +248,13 @@ export class RLock {
 
   #releaseQuietly(owner: string | undefined): void {
     if (owner === undefined) return;
-    this.#context.scripts
-      .release(this.#keys, randomUUID(), RELEASE_MEMO_MS, false, [owner])
-      .then(
-        (reply) => {
-          const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
-          if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
-        },
-        () => undefined,
-      );
+    this.#context.scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, false, [owner]).then(
+      (reply) => {
+        const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
+        if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
+      },
+      () => undefined,
+    );
   }
 
   /** Drops one hold of the nearest owner in `owners` that holds the lock. */
@@ -294,9 +294,10 @@ type Settled<T> =
 /** Awaits `promise`, but no later than `deadline` (monotonic ms) and no longer than `signal` allows. */
 function settleBy<T>(promise: Promise<T>, deadline: number, signal: AbortSignal | undefined): Promise<Settled<T>> {
   if (deadline === Infinity && !signal) return promise.then((value) => ({ kind: 'reply', value }));
-  if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason });
+  if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason as unknown });
   return new Promise((resolve, reject) => {
-    const timer = deadline === Infinity ? undefined : clampedTimeout(() => done({ kind: 'deadline' }), deadline - monotonicNow());
+    const timer =
+      deadline === Infinity ? undefined : clampedTimeout(() => done({ kind: 'deadline' }), deadline - monotonicNow());
     const onAbort = (): void => done({ kind: 'aborted', reason: signal?.reason });
     const cleanup = (): void => {
       if (timer) clearTimeout(timer);

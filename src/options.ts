@@ -148,8 +148,7 @@ export function checkRedisClient(redis: unknown): RedisClient {
   ) {
     throw new TypeError('redis must be an ioredis Redis or Cluster instance (ioredis 5 or 6)');
   }
-  const options = (candidate as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } })
-    .options;
+  const options = (candidate as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } }).options;
   if (options?.keyPrefix || options?.redisOptions?.keyPrefix) {
     throw new TypeError(
       "redis must not have ioredis' keyPrefix option (it would not reach pub/sub channels); " +

@@ -60,12 +60,7 @@ export class LockScripts {
     }
   }
 
-  async acquire(
-    keys: LockKeys,
-    leaseMs: number,
-    requestId: string,
-    owners: readonly string[],
-  ): Promise<AcquireReply> {
+  async acquire(keys: LockKeys, leaseMs: number, requestId: string, owners: readonly string[]): Promise<AcquireReply> {
     const reply = await this.#run('acquire', [keys.lockKey, keys.fenceKey], [leaseMs, requestId, ...owners]);
     if (integerAt(reply, 0) === 1) {
       return {

@@ -214,10 +214,13 @@ export class WaitQueues {
   /** After a reconnect: make sure every channel is subscribed, then let every waiter try again. */
   async #resubscribe(subscriber: RedisClient): Promise<void> {
     const channels = [...this.#queues.keys()];
-    const subscribed = channels.length === 0 ? true : await subscriber.subscribe(...channels).then(
-      () => true,
-      () => false,
-    );
+    const subscribed =
+      channels.length === 0
+        ? true
+        : await subscriber.subscribe(...channels).then(
+            () => true,
+            () => false,
+          );
     if (this.#closed) return;
     for (const channel of channels) this.#queues.get(channel)?.subscriptionSettled(subscribed);
   }

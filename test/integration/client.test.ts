@@ -1,17 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import {
-  createLockClient,
-  LockAcquireTimeoutError,
-  LockClientClosedError,
-  LockNotHeldError,
-} from '../../src/index.js';
+import { createLockClient, LockAcquireTimeoutError, LockClientClosedError, LockNotHeldError } from '../../src/index.js';
 import { newRedis, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
 
 async function channelSubscribers(channel: string): Promise<number> {
-  const reply = (await redis.admin.pubsub('NUMSUB', channel)) as [string, number];
+  const reply = (await redis.admin.pubsub('NUMSUB', channel)) as [string, number | string];
   return Number(reply[1]);
 }
 
@@ -133,7 +128,10 @@ describe('close()', () => {
     const otherName = uniqueName();
     const blocker = await other.getLock(name).acquire();
     const held = await locks.getLock(otherName).acquire();
-    const waiting = locks.getLock(name).acquire().catch((error: unknown) => error);
+    const waiting = locks
+      .getLock(name)
+      .acquire()
+      .catch((error: unknown) => error);
     await sleep(100);
     await locks.close();
     expect(await waiting).toBeInstanceOf(LockClientClosedError);

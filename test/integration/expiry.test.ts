@@ -61,7 +61,7 @@ describe('leases, the watchdog and loss', () => {
     expect(lease.signal.reason).toMatchObject({ code: 'LOCK_LOST', lockName: name });
   });
 
-  it("a holder whose connection dies frees the lock within the watchdog timeout", async () => {
+  it('a holder whose connection dies frees the lock within the watchdog timeout', async () => {
     const holderRedis = redis.redis();
     const { createLockClient } = await import('../../src/index.js');
     const holder = createLockClient(holderRedis, { watchdogTimeout: 1000 });

@@ -14,7 +14,7 @@ describe('script runner', () => {
       await redis.admin.script('FLUSH');
       await lock.withLock(async () => {
         await redis.admin.script('FLUSH');
-        await lock.withLock(async () => undefined);
+        await lock.withLock(() => undefined);
         await redis.admin.script('FLUSH');
       });
     }
@@ -25,7 +25,7 @@ describe('script runner', () => {
     const client = redis.redis();
     const { createLockClient } = await import('../../src/index.js');
     const locks = createLockClient(client);
-    await locks.getLock(uniqueName()).withLock(async () => undefined);
+    await locks.getLock(uniqueName()).withLock(() => undefined);
     await locks.close();
     // ioredis keeps commands made by defineCommand in `scriptsSet`.
     expect((client as unknown as { scriptsSet: object }).scriptsSet).toEqual({});

@@ -3,8 +3,8 @@
  * each test, and helpers that read the server's own counters. `IOREDIS_MAJOR=6` runs on ioredis 6.
  */
 import { randomUUID } from 'node:crypto';
-import IORedis5, { type RedisOptions } from 'ioredis';
-import IORedis6 from 'ioredis6';
+import { Redis as IORedis5, type RedisOptions } from 'ioredis';
+import { Redis as IORedis6 } from 'ioredis6';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';

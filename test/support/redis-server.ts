@@ -73,12 +73,18 @@ export async function startRedisServer(args: readonly string[] = []): Promise<Lo
     child = spawn(
       'redis-server',
       [
-        '--port', String(port),
-        '--bind', '127.0.0.1',
-        '--save', '',
-        '--appendonly', 'no',
-        '--dir', dir,
-        '--enable-debug-command', 'local',
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--enable-debug-command',
+        'local',
         ...args,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -131,7 +137,7 @@ export async function startTestRedis(): Promise<TestRedis> {
   const fromEnv = process.env['REDIS_URL'];
   if (fromEnv) {
     const url = new URL(fromEnv);
-    return { host: url.hostname, port: Number(url.port || 6379), url: fromEnv, stop: async () => undefined };
+    return { host: url.hostname, port: Number(url.port || 6379), url: fromEnv, stop: () => Promise.resolve() };
   }
   if (hasRedisServerBinary()) return startRedisServer();
   try {

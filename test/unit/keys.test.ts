@@ -21,7 +21,21 @@ describe('keys', () => {
     expect(prefixed.channel).toBe('app:redisson_lock__channel:{order:42}');
   });
 
-  const hostile = ['plain', 'a{b}c', 'x{}y', 'a}b', '{', '}', '{}', '*?[', 'line\nbreak', 'ünï🔒', 'a:b', '../x', '{a}{b}'];
+  const hostile = [
+    'plain',
+    'a{b}c',
+    'x{}y',
+    'a}b',
+    '{',
+    '}',
+    '{}',
+    '*?[',
+    'line\nbreak',
+    'ünï🔒',
+    'a:b',
+    '../x',
+    '{a}{b}',
+  ];
 
   it('keeps every auxiliary key in the slot of the lock hash, whatever the name', () => {
     for (const prefix of ['', 'app:', '{tenant}:']) {

@@ -28,7 +28,9 @@ function bodyKeys(body: string): number | 'variadic' {
 
 describe.each(files)('lua/%s', (file) => {
   const source = readFileSync(join(luaDir, file), 'utf8');
-  const name = file.replace(/\.lua$/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof typeof luaSources;
+  const name = file
+    .replace(/\.lua$/, '')
+    .replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof typeof luaSources;
   const text = header(source);
   const body = source.slice(source.indexOf(']]') + 2);
 

@@ -1,0 +1,17 @@
+// Adds up Vitest's JSON reports (one per run) into the closing line CI reads: "tests: N passed, N failed".
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const dir = process.argv[2] ?? '.vitest-results';
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+for (const file of readdirSync(dir).filter((f) => f.endsWith('.json'))) {
+  const report = JSON.parse(readFileSync(join(dir, file), 'utf8'));
+  passed += report.numPassedTests;
+  failed += report.numFailedTests;
+  skipped += report.numPendingTests + report.numTodoTests;
+  console.log(`${file}: ${report.numPassedTests} passed, ${report.numFailedTests} failed`);
+}
+console.log(`tests: ${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+process.exitCode = failed > 0 || passed === 0 ? 1 : 0;

@@ -1,0 +1,82 @@
+// Smoke run of the built package on the runtime floor (the machine's Node 20): loads it through ESM
+// `import` and CommonJS `require`, takes, re-enters, waits for and releases locks against a real
+// redis-server (REDIS_URL, or a throwaway one on a free port), then checks that the process can exit.
+import { spawn, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import * as esm from '../../dist/index.js';
+
+const require = createRequire(import.meta.url);
+const cjs = require('../../dist/index.cjs');
+
+const [major, minor] = process.versions.node.split('.').map(Number);
+assert.ok(major > 20 || (major === 20 && minor >= 19), `runtime floor is Node 20.19, got ${process.version}`);
+
+async function freePort() {
+  const server = createServer().listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+let server;
+let url = process.env.REDIS_URL;
+if (!url) {
+  const port = await freePort();
+  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  url = `redis://127.0.0.1:${port}`;
+  for (let i = 0; spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout.trim() !== 'PONG'; i++) {
+    assert.ok(i < 200, 'redis-server did not start');
+    await sleep(25);
+  }
+}
+
+const checks = [];
+try {
+  for (const [label, lib] of [
+    ['esm', esm],
+    ['cjs', cjs],
+  ]) {
+    assert.equal(typeof lib.createLockClient, 'function', `${label}: createLockClient`);
+    const redis = new Redis(url);
+    const locks = lib.createLockClient(redis, { watchdogTimeout: 1000 });
+    const name = `smoke:${label}:${process.pid}`;
+    const lock = locks.getLock(name);
+    let nestedCount = 0;
+    await lock.withLock(async () => {
+      await lock.withLock(async () => {
+        nestedCount = await lock.getHoldCount();
+      });
+    });
+    assert.equal(nestedCount, 2, `${label}: re-entry`);
+
+    const lease = await lock.acquire();
+    const waiting = locks.run(() => lock.tryLock(2000));
+    await sleep(100);
+    await lease.release();
+    assert.equal(await waiting, true, `${label}: a waiter is woken by the release`);
+    await locks.run(async () => {
+      await assert.rejects(lock.unlock(), { code: 'LOCK_NOT_HELD' });
+    });
+    await lock.forceUnlock();
+
+    // Node 20 has Symbol.asyncDispose but not the `await using` syntax: dispose by hand.
+    const disposable = await lock.acquire({ leaseTime: 5000 });
+    assert.equal(typeof disposable.fencingToken, 'bigint');
+    await disposable[Symbol.asyncDispose]();
+    assert.equal(await lock.isLocked(), false, `${label}: asyncDispose released`);
+    await assert.rejects(lock.tryLock(), { name: 'NoFlowError' });
+    await locks.close();
+    await redis.quit();
+    checks.push(label);
+  }
+} finally {
+  server?.kill('SIGKILL');
+}
+console.log(`node-floor smoke on ${process.version}: ${checks.join(', ')} ok`);
