@@ -130,16 +130,20 @@ export class RLock {
   /**
    * Runs `fn` holding the lock, in a new child flow of the current one (so concurrent `withLock` calls
    * exclude each other, and nested ones re-enter), and releases it afterwards. Waits forever unless
-   * `waitTime` is given; throws LockAcquireTimeoutError when it runs out. `fn` gets the lease's signal.
+   * `waitTime` is given; throws LockAcquireTimeoutError when it runs out. `fn` gets the lease's signal
+   * (aborted if the hold is lost) and the lease itself (for its fencing token).
    */
-  async withLock<T>(fn: (signal: AbortSignal) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T> {
+  async withLock<T>(
+    fn: (signal: AbortSignal, lease: LockLease) => T | PromiseLike<T>,
+    options?: AcquireOptions,
+  ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveAcquireOptions(options);
     return runInNewFlow(async () => {
       const lease = await this.#lease(currentFlow() ?? newFlow(), resolved);
       let result: T;
       try {
-        result = await fn(lease.signal);
+        result = await fn(lease.signal, lease);
       } catch (error) {
         await lease.release().catch(() => undefined);
         throw error;

@@ -31,7 +31,11 @@ if (!url) {
     stdio: 'ignore',
   });
   url = `redis://127.0.0.1:${port}`;
-  for (let i = 0; spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout.trim() !== 'PONG'; i++) {
+  for (
+    let i = 0;
+    spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout.trim() !== 'PONG';
+    i++
+  ) {
     assert.ok(i < 200, 'redis-server did not start');
     await sleep(25);
   }
