@@ -3,7 +3,10 @@
 
   KEYS[1] lockKey   hash: field <owner> = hold count, field <owner>:acq = id of the owner's last acquire;
                     PEXPIRE = lease. Same layout and fields as Redisson's RLock, plus the memo field.
-  KEYS[2] fenceKey  string counter: the fencing token, INCR on every free -> held transition, never expires
+  KEYS[2] fenceKey  string counter: the fencing token, INCR on every free -> held transition, never expires.
+                    When it is missing (first use, or lost to a restart without persistence or to eviction)
+                    it starts from the server clock in microseconds, so tokens never go backwards unless the
+                    server clock does, or one lock changed hands more than a million times a second.
 
   ARGV[1] leaseMs    integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId  string: unique per call; a resend of the same call (ioredis after a reconnect) is
@@ -16,7 +19,8 @@
     {0, pttl}                          held by another owner; pttl in ms, -1 when the holder set no expiry
 
   Side effects
-    free -> held: INCR fenceKey; HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs
+    free -> held: SET fenceKey <TIME in us> if missing; INCR fenceKey; HSET lockKey owners[1] 1 and the
+                  memo field; PEXPIRE lockKey leaseMs
     re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
                   (an inner hold never shortens an outer one)
     replay:       nothing
@@ -28,6 +32,10 @@ local requestId = ARGV[2]
 local firstOwner = 3
 
 if redis.call('EXISTS', lockKey) == 0 then
+  if redis.call('EXISTS', fenceKey) == 0 then
+    local now = redis.call('TIME')
+    redis.call('SET', fenceKey, now[1] .. string.format('%06d', tonumber(now[2])))
+  end
   local token = redis.call('INCR', fenceKey)
   local owner = ARGV[firstOwner]
   redis.call('HSET', lockKey, owner, 1, owner .. ':acq', requestId)

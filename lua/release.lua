@@ -7,12 +7,16 @@
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
-  ARGV[3] all        "1": drop every hold of the owner (client shutdown); "0": drop one
-  ARGV[4..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+  ARGV[3] mode       "one": drop one hold; "all": drop every hold of the owner (client shutdown);
+                     "undo": drop one hold only if the owner's last acquire was ARGV[4] (an acquire whose
+                     reply never came: it may or may not have run)
+  ARGV[4] undoId     request id of the acquire to undo in mode "undo", else ""
+  ARGV[5..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
     {remaining, ownerIndex}  remaining hold count of that owner (0: the lock is free); ownerIndex 1-based
-    {-1, 0}                  no owner of the chain holds the lock; nothing changed
+    {-1, 0}                  no owner of the chain holds the lock (or, for "undo", none took it with
+                             undoId); nothing changed
 
   Side effects
     count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel
@@ -24,8 +28,9 @@ local channel = KEYS[2]
 local requestKey = KEYS[3]
 local requestId = ARGV[1]
 local memoMs = tonumber(ARGV[2])
-local releaseAll = ARGV[3] == '1'
-local firstOwner = 4
+local mode = ARGV[3]
+local undoId = ARGV[4]
+local firstOwner = 5
 
 local freed = redis.call('GET', requestKey)
 if freed then
@@ -36,11 +41,14 @@ for i = firstOwner, #ARGV do
   local owner = ARGV[i]
   local ownerIndex = i - firstOwner + 1
   if redis.call('HEXISTS', lockKey, owner) == 1 then
+    if mode == 'undo' and redis.call('HGET', lockKey, owner .. ':acq') ~= undoId then
+      return {-1, 0}
+    end
     if redis.call('HGET', lockKey, owner .. ':rel') == requestId then
       return {tonumber(redis.call('HGET', lockKey, owner)), ownerIndex}
     end
     local remaining = 0
-    if not releaseAll then
+    if mode ~= 'all' then
       remaining = redis.call('HINCRBY', lockKey, owner, -1)
     end
     if remaining > 0 then

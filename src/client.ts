@@ -62,6 +62,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       keyPrefix: resolved.keyPrefix,
       watchdogTimeout: resolved.watchdogTimeout,
       closed: false,
+      firstUse: () => {
+        this.#warnIfEvictable();
+      },
     };
   }
 
@@ -96,9 +99,33 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const holds = watchdog.all();
     await waits.close();
     await Promise.allSettled(
-      holds.map((hold) => scripts.release(hold.keys, randomUUID(), CLOSE_RELEASE_MEMO_MS, true, [hold.owner])),
+      holds.map((hold) => scripts.release(hold.keys, randomUUID(), CLOSE_RELEASE_MEMO_MS, 'all', [hold.owner])),
     );
     for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
+  }
+
+  #evictionChecked = false;
+
+  /**
+   * Warns once, at the first lock operation, when Redis may evict lock keys: every policy but `noeviction`
+   * can drop a key with a TTL, which frees a lock under its holder. Read from INFO, not CONFIG, which
+   * managed services and least-privilege users often forbid.
+   */
+  #warnIfEvictable(): void {
+    if (this.#evictionChecked) return;
+    this.#evictionChecked = true;
+    this.#context.redis.info('memory').then(
+      (info) => {
+        const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
+        if (policy === undefined || policy === 'noeviction' || this.#context.closed) return;
+        process.emitWarning(
+          `Redis maxmemory-policy is "${policy}": it may evict lock keys, which frees locks under their ` +
+            'holders (they are told through lockLost). Use noeviction for lock data.',
+          { code: 'FLOWLOCK_EVICTION_POLICY' },
+        );
+      },
+      () => undefined,
+    );
   }
 
   #report(event: LockLostEvent): void {

@@ -17,7 +17,7 @@ import {
   type RedisClient,
   type ResolvedAcquire,
 } from './options.js';
-import type { LockScripts } from './scripts.js';
+import type { AcquireReply, LockScripts } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
 import type { Hold, Watchdog } from './watchdog.js';
@@ -35,6 +35,8 @@ export interface LockContext {
   readonly keyPrefix: string;
   readonly watchdogTimeout: number;
   readonly closed: boolean;
+  /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
+  readonly firstUse: () => void;
 }
 
 /** One acquisition of a lock, returned by `acquire()`; release it once (or let `await using` do it). */
@@ -231,9 +233,19 @@ export class RLock {
   async #attempt(owners: readonly string[], options: ResolvedAcquire, deadline: number): Promise<AttemptResult> {
     const { watchdog, scripts, watchdogTimeout } = this.#context;
     const lease = options.leaseTime === -1 ? watchdogTimeout : options.leaseTime;
+    this.#context.firstUse();
     const sentAt = monotonicNow();
-    const pending = scripts.acquire(this.#keys, lease, randomUUID(), owners);
-    const outcome = await settleBy(pending, deadline, options.signal);
+    const requestId = randomUUID();
+    const pending = scripts.acquire(this.#keys, lease, requestId, owners);
+    let outcome: Settled<AcquireReply>;
+    try {
+      outcome = await settleBy(pending, deadline, options.signal);
+    } catch (error) {
+      // No reply (connection lost without a resend, command timeout): the script may have run anyway.
+      // Undo exactly that acquisition if it did, so that no hold is left that nobody believes it has.
+      this.#undoQuietly(owners, requestId);
+      throw error;
+    }
     if (outcome.kind !== 'reply' || this.#context.closed) {
       void pending.then(
         (reply) => reply.acquired && this.#releaseQuietly(owners[reply.ownerIndex]),
@@ -250,9 +262,15 @@ export class RLock {
     return { hold };
   }
 
+  #undoQuietly(owners: readonly string[], acquireId: string): void {
+    this.#context.scripts
+      .release(this.#keys, randomUUID(), RELEASE_MEMO_MS, 'undo', owners, acquireId)
+      .catch(() => undefined);
+  }
+
   #releaseQuietly(owner: string | undefined): void {
     if (owner === undefined) return;
-    this.#context.scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, false, [owner]).then(
+    this.#context.scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, 'one', [owner]).then(
       (reply) => {
         const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
         if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
@@ -270,7 +288,7 @@ export class RLock {
     if (last) local.state = 'releasing';
     let reply;
     try {
-      reply = await scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, false, owners);
+      reply = await scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, 'one', owners);
     } catch (error) {
       // Unknown outcome: stop renewing the last hold so that, at worst, it expires with its lease.
       if (last) watchdog.forget(local);

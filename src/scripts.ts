@@ -28,6 +28,8 @@ export interface ReleaseReply {
 
 type Arg = string | number;
 
+export type ReleaseMode = 'one' | 'all' | 'undo';
+
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
@@ -73,17 +75,22 @@ export class LockScripts {
     return { acquired: false, pttl: integerAt(reply, 1) };
   }
 
+  /**
+   * `mode` 'one' drops one hold, 'all' every hold of the owner, 'undo' one hold only if the owner's last
+   * acquire had request id `undoId` (an acquire whose reply was lost).
+   */
   async release(
     keys: LockKeys,
     requestId: string,
     memoMs: number,
-    all: boolean,
+    mode: ReleaseMode,
     owners: readonly string[],
+    undoId = '',
   ): Promise<ReleaseReply> {
     const reply = await this.#run(
       'release',
       [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
-      [requestId, memoMs, all ? '1' : '0', ...owners],
+      [requestId, memoMs, mode, undoId, ...owners],
     );
     return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1 };
   }
