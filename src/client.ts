@@ -31,9 +31,6 @@ export interface LockClientEvents {
   lockLost: [event: LockLostEvent];
 }
 
-/** How long Redis remembers a release made by `close()`, so that a resend of it is answered, not re-run. */
-const CLOSE_RELEASE_MEMO_MS = 60_000;
-
 export class LockClient extends EventEmitter<LockClientEvents> {
   /** This client's part of every owner id (`<clientId>:<flowId>`). */
   readonly clientId: string;
@@ -99,7 +96,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const holds = watchdog.all();
     await waits.close();
     await Promise.allSettled(
-      holds.map((hold) => scripts.release(hold.keys, randomUUID(), CLOSE_RELEASE_MEMO_MS, 'all', [hold.owner])),
+      holds.map((hold) => scripts.release(hold.keys, randomUUID(), 'all', [hold.owner])),
     );
     for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
   }

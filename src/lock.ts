@@ -22,9 +22,6 @@ import { clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
 import type { Hold, Watchdog } from './watchdog.js';
 
-/** How long Redis remembers a release that freed a lock, so that a resend of it is answered, not re-run. */
-const RELEASE_MEMO_MS = 60_000;
-
 /** What an RLock needs from its client. */
 export interface LockContext {
   readonly redis: RedisClient;
@@ -264,13 +261,13 @@ export class RLock {
 
   #undoQuietly(owners: readonly string[], acquireId: string): void {
     this.#context.scripts
-      .release(this.#keys, randomUUID(), RELEASE_MEMO_MS, 'undo', owners, acquireId)
+      .release(this.#keys, randomUUID(), 'undo', owners, acquireId)
       .catch(() => undefined);
   }
 
   #releaseQuietly(owner: string | undefined): void {
     if (owner === undefined) return;
-    this.#context.scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, 'one', [owner]).then(
+    this.#context.scripts.release(this.#keys, randomUUID(), 'one', [owner]).then(
       (reply) => {
         const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
         if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
@@ -288,7 +285,7 @@ export class RLock {
     if (last) local.state = 'releasing';
     let reply;
     try {
-      reply = await scripts.release(this.#keys, randomUUID(), RELEASE_MEMO_MS, 'one', owners);
+      reply = await scripts.release(this.#keys, randomUUID(), 'one', owners);
     } catch (error) {
       // Unknown outcome: stop renewing the last hold so that, at worst, it expires with its lease.
       if (last) watchdog.forget(local);

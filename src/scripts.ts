@@ -30,6 +30,12 @@ type Arg = string | number;
 
 export type ReleaseMode = 'one' | 'all' | 'undo';
 
+/**
+ * How long Redis remembers a release that freed a lock, so that a resend of it (ioredis, after a reconnect)
+ * is answered as the success it was. A resend later than this reports LockNotHeldError, the lock stays free.
+ */
+export const RELEASE_MEMO_MS = 10_000;
+
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
@@ -82,7 +88,6 @@ export class LockScripts {
   async release(
     keys: LockKeys,
     requestId: string,
-    memoMs: number,
     mode: ReleaseMode,
     owners: readonly string[],
     undoId = '',
@@ -90,7 +95,7 @@ export class LockScripts {
     const reply = await this.#run(
       'release',
       [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
-      [requestId, memoMs, mode, undoId, ...owners],
+      [requestId, RELEASE_MEMO_MS, mode, undoId, ...owners],
     );
     return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1 };
   }

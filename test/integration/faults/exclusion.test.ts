@@ -1,0 +1,124 @@
+// T1 (counter exclusion), T12 (script-cache loss during T1), T20 (workers exit after close, nothing left).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { overlaps, leftovers, tokensRise, type Section } from '../../support/checkers.js';
+import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { recordFigures, soak } from '../../support/figures.js';
+import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { startWorkers } from '../../support/workers.js';
+
+let lockServer: LocalRedis;
+let resourceServer: LocalRedis;
+let admin: Redis;
+let resourceAdmin: Redis;
+
+beforeAll(async () => {
+  [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
+  admin = newRedis(lockServer);
+  resourceAdmin = newRedis(resourceServer);
+});
+afterAll(async () => {
+  admin.disconnect();
+  resourceAdmin.disconnect();
+  await Promise.all([lockServer.stop(), resourceServer.stop()]);
+});
+
+interface CounterRun {
+  sections: Section[];
+  accepted: number;
+  counter: number;
+  exitDelaysMs: number[];
+  exitCodes: (number | null)[];
+  elapsedMs: number;
+}
+
+async function runCounter(name: string, processes: number, perProcess: number): Promise<CounterRun> {
+  const start = performance.now();
+  const workers = startWorkers(
+    Array.from({ length: processes }, (_, i) => ({
+      mode: 'counter' as const,
+      id: `w${i}`,
+      lockUrl: lockServer.url,
+      resourceUrl: resourceServer.url,
+      name,
+      count: perProcess,
+      sleepMs: 2,
+    })),
+  );
+  const sections: Section[] = [];
+  let accepted = 0;
+  const exitDelaysMs: number[] = [];
+  const exitCodes: (number | null)[] = [];
+  await Promise.all(
+    workers.map(async (worker) => {
+      const done = await worker.next<{ id: string; type: string; sections: (Section & { accepted: boolean })[] }>(
+        'done',
+        120_000,
+      );
+      const doneAt = performance.now();
+      for (const s of done.sections) {
+        sections.push({ owner: worker.id, enter: s.enter, exit: s.exit, token: s.token });
+        if (s.accepted) accepted++;
+      }
+      exitCodes.push(await worker.exited);
+      exitDelaysMs.push(performance.now() - doneAt);
+    }),
+  );
+  const counter = Number(await resourceAdmin.get(`counter:${name}`));
+  return { sections, accepted, counter, exitDelaysMs, exitCodes, elapsedMs: performance.now() - start };
+}
+
+describe('T1: 8 processes x 200 critical sections on one counter', () => {
+  it('counts exactly, never overlaps, and fences in order; workers exit within 1 s of close (T20)', async () => {
+    const name = uniqueName('t1');
+    const processes = 8;
+    const perProcess = 200 * soak;
+    const run = await runCounter(name, processes, perProcess);
+    const total = processes * perProcess;
+    const found = overlaps(run.sections);
+    recordFigures('T1 counter exclusion', {
+      sections: run.sections.length,
+      counter: run.counter,
+      overlaps: found.length,
+      fencedAccepted: run.accepted,
+      seconds: run.elapsedMs / 1000,
+      maxExitAfterCloseMs: Math.max(...run.exitDelaysMs),
+    });
+    expect(run.exitCodes).toEqual(Array.from({ length: processes }, () => 0));
+    expect(run.sections).toHaveLength(total);
+    expect(run.counter).toBe(total);
+    expect(found).toEqual([]);
+    expect(tokensRise(run.sections)).toBe(true);
+    expect(run.accepted).toBe(total);
+    expect(Math.max(...run.exitDelaysMs)).toBeLessThan(1000);
+    expect(await leftovers(admin, `*${name}*`)).toEqual({ keys: [], channels: [] });
+  });
+});
+
+describe('T12: SCRIPT FLUSH every 100 ms during T1', () => {
+  it('keeps the T1 invariants and no NOSCRIPT reaches a caller', async () => {
+    const name = uniqueName('t12');
+    let flushes = 0;
+    const flusher = setInterval(() => {
+      flushes++;
+      admin.script('FLUSH').catch(() => undefined);
+    }, 100);
+    let run: CounterRun;
+    try {
+      run = await runCounter(name, 4, 150 * soak);
+    } finally {
+      clearInterval(flusher);
+    }
+    const total = 4 * 150 * soak;
+    recordFigures('T12 script flush', {
+      sections: run.sections.length,
+      counter: run.counter,
+      overlaps: overlaps(run.sections).length,
+      flushes,
+    });
+    expect(flushes).toBeGreaterThan(3);
+    expect(run.exitCodes).toEqual([0, 0, 0, 0]);
+    expect(run.counter).toBe(total);
+    expect(overlaps(run.sections)).toEqual([]);
+    expect(tokensRise(run.sections)).toBe(true);
+  });
+});
