@@ -95,9 +95,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     watchdog.stop();
     const holds = watchdog.all();
     await waits.close();
-    await Promise.allSettled(
-      holds.map((hold) => scripts.release(hold.keys, randomUUID(), 'all', [hold.owner])),
-    );
+    await Promise.allSettled(holds.map((hold) => scripts.release(hold.keys, randomUUID(), 'all', [hold.owner])));
     for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
   }
 

@@ -20,7 +20,7 @@ import {
 import type { AcquireReply, LockScripts } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
-import type { Hold, Watchdog } from './watchdog.js';
+import { driftMs, type Hold, type Watchdog } from './watchdog.js';
 
 /** What an RLock needs from its client. */
 export interface LockContext {
@@ -255,14 +255,18 @@ export class RLock {
     const reply = outcome.value;
     if (!reply.acquired) return { hold: undefined, pttl: reply.pttl };
     const owner = owners[reply.ownerIndex] ?? owners[0] ?? '';
+    if (reply.holdCount === 1 && sentAt + lease - driftMs(lease) <= monotonicNow()) {
+      // The grant arrived after its own lease could have run out (a stalled server or network): the lock
+      // may already be someone else's, so it is not held. Give it back and let the caller try again.
+      this.#releaseQuietly(owner);
+      return { hold: undefined, pttl: 0 };
+    }
     const hold = watchdog.acquired(this.name, this.#keys, owner, reply, sentAt, options.leaseTime);
     return { hold };
   }
 
   #undoQuietly(owners: readonly string[], acquireId: string): void {
-    this.#context.scripts
-      .release(this.#keys, randomUUID(), 'undo', owners, acquireId)
-      .catch(() => undefined);
+    this.#context.scripts.release(this.#keys, randomUUID(), 'undo', owners, acquireId).catch(() => undefined);
   }
 
   #releaseQuietly(owner: string | undefined): void {

@@ -53,10 +53,7 @@ export function percentile(values: readonly number[], p: number): number {
  * Lock keys and release channels left on the server under `pattern` (C6). Fencing counters (persistent by
  * design) and release memos (expire after 10 s) are documented leftovers and not counted.
  */
-export async function leftovers(
-  redis: Redis,
-  pattern: string,
-): Promise<{ keys: string[]; channels: string[] }> {
+export async function leftovers(redis: Redis, pattern: string): Promise<{ keys: string[]; channels: string[] }> {
   const keys: string[] = [];
   let cursor = '0';
   do {

@@ -1,0 +1,182 @@
+// T3 (paused holder: SIGSTOP, blocked event loop), T5 (server stall longer than the lease), T6 (killed holder).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLockClient, type LockClient, type LockLease } from '../../../src/index.js';
+import { FencedResource } from '../../support/fenced-resource.js';
+import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { recordFigures } from '../../support/figures.js';
+import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { Worker } from '../../support/workers.js';
+
+const L = 1000; // lease (watchdogTimeout) of these tests
+const R = L / 3; // renewal period
+
+let lockServer: LocalRedis;
+let resourceServer: LocalRedis;
+let admin: Redis;
+let resourceAdmin: Redis;
+const cleanup: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
+  admin = newRedis(lockServer);
+  resourceAdmin = newRedis(resourceServer);
+});
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
+});
+afterAll(async () => {
+  admin.disconnect();
+  resourceAdmin.disconnect();
+  await Promise.all([lockServer.stop(), resourceServer.stop()]);
+});
+
+function client(watchdogTimeout = L): LockClient {
+  const redis = newRedis(lockServer);
+  redis.on('error', () => undefined);
+  const locks = createLockClient(redis, { watchdogTimeout });
+  cleanup.push(async () => {
+    await locks.close();
+    redis.disconnect();
+  });
+  return locks;
+}
+
+function holder(name: string, leaseTime?: number): Worker {
+  const worker = new Worker({
+    mode: 'hold',
+    id: 'A',
+    lockUrl: lockServer.url,
+    resourceUrl: resourceServer.url,
+    name,
+    watchdogTimeout: L,
+    ...(leaseTime === undefined ? {} : { leaseTime }),
+  });
+  cleanup.push(() => worker.kill());
+  return worker;
+}
+
+const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
+
+describe.each([
+  ['SIGSTOP', 'paused by SIGSTOP'],
+  ['block', 'event loop blocked by synchronous work'],
+])('T3: holder %s past its lease', (fault, label) => {
+  it(`another owner takes over; the ${label} holder learns it lost, is fenced off, and cannot unlock`, async () => {
+    const name = uniqueName('t3');
+    const a = holder(name);
+    const acquired = await a.next<{ id: string; type: string; token: bigint }>('acquired');
+    const b = client();
+    const bLease = b.getLock(name).acquire();
+    await sleep(100);
+    const stoppedAt = process.hrtime.bigint();
+    if (fault === 'SIGSTOP') a.signal('SIGSTOP');
+    else a.send({ cmd: 'block', ms: 3000 });
+    const lease: LockLease = await bLease;
+    const takenAt = process.hrtime.bigint();
+    const resource = new FencedResource(resourceAdmin, `resource:${name}`);
+    expect(await resource.write(lease.fencingToken, 'B')).toBe(true);
+    expect(lease.fencingToken).toBeGreaterThan(acquired.token);
+    const bFields = await admin.hgetall(name);
+
+    let resumedAt: bigint;
+    if (fault === 'SIGSTOP') {
+      await sleep(Math.max(0, 3000 - ms(stoppedAt, process.hrtime.bigint())));
+      resumedAt = process.hrtime.bigint();
+      a.signal('SIGCONT');
+    } else {
+      resumedAt = (await a.next<{ id: string; type: string; at: bigint }>('unblocked')).at;
+    }
+    const aborted = await a.next<{ id: string; type: string; at: bigint }>('aborted');
+    a.send({ cmd: 'write' });
+    const write = await a.next('write');
+    a.send({ cmd: 'unlock' });
+    const unlock = await a.next('unlock');
+
+    const takeoverMs = ms(stoppedAt, takenAt);
+    const lostAfterResumeMs = ms(resumedAt, aborted.at);
+    recordFigures(`T3 ${fault}`, { takeoverMs, lostAfterResumeMs, lateWriteAccepted: Boolean(write['accepted']) });
+    expect(takeoverMs).toBeLessThanOrEqual(L + R + 300);
+    expect(lostAfterResumeMs).toBeLessThanOrEqual(R + 100);
+    expect(write['accepted']).toBe(false);
+    expect(unlock).toMatchObject({ ok: false, code: 'LOCK_NOT_HELD' });
+    expect(await admin.hgetall(name)).toEqual(bFields);
+    expect(await resource.entries()).toEqual(['B']);
+    await lease.release();
+  });
+});
+
+describe('T5: DEBUG SLEEP longer than the lease', () => {
+  it('leaves exactly one owner believing it holds', async () => {
+    const name = uniqueName('t5');
+    const a = client();
+    const b = client();
+    const aLease = await a.getLock(name).acquire();
+    let bLease: LockLease | undefined;
+    const bWaiting = b
+      .getLock(name)
+      .acquire()
+      .then((lease) => (bLease = lease));
+    await sleep(100);
+    await admin.debug('SLEEP', 2);
+    await sleep(500);
+    const believers = (aLease.signal.aborted ? 0 : 1) + (bLease && !bLease.signal.aborted ? 1 : 0);
+    recordFigures('T5 DEBUG SLEEP 2', { believers, aLost: aLease.signal.aborted, bHolds: bLease !== undefined });
+    expect(believers).toBe(1);
+    if (aLease.signal.aborted) {
+      await bWaiting;
+      expect(bLease?.fencingToken).toBeGreaterThan(aLease.fencingToken);
+      await bLease?.release();
+    } else {
+      await aLease.release();
+      await bWaiting;
+      await bLease?.release();
+    }
+  });
+});
+
+describe('T6: SIGKILLed holder', () => {
+  it(`watchdog mode: the lock is free within L + 200 ms of the kill`, async () => {
+    const name = uniqueName('t6');
+    const a = holder(name);
+    await a.next('acquired');
+    const b = client();
+    const waiting = b.getLock(name).acquire();
+    await sleep(500);
+    const killedAt = process.hrtime.bigint();
+    await a.kill();
+    const lease = await waiting;
+    const freeAfterMs = ms(killedAt, process.hrtime.bigint());
+    recordFigures('T6 SIGKILL, watchdog', { freeAfterMs });
+    expect(freeAfterMs).toBeLessThanOrEqual(L + 200);
+    await lease.release();
+  });
+
+  it('fixed 5 s lease: the next owner gets it 4.8-5.3 s after the holder acquired', async () => {
+    const name = uniqueName('t6');
+    const a = holder(name, 5000);
+    const acquired = await a.next<{ id: string; type: string; at: bigint }>('acquired');
+    await a.kill();
+    const b = client();
+    const lease = await b.getLock(name).acquire();
+    const afterMs = ms(acquired.at, process.hrtime.bigint());
+    recordFigures('T6 SIGKILL, 5 s lease', { nextOwnerAfterMs: afterMs });
+    expect(afterMs).toBeGreaterThanOrEqual(4800);
+    expect(afterMs).toBeLessThanOrEqual(5300);
+    await lease.release();
+  });
+
+  it('tryLock(3000) on a held lock returns false after 2990-3350 ms', async () => {
+    const name = uniqueName('t6');
+    const a = client();
+    const held = await a.getLock(name).acquire();
+    const b = client();
+    const start = performance.now();
+    expect(await b.run(() => b.getLock(name).tryLock(3000))).toBe(false);
+    const elapsed = performance.now() - start;
+    recordFigures('T6 tryLock(3000) on held lock', { returnedAfterMs: elapsed });
+    expect(elapsed).toBeGreaterThanOrEqual(2990);
+    expect(elapsed).toBeLessThanOrEqual(3350);
+    await held.release();
+  });
+});
