@@ -50,17 +50,18 @@ export function percentile(values: readonly number[], p: number): number {
 }
 
 /**
- * Lock keys and release channels left on the server under `pattern` (C6). Fencing counters (persistent by
- * design) and release memos (expire after 10 s) are documented leftovers and not counted.
+ * Keys of lock `name` and its release channel left on the server (C6). The fencing counter (persistent by
+ * design) and release memos (they expire after 10 s) are documented leftovers and not counted.
  */
-export async function leftovers(redis: Redis, pattern: string): Promise<{ keys: string[]; channels: string[] }> {
+export async function leftovers(redis: Redis, name: string): Promise<{ keys: string[]; channels: string[] }> {
   const keys: string[] = [];
   let cursor = '0';
   do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    const [next, batch] = await redis.scan(cursor, 'COUNT', 1000);
     cursor = next;
-    keys.push(...batch);
+    keys.push(...batch.filter((key) => key === name || key.includes(`{${name}}`)));
   } while (cursor !== '0');
-  const channels = (await redis.pubsub('CHANNELS', `*${pattern}*`)) as string[];
+  const channel = `redisson_lock__channel:{${name}}`;
+  const channels = ((await redis.pubsub('CHANNELS')) as string[]).filter((c) => c === channel);
   return { keys: keys.filter((k) => !/flowlock:(fence|released):/.test(k)), channels };
 }

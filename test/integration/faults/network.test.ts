@@ -1,0 +1,214 @@
+// T7 (lost replies and resent commands), T10 (handoff latency, no thundering herd), T11 (pub/sub loss).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLockClient, type LockClient } from '../../../src/index.js';
+import { handoffGaps, leftovers, overlaps, percentile, type Section } from '../../support/checkers.js';
+import { commandCalls, newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { recordFigures, soak } from '../../support/figures.js';
+import { TcpProxy } from '../../support/proxy.js';
+import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { startWorkers } from '../../support/workers.js';
+
+let lockServer: LocalRedis;
+let admin: Redis;
+const cleanup: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  lockServer = await startRedisServer();
+  admin = newRedis(lockServer);
+});
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
+});
+afterAll(async () => {
+  admin.disconnect();
+  await lockServer.stop();
+});
+
+function clientVia(
+  port: number,
+  options: { autoResendUnfulfilledCommands?: boolean; commandTimeout?: number } = {},
+): LockClient {
+  const redis = newRedis({ host: '127.0.0.1', port }, { ...options, retryStrategy: () => 20 });
+  redis.on('error', () => undefined);
+  const locks = createLockClient(redis, { watchdogTimeout: 1000 });
+  cleanup.push(async () => {
+    await locks.close();
+    redis.disconnect();
+  });
+  return locks;
+}
+
+describe('T7: the reply of an acquire or a release is lost and ioredis resends the command', () => {
+  it('hold counts stay right and nothing is left renewing', async () => {
+    const proxy = await TcpProxy.start(lockServer.port);
+    cleanup.push(() => proxy.close());
+    const locks = clientVia(proxy.port);
+    const name = uniqueName('t7');
+    const lock = locks.getLock(name);
+    const owner = (): Promise<Record<string, string>> => admin.hgetall(name);
+    const count = async (): Promise<number> => {
+      const fields = await owner();
+      const holder = Object.keys(fields).find((f) => /^[^:]+-[^:]+:\d+$/.test(f) || /:\d+$/.test(f));
+      return holder ? Number(fields[holder]) : 0;
+    };
+    await locks.run(async () => {
+      await lock.tryLock(); // connect first: the drop must hit a script reply
+      await lock.unlock();
+
+      proxy.dropNextReplies(1);
+      expect(await lock.tryLock()).toBe(true); // fresh acquire, reply lost, resent
+      expect(await count()).toBe(1);
+      proxy.dropNextReplies(1);
+      expect(await lock.tryLock()).toBe(true); // re-entry, reply lost, resent
+      expect(await count()).toBe(2);
+      proxy.dropNextReplies(1);
+      await lock.unlock(); // decrement, reply lost, resent
+      expect(await count()).toBe(1);
+      proxy.dropNextReplies(1);
+      await lock.unlock(); // final release, reply lost, resent: still a success
+      expect(await admin.exists(name)).toBe(0);
+    });
+    recordFigures('T7 resend, autoResend on', { finalHoldCount: await count(), keyLeft: await admin.exists(name) });
+  });
+
+  it('with autoResendUnfulfilledCommands off, an acquire whose reply was lost leaves no hold behind', async () => {
+    const proxy = await TcpProxy.start(lockServer.port);
+    cleanup.push(() => proxy.close());
+    // Without resends ioredis never settles a command whose connection dropped: commandTimeout ends it.
+    const locks = clientVia(proxy.port, { autoResendUnfulfilledCommands: false, commandTimeout: 400 });
+    const name = uniqueName('t7');
+    const lock = locks.getLock(name);
+    await locks.run(async () => {
+      await lock.tryLock();
+      await lock.unlock();
+      proxy.dropNextReplies(1);
+      await expect(lock.tryLock()).rejects.toThrow();
+    });
+    // The script ran, but its caller never heard of it: the undo gives it back at once.
+    await sleep(200);
+    const left = await admin.exists(name);
+    recordFigures('T7 resend, autoResend off', { keyLeftAfter200ms: left });
+    expect(left).toBe(0);
+  });
+});
+
+async function runHandoffs(
+  name: string,
+  processes: number,
+  flows: number,
+  total: number,
+  during?: () => () => void,
+): Promise<{ sections: Section[]; scriptCalls: number; seconds: number }> {
+  const before = await commandCalls(admin);
+  const start = performance.now();
+  const workers = startWorkers(
+    Array.from({ length: processes }, (_, i) => ({
+      mode: 'handoffs' as const,
+      id: `p${i}`,
+      lockUrl: lockServer.url,
+      name,
+      flows,
+      count: total,
+      sleepMs: 2,
+      leaseTime: 30_000,
+    })),
+  );
+  const stop = during?.();
+  const sections: Section[] = [];
+  try {
+    await Promise.all(
+      workers.map(async (worker) => {
+        const done = await worker.next<{ id: string; type: string; sections: Section[] }>('done', 120_000);
+        for (const s of done.sections) sections.push({ owner: worker.id, enter: s.enter, exit: s.exit });
+        expect(await worker.exited).toBe(0);
+      }),
+    );
+  } finally {
+    stop?.();
+  }
+  const after = await commandCalls(admin);
+  const scriptCalls = (after['evalsha'] ?? 0) - (before['evalsha'] ?? 0) + (after['eval'] ?? 0) - (before['eval'] ?? 0);
+  return { sections, scriptCalls, seconds: (performance.now() - start) / 1000 };
+}
+
+describe('T10: 5 processes x 10 waiters, 1000 handoffs', () => {
+  it('hands off in p99 <= 50 ms, max <= 1 s, with <= 2 x processes script calls per handoff', async () => {
+    const name = uniqueName('t10');
+    const processes = 5;
+    const run = await runHandoffs(name, processes, 10, 1000 * soak);
+    const gaps = handoffGaps(run.sections);
+    const handoffs = run.sections.length - 1;
+    const figures = {
+      handoffs,
+      p50Ms: percentile(gaps, 50),
+      p99Ms: percentile(gaps, 99),
+      maxMs: Math.max(...gaps),
+      scriptCallsPerHandoff: run.scriptCalls / handoffs,
+      seconds: run.seconds,
+    };
+    recordFigures('T10 handoffs', figures);
+    expect(overlaps(run.sections)).toEqual([]);
+    expect(handoffs).toBeGreaterThanOrEqual(1000 * soak);
+    expect(figures.p99Ms).toBeLessThanOrEqual(50);
+    expect(figures.maxMs).toBeLessThanOrEqual(1000);
+    expect(figures.scriptCallsPerHandoff).toBeLessThanOrEqual(2 * processes);
+    expect(await leftovers(admin, name)).toEqual({ keys: [], channels: [] });
+  });
+});
+
+describe('T11: pub/sub loss', () => {
+  it('(a) subscriber connections killed every 200 ms: every waiter still gets the lock, no long stalls', async () => {
+    const name = uniqueName('t11a');
+    let kills = 0;
+    const run = await runHandoffs(name, 3, 5, 300 * soak, () => {
+      const timer = setInterval(() => {
+        kills++;
+        admin.client('KILL', 'TYPE', 'pubsub').catch(() => undefined);
+      }, 200);
+      return () => {
+        clearInterval(timer);
+      };
+    });
+    const gaps = handoffGaps(run.sections);
+    recordFigures('T11a CLIENT KILL TYPE pubsub every 200 ms', {
+      handoffs: run.sections.length - 1,
+      kills,
+      p99Ms: percentile(gaps, 99),
+      maxMs: Math.max(...gaps),
+    });
+    expect(kills).toBeGreaterThan(0);
+    expect(overlaps(run.sections)).toEqual([]);
+    // A lost wake-up is repaired by the retry after the subscriber reconnects, not by the 30 s lease.
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(1000);
+  });
+
+  it('(b) a release never published (DEL by a third party): waiters get the lock by its TTL + 300 ms', async () => {
+    const name = uniqueName('t11b');
+    const holderRedis = newRedis(lockServer);
+    cleanup.push(async () => {
+      holderRedis.disconnect();
+    });
+    await holderRedis.hset(name, 'foreign:1', '1');
+    await holderRedis.pexpire(name, 1500);
+    const waiters = [clientVia(lockServer.port), clientVia(lockServer.port), clientVia(lockServer.port)];
+    const acquiredAt: number[] = [];
+    const waiting = waiters.map((locks) =>
+      locks.getLock(name).withLock(
+        async () => {
+          acquiredAt.push(performance.now());
+          await sleep(5);
+        },
+        { leaseTime: 5000 },
+      ),
+    );
+    await sleep(300);
+    const expiresAt = performance.now() + (await admin.pttl(name));
+    await admin.del(name); // freed silently: no release message
+    await Promise.all(waiting);
+    const firstAfterExpiryMs = (acquiredAt[0] ?? Infinity) - expiresAt;
+    recordFigures('T11b silent DEL', { firstAcquiredAfterTtlMs: firstAfterExpiryMs, waiters: acquiredAt.length });
+    expect(acquiredAt).toHaveLength(3);
+    expect(firstAfterExpiryMs).toBeLessThanOrEqual(300);
+  });
+});
