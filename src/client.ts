@@ -2,7 +2,6 @@
  * The lock client: owns the shared subscriber connection, the watchdog and the wait queues of one ioredis
  * client, hands out RLock instances, starts flows, and shuts everything down in `close()`.
  */
-import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Cluster } from 'ioredis';
 import type { LockLostError } from './errors.js';
@@ -95,7 +94,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     watchdog.stop();
     const holds = watchdog.all();
     await waits.close();
-    await Promise.allSettled(holds.map((hold) => scripts.release(hold.keys, randomUUID(), 'all', [hold.owner])));
+    await Promise.allSettled(holds.map((hold) => scripts.release(hold.keys, 'all', [hold.owner], { repair: true })));
     for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
   }
 

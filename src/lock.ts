@@ -176,7 +176,7 @@ export class RLock {
     const hold = await this.#take(ownerChain(this.#context.clientId, flow), options);
     if (!hold) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
     let released: Promise<void> | undefined;
-    const release = (): Promise<void> => (released ??= this.#release([hold.owner], hold));
+    const release = (): Promise<void> => (released ??= this.#releaseLease(hold));
     return {
       name: this.name,
       signal: hold.signal,
@@ -194,14 +194,19 @@ export class RLock {
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const { watchdog, waits } = this.#context;
     const reentry = watchdog.nearest(this.#keys.lockKey, owners) !== undefined;
-    // A newcomer queues behind local waiters instead of racing them for a release one of them is due.
-    const queueFirst = !reentry && waits.hasWaiters(this.#keys.channel);
+    // A newcomer that may wait queues behind local waiters instead of racing them for a release one of
+    // them is due; a single attempt (waitTime 0) just makes it.
+    const queueFirst = !reentry && waitTime !== 0 && waits.hasWaiters(this.#keys.channel);
+    // waitTime bounds every attempt, the first included (a stalled Redis must not stretch it); an attempt
+    // with nothing to wait for runs to its reply.
+    const attemptDeadline = waitTime === 0 ? Infinity : deadline;
+    let attempted = false;
     let waiter: Waiter | undefined;
     try {
       if (!queueFirst) {
-        // The first attempt always gets its reply; later ones are bounded by the wait time too.
-        const first = await this.#attempt(owners, options, Infinity);
+        const first = await this.#attempt(owners, options, attemptDeadline);
         if (first.hold) return first.hold;
+        attempted = true;
         if (deadline - monotonicNow() <= 0) return undefined;
         waiter = waits.enter(this.#keys.channel);
         waiter.noteHolderTtl(first.pttl);
@@ -210,12 +215,14 @@ export class RLock {
       }
       for (;;) {
         const remaining = deadline - monotonicNow();
-        if (remaining <= 0) return undefined;
-        await waiter.park(Math.min(remaining, waiter.holderTtl()), signal);
-        if (deadline - monotonicNow() <= 0) return undefined;
+        if (remaining > 0) await waiter.park(Math.min(remaining, waiter.holderTtl()), signal);
+        const expired = deadline - monotonicNow() <= 0;
+        // A queued newcomer whose wait ran out before its turn still asks Redis once.
+        if (expired && attempted) return undefined;
         waiter.attempting();
-        const result = await this.#attempt(owners, options, deadline);
-        if (result.hold) return result.hold;
+        const result = await this.#attempt(owners, options, expired ? Infinity : attemptDeadline);
+        if (result.hold || expired) return result.hold;
+        attempted = true;
         waiter.noteHolderTtl(result.pttl);
       }
     } finally {
@@ -244,9 +251,11 @@ export class RLock {
       throw error;
     }
     if (outcome.kind !== 'reply' || this.#context.closed) {
+      // Given up on: a grant that still arrives is given back; an error leaves the outcome unknown, so the
+      // acquisition is undone by its request id if it ran.
       void pending.then(
         (reply) => reply.acquired && this.#releaseQuietly(owners[reply.ownerIndex]),
-        () => undefined,
+        () => this.#undoQuietly(owners, requestId),
       );
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (this.#context.closed) throw new LockClientClosedError(this.name);
@@ -266,18 +275,32 @@ export class RLock {
   }
 
   #undoQuietly(owners: readonly string[], acquireId: string): void {
-    this.#context.scripts.release(this.#keys, randomUUID(), 'undo', owners, acquireId).catch(() => undefined);
+    this.#context.scripts
+      .release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true })
+      .catch(() => undefined);
   }
 
   #releaseQuietly(owner: string | undefined): void {
     if (owner === undefined) return;
-    this.#context.scripts.release(this.#keys, randomUUID(), 'one', [owner]).then(
+    this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true }).then(
       (reply) => {
         const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
         if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
       },
       () => undefined,
     );
+  }
+
+  /**
+   * Releases one acquisition made through `acquire()`/`withLock()`. A lease only ever touches its own hold:
+   * once that hold was lost or replaced (the same flow acquired afresh), it fails without sending anything.
+   */
+  async #releaseLease(hold: Hold): Promise<void> {
+    if (this.#context.watchdog.find(this.#keys.lockKey, hold.owner) !== hold) {
+      const lost: unknown = hold.signal.aborted ? hold.signal.reason : undefined;
+      throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
+    }
+    await this.#release([hold.owner], hold);
   }
 
   /** Drops one hold of the nearest owner in `owners` that holds the lock. */
@@ -289,7 +312,7 @@ export class RLock {
     if (last) local.state = 'releasing';
     let reply;
     try {
-      reply = await scripts.release(this.#keys, randomUUID(), 'one', owners);
+      reply = await scripts.release(this.#keys, 'one', owners);
     } catch (error) {
       // Unknown outcome: stop renewing the last hold so that, at worst, it expires with its lease.
       if (last) watchdog.forget(local);
@@ -299,7 +322,8 @@ export class RLock {
       const hold = watchdog.find(this.#keys.lockKey, owners[reply.ownerIndex] ?? '');
       if (hold) watchdog.released(hold, reply.remaining);
     } else if (local) {
-      watchdog.lose(local, 'it was not held when released');
+      // The caller learns it from the LockNotHeldError below; no separate lockLost event.
+      watchdog.lose(local, 'it was not held when released', { report: false });
     }
     // A lease already declared lost stays lost even if Redis still had it: its holder was told to stop.
     if (reply.remaining < 0 || leaseHold?.state === 'lost') {

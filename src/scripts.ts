@@ -3,6 +3,7 @@
  * EVALSHA and falls back to EVAL on NOSCRIPT. It only issues commands: it never defines commands on,
  * or otherwise changes, the user's client.
  */
+import { randomUUID } from 'node:crypto';
 import type { LockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { RedisClient } from './options.js';
@@ -30,11 +31,21 @@ type Arg = string | number;
 
 export type ReleaseMode = 'one' | 'all' | 'undo';
 
+export interface ReleaseOptions {
+  /** Unique per call; a resend of the call carries the same one. Tests pass their own. */
+  readonly requestId?: string;
+  /** Request id of the acquire to undo (mode 'undo'). */
+  readonly undoId?: string;
+  /** Send by EVAL at once (a repair made while the connection may be failing). */
+  readonly repair?: boolean;
+}
+
 /**
  * How long Redis remembers a release that freed a lock, so that a resend of it (ioredis, after a reconnect)
- * is answered as the success it was. A resend later than this reports LockNotHeldError, the lock stays free.
+ * is answered as the success it was. ioredis' default retries give up well within it; a resend later than
+ * this reports LockNotHeldError (the lock stays free).
  */
-export const RELEASE_MEMO_MS = 10_000;
+export const RELEASE_MEMO_MS = 30_000;
 
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
@@ -54,12 +65,18 @@ export class LockScripts {
     this.#redis = redis;
   }
 
-  async #run(name: LuaScriptName, keys: readonly string[], args: readonly Arg[]): Promise<unknown> {
+  /**
+   * Runs a script by EVALSHA, and by EVAL when the server lost it (NOSCRIPT). `direct` sends EVAL at once:
+   * for repairs sent while the connection may be failing, where the NOSCRIPT round trip could be cut off
+   * by a command timeout and the repair would then never run.
+   */
+  async #run(name: LuaScriptName, keys: readonly string[], args: readonly Arg[], direct = false): Promise<unknown> {
     const expected = scriptKeyCounts[name];
     if (expected !== 'variadic' && keys.length !== expected) {
       throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
     }
     const script = luaSources[name];
+    if (direct) return this.#redis.eval(script.source, keys.length, ...keys, ...args);
     try {
       return await this.#redis.evalsha(script.sha1, keys.length, ...keys, ...args);
     } catch (error) {
@@ -83,19 +100,19 @@ export class LockScripts {
 
   /**
    * `mode` 'one' drops one hold, 'all' every hold of the owner, 'undo' one hold only if the owner's last
-   * acquire had request id `undoId` (an acquire whose reply was lost).
+   * acquire had request id `undoId` (an acquire whose reply was lost). `repair` sends it by EVAL at once.
    */
   async release(
     keys: LockKeys,
-    requestId: string,
     mode: ReleaseMode,
     owners: readonly string[],
-    undoId = '',
+    { requestId = randomUUID(), undoId = '', repair = false }: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
     const reply = await this.#run(
       'release',
       [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
       [requestId, RELEASE_MEMO_MS, mode, undoId, ...owners],
+      repair,
     );
     return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1 };
   }

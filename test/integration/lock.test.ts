@@ -246,3 +246,38 @@ describe('RLock: outside a flow', () => {
     expect(await lock.isLocked()).toBe(false);
   });
 });
+
+describe('RLock: regressions found in review', () => {
+  it('releasing a lost lease does not free a newer hold of the same flow', async () => {
+    const locks = redis.locks();
+    const other = redis.locks();
+    const name = uniqueName();
+    await locks.run(async () => {
+      const lost = await locks.getLock(name).acquire({ leaseTime: 200 });
+      await sleep(300);
+      expect(lost.signal.aborted).toBe(true);
+      const fresh = await locks.getLock(name).acquire();
+      await expect(lost.release()).rejects.toBeInstanceOf(LockNotHeldError);
+      expect(await redis.admin.exists(name)).toBe(1);
+      expect(fresh.signal.aborted).toBe(false);
+      expect(await other.run(() => other.getLock(name).tryLock())).toBe(false);
+      await fresh.release();
+    });
+  });
+
+  it('a newcomer queued behind local waiters still asks Redis before tryLock gives up', async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    await redis.admin.hset(name, 'foreign:1', '1');
+    await redis.admin.pexpire(name, 60_000);
+    const parked = locks
+      .getLock(name)
+      .withLock(() => undefined, { waitTime: 3000 })
+      .catch((e: unknown) => e);
+    await sleep(200);
+    await redis.admin.del(name); // freed silently: the parked waiter is not woken
+    expect(await locks.run(() => locks.getLock(name).tryLock())).toBe(true);
+    await locks.run(() => locks.getLock(name).forceUnlock());
+    await parked;
+  });
+});

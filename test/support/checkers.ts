@@ -51,7 +51,7 @@ export function percentile(values: readonly number[], p: number): number {
 
 /**
  * Keys of lock `name` and its release channel left on the server (C6). The fencing counter (persistent by
- * design) and release memos (they expire after 10 s) are documented leftovers and not counted.
+ * design) and release memos (they expire after 30 s) are documented leftovers and not counted.
  */
 export async function leftovers(redis: Redis, name: string): Promise<{ keys: string[]; channels: string[] }> {
   const keys: string[] = [];

@@ -15,7 +15,7 @@ let lockServer: LocalRedis;
 let resourceServer: LocalRedis;
 let admin: Redis;
 let resourceAdmin: Redis;
-const cleanup: (() => Promise<unknown>)[] = [];
+const cleanup: (() => unknown)[] = [];
 
 beforeAll(async () => {
   [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
@@ -23,7 +23,7 @@ beforeAll(async () => {
   resourceAdmin = newRedis(resourceServer);
 });
 afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
+  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
 });
 afterAll(async () => {
   admin.disconnect();

@@ -11,14 +11,14 @@ import { startWorkers } from '../../support/workers.js';
 
 let lockServer: LocalRedis;
 let admin: Redis;
-const cleanup: (() => Promise<unknown>)[] = [];
+const cleanup: (() => unknown)[] = [];
 
 beforeAll(async () => {
   lockServer = await startRedisServer();
   admin = newRedis(lockServer);
 });
 afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
+  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
 });
 afterAll(async () => {
   admin.disconnect();
@@ -186,7 +186,7 @@ describe('T11: pub/sub loss', () => {
   it('(b) a release never published (DEL by a third party): waiters get the lock by its TTL + 300 ms', async () => {
     const name = uniqueName('t11b');
     const holderRedis = newRedis(lockServer);
-    cleanup.push(async () => {
+    cleanup.push(() => {
       holderRedis.disconnect();
     });
     await holderRedis.hset(name, 'foreign:1', '1');

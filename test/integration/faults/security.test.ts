@@ -1,0 +1,169 @@
+// Least privilege (an ACL user with only what the library needs; ACL LOG stays empty) and TLS (the
+// subscriber connection, a duplicate, inherits TLS and credentials). Certificates are made here by openssl.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLockClient } from '../../../src/index.js';
+import { freePort, startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { newRedis, type Redis } from '../../support/fixture.js';
+
+/** The README's least-privilege rule for keyPrefix `app:`. */
+export const LOCK_USER_RULE = [
+  'on',
+  '>locker-secret',
+  'resetkeys',
+  '~app:*',
+  'resetchannels',
+  '&app:*',
+  '-@all',
+  '+evalsha',
+  '+eval',
+  '+exists',
+  '+pttl',
+  '+subscribe',
+  '+unsubscribe',
+  '+info',
+  '+ping',
+  '+hello',
+  // called inside the scripts
+  '+hset',
+  '+hget',
+  '+hexists',
+  '+hincrby',
+  '+pexpire',
+  '+incr',
+  '+get',
+  '+set',
+  '+del',
+  '+publish',
+  '+time',
+];
+
+let dir: string;
+let server: LocalRedis;
+let admin: Redis;
+let tls: { ca: Buffer; servername: string };
+
+function makeCertificates(into: string): void {
+  const run = (args: string[]): void => {
+    execFileSync('openssl', args, { cwd: into, stdio: 'ignore' });
+  };
+  run([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=flowlock-test-ca',
+  ]);
+  run([
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'server.key',
+    '-out',
+    'server.csr',
+    '-subj',
+    '/CN=localhost',
+  ]);
+  writeFileSync(join(into, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
+  run([
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'san.ext',
+  ]);
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'flowlock-tls-'));
+  makeCertificates(dir);
+  const tlsPort = await freePort();
+  // Plaintext is off (`--port 0`): every connection, the subscriber's included, must speak TLS.
+  server = await startRedisServer(
+    [
+      '--port',
+      '0',
+      '--tls-port',
+      String(tlsPort),
+      '--tls-cert-file',
+      join(dir, 'server.crt'),
+      '--tls-key-file',
+      join(dir, 'server.key'),
+      '--tls-ca-cert-file',
+      join(dir, 'ca.crt'),
+      '--tls-auth-clients',
+      'no',
+      '--user',
+      'admin',
+      'on',
+      '>admin-secret',
+      '~*',
+      '&*',
+      '+@all',
+      '--user',
+      'default',
+      'off',
+    ],
+    { port: tlsPort, tls: true },
+  );
+  tls = { ca: readFileSync(join(dir, 'ca.crt')), servername: 'localhost' };
+  admin = newRedis(server, { tls, username: 'admin', password: 'admin-secret' });
+  await admin.acl('SETUSER', 'locker', ...LOCK_USER_RULE);
+  await admin.acl('LOG', 'RESET');
+});
+afterAll(async () => {
+  admin.disconnect();
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('least privilege over TLS', () => {
+  it('runs a full workload as the ACL user, with the subscriber on TLS and the same credentials', async () => {
+    const redis = newRedis(server, { tls, username: 'locker', password: 'locker-secret' });
+    const locks = createLockClient(redis, { keyPrefix: 'app:', watchdogTimeout: 300 });
+    const lock = locks.getLock('order:42');
+    await lock.withLock(async () => {
+      await lock.withLock(async () => {
+        expect(await lock.getHoldCount()).toBe(2);
+      });
+      await sleep(400); // the watchdog renews at least once
+      expect(await lock.remainTimeToLive()).toBeGreaterThan(0);
+    });
+    const held = await lock.acquire();
+    const waiting = locks.run(() => lock.tryLock(5000));
+    await sleep(100);
+    const clients = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+    expect(clients).toMatch(/user=locker/);
+    await held.release();
+    expect(await waiting).toBe(true);
+    await lock.forceUnlock();
+    expect(await lock.isLocked()).toBe(false);
+    await locks.close();
+    await redis.quit();
+    expect(await admin.acl('LOG')).toEqual([]);
+  });
+});

@@ -1,0 +1,289 @@
+// T8 (cancellation storm), T13 (eviction), T15 (restart without persistence), T19 (hostile names).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLockClient, type LockClient, type LockLostEvent } from '../../../src/index.js';
+import { leftovers } from '../../support/checkers.js';
+import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { recordFigures, soak } from '../../support/figures.js';
+import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
+});
+
+async function server(args: string[] = []): Promise<{ server: LocalRedis; admin: Redis }> {
+  const started = await startRedisServer(args);
+  const admin = newRedis(started);
+  admin.on('error', () => undefined);
+  cleanup.push(async () => {
+    admin.disconnect();
+    await started.stop();
+  });
+  return { server: started, admin };
+}
+
+/** An ioredis client that is disconnected after the test (errors while the server restarts are expected). */
+function redisOn(on: LocalRedis): Redis {
+  const redis = newRedis(on, { retryStrategy: () => 50 });
+  redis.on('error', () => undefined);
+  cleanup.push(() => {
+    redis.disconnect();
+  });
+  return redis;
+}
+
+function client(on: LocalRedis, options: { watchdogTimeout?: number; keyPrefix?: string } = {}): LockClient {
+  const locks = createLockClient(redisOn(on), { watchdogTimeout: 1000, ...options });
+  cleanup.push(() => locks.close());
+  return locks;
+}
+
+function libraryTimers(): number {
+  return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+}
+
+describe('T8: a storm of aborted acquires and releases', () => {
+  it('leaves no key, no watchdog timer, no wait timer and no subscription', async () => {
+    const { server: s, admin } = await server();
+    const name = uniqueName('t8');
+    const timersBefore = libraryTimers();
+    const clients = [client(s), client(s), client(s), client(s)];
+    let acquired = 0;
+    let aborted = 0;
+    const until = performance.now() + 3000 * soak;
+    await Promise.all(
+      clients.map(async (locks) => {
+        const lock = locks.getLock(name);
+        while (performance.now() < until) {
+          const controller = new AbortController();
+          setTimeout(() => controller.abort(), Math.random() * 5);
+          try {
+            const lease = await lock.acquire({ signal: controller.signal });
+            acquired++;
+            await lease.release();
+          } catch {
+            aborted++;
+          }
+        }
+        for (let i = 0; i < 100; i++) {
+          await lock.acquire({ signal: AbortSignal.abort() }).catch(() => aborted++);
+        }
+      }),
+    );
+    await sleep(3 * 1000);
+    const left = await leftovers(admin, name);
+    const numsub = (await admin.pubsub('NUMSUB', `redisson_lock__channel:{${name}}`)) as [string, number | string];
+    const timersAfter = libraryTimers();
+    recordFigures('T8 cancellation storm', {
+      acquired,
+      aborted,
+      keysLeft: left.keys.length,
+      timersAfter,
+      timersBefore,
+    });
+    expect(acquired).toBeGreaterThan(0);
+    expect(aborted).toBeGreaterThan(400);
+    expect(left).toEqual({ keys: [], channels: [] });
+    expect(Number(numsub[1])).toBe(0);
+    expect(timersAfter).toBeLessThanOrEqual(timersBefore);
+  });
+});
+
+describe.each(['volatile-ttl', 'volatile-lru', 'allkeys-lru'])('T13: maxmemory-policy %s', (policy) => {
+  it('warns once at start-up; an evicted holder is told; tokens never go backwards', async () => {
+    const { server: s, admin } = await server(['--maxmemory', '4mb', '--maxmemory-policy', policy]);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error & { code?: string }): void => {
+      if (warning.code === 'FLOWLOCK_EVICTION_POLICY') warnings.push(warning.message);
+    };
+    process.on('warning', onWarning);
+    cleanup.push(() => process.off('warning', onWarning));
+    const locks = client(s);
+    const name = uniqueName('t13');
+    const lost: LockLostEvent[] = [];
+    locks.on('lockLost', (event) => lost.push(event));
+    const lease = await locks.getLock(name).acquire();
+    await locks.getLock(uniqueName('t13-other')).withLock(() => undefined);
+    await sleep(50);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(policy);
+
+    // Noise: 1 KB values (with a TTL for volatile-* policies) until the lock key is evicted.
+    const noise = redisOn(s);
+    const value = 'x'.repeat(1024);
+    let evictedAt = 0;
+    for (let i = 0; i < 40_000 && evictedAt === 0; i++) {
+      await noise.set(`noise:${i}`, value, 'EX', 3600);
+      if (i % 50 === 0 && (await admin.exists(name)) === 0) evictedAt = performance.now();
+    }
+    const evicted = Number(/evicted_keys:(\d+)/.exec(await admin.info('stats'))?.[1] ?? 0);
+    if (evictedAt > 0) {
+      await new Promise((resolve) => {
+        if (lease.signal.aborted) resolve(undefined);
+        else lease.signal.addEventListener('abort', resolve);
+      });
+    }
+    const toldAfterMs = evictedAt > 0 ? performance.now() - evictedAt : NaN;
+    await noise.flushall();
+    const next = await locks.getLock(name).acquire();
+    recordFigures(`T13 ${policy}`, {
+      warnings: warnings.length,
+      evictedKeys: evicted,
+      lockEvicted: evictedAt > 0,
+      toldAfterMs,
+    });
+    expect(evicted).toBeGreaterThan(0);
+    if (evictedAt > 0) {
+      expect(lost.map((e) => e.name)).toContain(name);
+      expect(toldAfterMs).toBeLessThanOrEqual(1000 / 3 + 100 + 50);
+    }
+    expect(next.fencingToken).toBeGreaterThan(lease.fencingToken);
+    await next.release();
+  });
+});
+
+describe('T15: Redis restarted without persistence while a lock is held', () => {
+  it('the holder learns it lost, waiters recover, and fencing tokens never go backwards', async () => {
+    const { server: s } = await server();
+    const holder = client(s);
+    const waiter = client(s);
+    const name = uniqueName('t15');
+    const tokens: bigint[] = [];
+    for (let i = 0; i < 20; i++) {
+      await holder.getLock(name).withLock((_signal, lease) => {
+        tokens.push(lease.fencingToken);
+      });
+    }
+    const lease = await holder.getLock(name).acquire();
+    const lost = new Promise<number>((resolve) => {
+      lease.signal.addEventListener('abort', () => {
+        resolve(performance.now());
+      });
+    });
+    const waiting = waiter.getLock(name).acquire();
+    await sleep(100);
+    await s.kill();
+    await s.restart();
+    const restartedAt = performance.now();
+    const lostAt = await lost;
+    const next = await waiting;
+    const recoveredAt = performance.now();
+    recordFigures('T15 restart without persistence', {
+      holderToldAfterRestartMs: lostAt - restartedAt,
+      waiterRecoveredAfterRestartMs: recoveredAt - restartedAt,
+      tokenBefore: String(lease.fencingToken),
+      tokenAfter: String(next.fencingToken),
+    });
+    expect(lostAt - restartedAt).toBeLessThanOrEqual(1000 / 3 + 100 + 200);
+    expect(lease.signal.reason).toMatchObject({ code: 'LOCK_LOST' });
+    expect(next.fencingToken).toBeGreaterThan(lease.fencingToken);
+    expect(next.fencingToken).toBeGreaterThan(tokens.at(-1) ?? 0n);
+    await next.release();
+  });
+});
+
+describe('T19: hostile names', () => {
+  const hostile = [
+    'braces{x}',
+    '{}',
+    '}{',
+    'a}b',
+    '{tag}rest',
+    'glob*?[a-z]',
+    'new\nline',
+    'nul\u0000byte',
+    'unicode-🔒-ünï',
+    '../../etc',
+    'a:b',
+    ':c',
+    'x'.repeat(512),
+  ];
+
+  it('never collide, keep one slot per lock, never pattern-subscribe; over-long names fail before I/O', async () => {
+    const { server: s, admin } = await server();
+    const locks = client(s);
+    const prefixA = client(s, { keyPrefix: 'a' });
+    const prefixAB = client(s, { keyPrefix: 'a:b' });
+    const leases = await Promise.all(hostile.map((name) => locks.getLock(name).acquire()));
+    // Tenant pair ('a', 'b:c') vs ('a:b', 'c'): different locks although the concatenations agree.
+    const tenant1 = await prefixA.getLock(':b:c').acquire({ waitTime: 0 });
+    const tenant2 = await prefixAB
+      .getLock(':c')
+      .acquire({ waitTime: 0 })
+      .catch((e: unknown) => e);
+    expect(tenant2).toBeInstanceOf(Error); // same key `a:b:c`: the same lock, so they do exclude each other
+    await tenant1.release();
+    const keys = new Set<string>();
+    for (const name of hostile) keys.add(name);
+    expect(keys.size).toBe(hostile.length);
+    for (const name of hostile) expect(await admin.exists(name)).toBe(1);
+    const waiters = hostile.map((name) => locks.getLock(name).withLock(() => undefined));
+    await sleep(100);
+    expect(Number(await admin.pubsub('NUMPAT'))).toBe(0);
+    const channels = (await admin.pubsub('CHANNELS')) as string[];
+    for (const name of hostile) expect(channels).toContain(`redisson_lock__channel:{${name}}`);
+    await Promise.all(leases.map((lease) => lease.release()));
+    await Promise.all(waiters);
+    for (const name of hostile) expect((await leftovers(admin, name)).keys).toEqual([]);
+
+    const lazy = newRedis(s, { lazyConnect: true });
+    const offline = createLockClient(lazy);
+    expect(() => offline.getLock('x'.repeat(513))).toThrow(RangeError);
+    expect(() => offline.getLock('é'.repeat(300))).toThrow(RangeError);
+    expect(lazy.status).toBe('wait');
+    await offline.close();
+    lazy.disconnect();
+  });
+
+  it('10 000 distinct names acquired and released leave no lock keys', async () => {
+    const { server: s, admin } = await server();
+    const locks = client(s);
+    const base = uniqueName('t19');
+    const names = Array.from({ length: 10_000 }, (_, i) => `${base}:${i}`);
+    for (let i = 0; i < names.length; i += 500) {
+      await Promise.all(names.slice(i, i + 500).map((name) => locks.getLock(name).withLock(() => undefined)));
+    }
+    const keys = await admin.keys(`${base}:*`);
+    recordFigures('T19 10 000 names', { lockKeysLeft: keys.length });
+    expect(keys).toEqual([]);
+  });
+});
+
+describe('a stalled server and waitTime', () => {
+  it('waitTime bounds the first attempt too, and the late grant is given back', async () => {
+    const { server: s, admin } = await server();
+    const locks = client(s);
+    const name = uniqueName('stall');
+    const pause = admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+    await pause;
+    const start = performance.now();
+    const got = await locks.run(() => locks.getLock(name).tryLock(300));
+    const elapsed = performance.now() - start;
+    recordFigures('waitTime under CLIENT PAUSE 1500', { returnedAfterMs: elapsed, got });
+    expect(got).toBe(false);
+    expect(elapsed).toBeLessThan(300 + 150);
+    await sleep(1500);
+    expect(await admin.exists(name)).toBe(0);
+  });
+
+  it('an abandoned attempt whose command then fails is undone if it ran (no orphan hold)', async () => {
+    const { server: s, admin } = await server();
+    const redis = newRedis(s, { commandTimeout: 800 });
+    redis.on('error', () => undefined);
+    const locks = createLockClient(redis, { watchdogTimeout: 30_000 });
+    cleanup.push(async () => {
+      await locks.close();
+      redis.disconnect();
+    });
+    const name = uniqueName('orphan');
+    await admin.hset(name, 'foreign:1', '1');
+    await admin.pexpire(name, 300);
+    const waiting = locks.run(() => locks.getLock(name).tryLock(600));
+    await sleep(200);
+    await admin.call('CLIENT', 'PAUSE', '2500', 'WRITE');
+    expect(await waiting).toBe(false);
+    await sleep(2500 + 300);
+    expect(await admin.exists(name)).toBe(0);
+  });
+});
