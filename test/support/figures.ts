@@ -10,7 +10,9 @@ export const figuresFile = process.env['FIGURES_FILE'] ?? '.vitest-results/figur
 /** Scale of the fault scenarios: 1 in CI, larger under `npm run test:soak`. */
 export const soak = Number(process.env['SOAK'] ?? 1);
 
+const ioredis = process.env['IOREDIS_MAJOR'] === '6' ? 6 : 5;
+
 export function recordFigures(scenario: string, figures: Record<string, number | string | boolean>): void {
   mkdirSync(dirname(figuresFile), { recursive: true });
-  appendFileSync(figuresFile, `${JSON.stringify({ scenario, soak, ...figures })}\n`);
+  appendFileSync(figuresFile, `${JSON.stringify({ scenario, ioredis, soak, ...figures })}\n`);
 }

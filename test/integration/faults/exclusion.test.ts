@@ -67,10 +67,10 @@ async function runCounter(name: string, processes: number, perProcess: number): 
   return { sections, accepted, counter, exitDelaysMs, exitCodes, elapsedMs: performance.now() - start };
 }
 
-describe('T1: 8 processes x 200 critical sections on one counter', () => {
+describe('T1: 8 processes x 200 critical sections on one counter (soak: 16 x 200 x SOAK)', () => {
   it('counts exactly, never overlaps, and fences in order; workers exit within 1 s of close (T20)', async () => {
     const name = uniqueName('t1');
-    const processes = 8;
+    const processes = soak > 1 ? 16 : 8;
     const perProcess = 200 * soak;
     const run = await runCounter(name, processes, perProcess);
     const total = processes * perProcess;
