@@ -12,6 +12,8 @@ export default tseslint.config(
       'test/fixtures/',
       'test/smoke/',
       'scripts/',
+      '.scratch/',
+      '.bench-results/',
       '*.config.js',
     ],
   },

@@ -19,8 +19,8 @@
     {0, pttl}                          held by another owner; pttl in ms, -1 when the holder set no expiry
 
   Side effects
-    free -> held: SET fenceKey <TIME in us> if missing; INCR fenceKey; HSET lockKey owners[1] 1 and the
-                  memo field; PEXPIRE lockKey leaseMs
+    free -> held: INCR fenceKey (when that finds it missing: SET fenceKey <TIME in us>, INCR again);
+                  HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs
     re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
                   (an inner hold never shortens an outer one)
     replay:       nothing
@@ -32,11 +32,13 @@ local requestId = ARGV[2]
 local firstOwner = 3
 
 if redis.call('EXISTS', lockKey) == 0 then
-  if redis.call('EXISTS', fenceKey) == 0 then
+  local token = redis.call('INCR', fenceKey)
+  if token == 1 then
+    -- The counter was missing: start it from the server clock so that no earlier token is issued again.
     local now = redis.call('TIME')
     redis.call('SET', fenceKey, now[1] .. string.format('%06d', tonumber(now[2])))
+    token = redis.call('INCR', fenceKey)
   end
-  local token = redis.call('INCR', fenceKey)
   local owner = ARGV[firstOwner]
   redis.call('HSET', lockKey, owner, 1, owner .. ':acq', requestId)
   redis.call('PEXPIRE', lockKey, leaseMs)
@@ -45,11 +47,12 @@ end
 
 for i = firstOwner, #ARGV do
   local owner = ARGV[i]
-  if redis.call('HEXISTS', lockKey, owner) == 1 then
+  local held = redis.call('HMGET', lockKey, owner, owner .. ':acq')
+  if held[1] then
     local token = tonumber(redis.call('GET', fenceKey) or '0')
     local ownerIndex = i - firstOwner + 1
-    if redis.call('HGET', lockKey, owner .. ':acq') == requestId then
-      return {1, token, tonumber(redis.call('HGET', lockKey, owner)), ownerIndex}
+    if held[2] == requestId then
+      return {1, token, tonumber(held[1]), ownerIndex}
     end
     local count = redis.call('HINCRBY', lockKey, owner, 1)
     redis.call('HSET', lockKey, owner .. ':acq', requestId)

@@ -20,8 +20,10 @@
 
   Side effects
     count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel
-    count reaches 0: DEL lockKey; PUBLISH channel "0"; SET requestKey "<ownerIndex>" PX memoMs
-    replay:          nothing
+    count reaches 0: DEL lockKey (the last hold is dropped without a decrement); PUBLISH channel "0";
+                     SET requestKey "<ownerIndex>" PX memoMs
+    replay:          nothing (a resend is recognised by the memo field, or by requestKey once the
+                     lock was freed)
 ]]
 local lockKey = KEYS[1]
 local channel = KEYS[2]
@@ -32,34 +34,33 @@ local mode = ARGV[3]
 local undoId = ARGV[4]
 local firstOwner = 5
 
+for i = firstOwner, #ARGV do
+  local owner = ARGV[i]
+  local ownerIndex = i - firstOwner + 1
+  local held = redis.call('HMGET', lockKey, owner, owner .. ':rel', owner .. ':acq')
+  local count = tonumber(held[1])
+  if count then
+    if mode == 'undo' and held[3] ~= undoId then
+      return {-1, 0}
+    end
+    if held[2] == requestId then
+      return {count, ownerIndex}
+    end
+    if mode ~= 'all' and count > 1 then
+      local remaining = redis.call('HINCRBY', lockKey, owner, -1)
+      redis.call('HSET', lockKey, owner .. ':rel', requestId)
+      return {remaining, ownerIndex}
+    end
+    redis.call('DEL', lockKey)
+    redis.call('PUBLISH', channel, '0')
+    redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
+    return {0, ownerIndex}
+  end
+end
+
+-- No owner of the chain holds it: unless this is a resend of a release that freed the lock.
 local freed = redis.call('GET', requestKey)
 if freed then
   return {0, tonumber(freed)}
 end
-
-for i = firstOwner, #ARGV do
-  local owner = ARGV[i]
-  local ownerIndex = i - firstOwner + 1
-  if redis.call('HEXISTS', lockKey, owner) == 1 then
-    if mode == 'undo' and redis.call('HGET', lockKey, owner .. ':acq') ~= undoId then
-      return {-1, 0}
-    end
-    if redis.call('HGET', lockKey, owner .. ':rel') == requestId then
-      return {tonumber(redis.call('HGET', lockKey, owner)), ownerIndex}
-    end
-    local remaining = 0
-    if mode ~= 'all' then
-      remaining = redis.call('HINCRBY', lockKey, owner, -1)
-    end
-    if remaining > 0 then
-      redis.call('HSET', lockKey, owner .. ':rel', requestId)
-    else
-      redis.call('DEL', lockKey)
-      redis.call('PUBLISH', channel, '0')
-      redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
-    end
-    return {remaining, ownerIndex}
-  end
-end
-
 return {-1, 0}

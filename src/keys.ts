@@ -15,8 +15,6 @@ export interface LockKeys {
   readonly fenceKey: string;
   /** Prefix of the short-lived keys that remember a release which freed the lock (append the request id). */
   readonly releaseMemoPrefix: string;
-  /** Redis Cluster slot of every key above. */
-  readonly slot: number;
 }
 
 const SLOTS = 16384;
@@ -58,9 +56,10 @@ export function keySlot(key: string): number {
  * itself serves unless it contains `}` (a key like `a}b` or `x{}y` with no valid tag): then the shortest
  * decimal number with the same slot stands in, found by a short deterministic search.
  */
-function slotTag(lockKey: string, slot: number): string {
+function slotTag(lockKey: string): string {
   const hashed = hashedPart(lockKey);
   if (!hashed.includes('}')) return hashed;
+  const slot = keySlot(lockKey);
   for (let i = 0; ; i++) {
     if (crc16(String(i)) % SLOTS === slot) return String(i);
   }
@@ -68,8 +67,7 @@ function slotTag(lockKey: string, slot: number): string {
 
 export function lockKeys(keyPrefix: string, name: string): LockKeys {
   const lockKey = keyPrefix + name;
-  const slot = keySlot(lockKey);
-  const tag = slotTag(lockKey, slot);
+  const tag = slotTag(lockKey);
   // The tag alone names the lock when it is the whole key; otherwise append the key so that two locks
   // sharing a tag (`a{t}`, `b{t}`) never share auxiliary keys.
   const suffix = tag === lockKey ? '' : `:${lockKey}`;
@@ -78,6 +76,5 @@ export function lockKeys(keyPrefix: string, name: string): LockKeys {
     channel: `${keyPrefix}redisson_lock__channel:{${name}}`,
     fenceKey: `${keyPrefix}flowlock:fence:{${tag}}${suffix}`,
     releaseMemoPrefix: `${keyPrefix}flowlock:released:{${tag}}:`,
-    slot,
   };
 }

@@ -4,7 +4,6 @@
  * attempt again once subscribed -> wait for a release message or the holder's TTL -> attempt ... until the
  * wait time runs out. Holds belong to flows (see flow.ts); re-entry by a flow or its ancestors never queues.
  */
-import { randomUUID } from 'node:crypto';
 import { LockAcquireTimeoutError, LockClientClosedError, LockNotHeldError, NoFlowError } from './errors.js';
 import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from './flow.js';
 import { lockKeys, type LockKeys } from './keys.js';
@@ -17,7 +16,7 @@ import {
   type RedisClient,
   type ResolvedAcquire,
 } from './options.js';
-import type { AcquireReply, LockScripts } from './scripts.js';
+import { newRequestId, type AcquireReply, type LockScripts } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
 import { driftMs, type Hold, type Watchdog } from './watchdog.js';
@@ -239,7 +238,7 @@ export class RLock {
     const lease = options.leaseTime === -1 ? watchdogTimeout : options.leaseTime;
     this.#context.firstUse();
     const sentAt = monotonicNow();
-    const requestId = randomUUID();
+    const requestId = newRequestId();
     const pending = scripts.acquire(this.#keys, lease, requestId, owners);
     let outcome: Settled<AcquireReply>;
     try {

@@ -7,7 +7,7 @@
  * reports it; nothing is thrown from a timer.
  */
 import { LockLostError } from './errors.js';
-import type { LockKeys } from './keys.js';
+import { keySlot, type LockKeys } from './keys.js';
 import type { LockScripts } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 
@@ -55,11 +55,10 @@ export interface WatchdogOptions {
   readonly onLost: (hold: Hold, error: LockLostError) => void;
 }
 
-const tableKey = (lockKey: string, owner: string): string => `${owner}\n${lockKey}`;
-
 export class Watchdog {
   readonly #options: WatchdogOptions;
-  readonly #holds = new Map<string, Hold>();
+  /** lock key -> owner -> hold (nested, so that the hot lookups build no strings). */
+  readonly #holds = new Map<string, Map<string, Hold>>();
   #timer: NodeJS.Timeout | undefined;
   #nextTickAt = Infinity;
   #renewing = false;
@@ -74,7 +73,7 @@ export class Watchdog {
   }
 
   find(lockKey: string, owner: string): Hold | undefined {
-    return this.#holds.get(tableKey(lockKey, owner));
+    return this.#holds.get(lockKey)?.get(owner);
   }
 
   /** The hold of the nearest owner in `owners` (a flow chain) on `lockKey`, if this client knows one. */
@@ -87,11 +86,11 @@ export class Watchdog {
   }
 
   holdsOf(lockKey: string): Hold[] {
-    return [...this.#holds.values()].filter((hold) => hold.keys.lockKey === lockKey);
+    return [...(this.#holds.get(lockKey)?.values() ?? [])];
   }
 
   all(): Hold[] {
-    return [...this.#holds.values()];
+    return [...this.#holds.values()].flatMap((owners) => [...owners.values()]);
   }
 
   /**
@@ -106,12 +105,13 @@ export class Watchdog {
     sentAt: number,
     leaseTime: number,
   ): Hold {
-    const key = tableKey(keys.lockKey, owner);
-    let hold = this.#holds.get(key);
+    let hold = this.find(keys.lockKey, owner);
     if (!hold || reply.holdCount === 1 || hold.fencingToken !== reply.token) {
       if (hold) this.lose(hold, 'its lease ended before this owner acquired the lock again');
       hold = new Hold(name, keys, owner, reply.token);
-      this.#holds.set(key, hold);
+      const owners = this.#holds.get(keys.lockKey);
+      if (owners) owners.set(owner, hold);
+      else this.#holds.set(keys.lockKey, new Map([[owner, hold]]));
     }
     const watchdogMode = leaseTime === -1;
     const lease = watchdogMode ? this.#options.watchdogTimeout : leaseTime;
@@ -136,8 +136,10 @@ export class Watchdog {
   /** Drops `hold` from the table without a loss signal (released, or left to expire after a failed release). */
   forget(hold: Hold, state: 'released' | 'lost' = 'released'): void {
     if (hold.state !== 'lost') hold.state = state;
-    const key = tableKey(hold.keys.lockKey, hold.owner);
-    if (this.#holds.get(key) === hold) this.#holds.delete(key);
+    const owners = this.#holds.get(hold.keys.lockKey);
+    if (owners?.get(hold.owner) !== hold) return;
+    owners.delete(hold.owner);
+    if (owners.size === 0) this.#holds.delete(hold.keys.lockKey);
   }
 
   /** Declares `hold` lost: aborts its signal with a LockLostError and reports it. Idempotent. */
@@ -171,7 +173,7 @@ export class Watchdog {
     const now = monotonicNow();
     let next = Infinity;
     const due: Hold[] = [];
-    for (const hold of [...this.#holds.values()]) {
+    for (const hold of this.all()) {
       if (hold.deadline <= now) {
         this.lose(
           hold,
@@ -195,7 +197,7 @@ export class Watchdog {
     this.#renewing = true;
     const batches = new Map<number, Hold[]>();
     for (const hold of holds) {
-      const slot = this.#options.perSlot ? hold.keys.slot : 0;
+      const slot = this.#options.perSlot ? keySlot(hold.keys.lockKey) : 0;
       const batch = batches.get(slot);
       if (batch) batch.push(hold);
       else batches.set(slot, [hold]);

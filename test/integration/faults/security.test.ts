@@ -32,6 +32,7 @@ export const LOCK_USER_RULE = [
   '+hset',
   '+hget',
   '+hexists',
+  '+hmget',
   '+hincrby',
   '+pexpire',
   '+incr',

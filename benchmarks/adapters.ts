@@ -1,0 +1,167 @@
+/**
+ * One adapter per lock library, so that every scenario drives them the same way: `acquire(key, leaseMs)`
+ * resolves once the lock is held and returns the matching release. Each library keeps its own defaults,
+ * except that retries are unlimited (a benchmark must not measure give-ups).
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createLockClient } from 'flowlock';
+import Redlock4 from 'redlock';
+import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
+import { Mutex } from 'redis-semaphore';
+import { Redisson } from 'node-redisson';
+
+export type Release = () => Promise<unknown>;
+
+export interface Adapter {
+  readonly name: string;
+  /** Takes the lock on `key` for `leaseMs`, or in the library's auto-renewing mode when `leaseMs` is undefined. */
+  acquire(key: string, leaseMs?: number): Promise<Release>;
+  close(): Promise<void>;
+}
+
+export const LIBRARIES = [
+  'flowlock',
+  'set-nx-baseline',
+  'redlock@4',
+  '@sesamecare-oss/redlock',
+  'redis-semaphore',
+  'node-redisson',
+] as const;
+export type Library = (typeof LIBRARIES)[number];
+
+/** Libraries that renew leases by themselves (scenario e); the others need the caller to extend. */
+export const AUTO_RENEWING: readonly Library[] = [
+  'flowlock',
+  '@sesamecare-oss/redlock',
+  'redis-semaphore',
+  'node-redisson',
+];
+
+const COMPARE_AND_DELETE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+/** The baseline polls like the simplest spin lock (redis-semaphore's default retry interval). */
+const BASELINE_RETRY_MS = 10;
+
+function redisFor(url: string): Redis {
+  const redis = new Redis(url, { enableAutoPipelining: false });
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+export function createAdapter(library: Library, url: string, watchdogMs: number): Adapter {
+  switch (library) {
+    case 'flowlock': {
+      const redis = redisFor(url);
+      const locks = createLockClient(redis, { watchdogTimeout: watchdogMs });
+      return {
+        name: library,
+        async acquire(key, leaseMs) {
+          const lease = await locks.getLock(key).acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
+          return () => lease.release();
+        },
+        async close() {
+          await locks.close();
+          await redis.quit();
+        },
+      };
+    }
+    case 'set-nx-baseline': {
+      const redis = redisFor(url);
+      return {
+        name: library,
+        async acquire(key, leaseMs = watchdogMs) {
+          const token = randomUUID();
+          while ((await redis.set(key, token, 'PX', leaseMs, 'NX')) !== 'OK') await sleep(BASELINE_RETRY_MS);
+          return () => redis.eval(COMPARE_AND_DELETE, 1, key, token);
+        },
+        async close() {
+          await redis.quit();
+        },
+      };
+    }
+    case 'redlock@4': {
+      const redis = redisFor(url);
+      const redlock = new Redlock4([redis as unknown as Redlock4.CompatibleRedisClient], { retryCount: -1 });
+      redlock.on('clientError', () => undefined);
+      return {
+        name: library,
+        async acquire(key, leaseMs = watchdogMs) {
+          const lock = await redlock.lock(key, leaseMs);
+          return () => lock.unlock();
+        },
+        async close() {
+          await redis.quit();
+        },
+      };
+    }
+    case '@sesamecare-oss/redlock': {
+      const redis = redisFor(url);
+      const redlock = new SesameRedlock([redis], { retryCount: -1 });
+      redlock.on('error', () => undefined);
+      return {
+        name: library,
+        async acquire(key, leaseMs) {
+          if (leaseMs !== undefined) {
+            const lock = await redlock.acquire([key], leaseMs);
+            return () => lock.release();
+          }
+          // Auto-extension exists only inside using(): hold it open until released.
+          let release!: () => void;
+          const released = new Promise<void>((resolve) => (release = resolve));
+          let held!: () => void;
+          const acquired = new Promise<void>((resolve) => (held = resolve));
+          const done = redlock.using([key], watchdogMs, async () => {
+            held();
+            await released;
+          });
+          await Promise.race([acquired, done]);
+          return async () => {
+            release();
+            await done;
+          };
+        },
+        async close() {
+          await redis.quit();
+        },
+      };
+    }
+    case 'redis-semaphore': {
+      const redis = redisFor(url);
+      return {
+        name: library,
+        async acquire(key, leaseMs = watchdogMs) {
+          const mutex = new Mutex(redis, key, {
+            lockTimeout: leaseMs,
+            acquireTimeout: Number.POSITIVE_INFINITY,
+            onLockLost: () => undefined,
+          });
+          await mutex.acquire();
+          return () => mutex.release();
+        },
+        async close() {
+          await redis.quit();
+        },
+      };
+    }
+    case 'node-redisson': {
+      const { hostname, port } = new URL(url);
+      const redisson = new Redisson({
+        redis: { options: { host: hostname, port: Number(port) } },
+        lockWatchdogTimeout: BigInt(watchdogMs),
+      });
+      return {
+        name: library,
+        async acquire(key, leaseMs) {
+          const lock = redisson.getLock(key);
+          await (leaseMs === undefined ? lock.lock() : lock.lock(leaseMs));
+          return () => lock.unlock();
+        },
+        async close() {
+          await redisson.quit();
+        },
+      };
+    }
+  }
+}

@@ -1,0 +1,239 @@
+/** Writes the benchmark results as RESULTS.md (machine, versions, tables, goals) and one SVG chart per scenario. */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+
+export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e';
+
+export interface Measurement {
+  readonly library: string;
+  readonly scenario: ScenarioId;
+  readonly acquisitions: number;
+  readonly opsPerSecond?: number;
+  readonly p50Ms?: number;
+  readonly p99Ms?: number;
+  readonly roundTripsPerAcquisition?: number;
+  readonly serverOpsPerAcquisition?: number;
+  readonly handoffP50Ms?: number;
+  readonly handoffP99Ms?: number;
+  readonly waitP99Ms?: number;
+  readonly fairness?: number;
+  readonly overlaps?: number;
+  readonly lostUpdates?: number;
+  readonly roundTripsPerPeriod?: number;
+  readonly roundTripsPer100LocksPerPeriod?: number;
+  readonly cpuMsPerPeriod?: number;
+  readonly heldAfterThreePeriods?: boolean;
+}
+
+export const SCENARIOS: Record<ScenarioId, string> = {
+  a: '(a) one flow, lock + unlock in a loop on one key',
+  b: '(b) 64 concurrent flows on distinct keys',
+  c: '(c) 8 processes contending for one key, 1 ms critical section',
+  d: '(d) 200 concurrent flows in one process on one key, 1 ms critical section',
+  e: '(e) many locks held at once in watchdog mode for three renewal periods',
+};
+
+/** The metric each chart shows, and whether more is better. */
+const CHART: Record<ScenarioId, { key: keyof Measurement; label: string; higherIsBetter: boolean }> = {
+  a: { key: 'opsPerSecond', label: 'lock + unlock cycles per second', higherIsBetter: true },
+  b: { key: 'opsPerSecond', label: 'lock + unlock cycles per second', higherIsBetter: true },
+  c: { key: 'waitP99Ms', label: 'waiting time p99 (ms)', higherIsBetter: false },
+  d: { key: 'waitP99Ms', label: 'waiting time p99 (ms)', higherIsBetter: false },
+  e: { key: 'roundTripsPerPeriod', label: 'round trips per renewal period', higherIsBetter: false },
+};
+
+const fmt = (value: number | boolean | undefined, digits = 1): string => {
+  if (value === undefined) return '–';
+  if (typeof value === 'boolean') return value ? 'yes' : 'no';
+  if (!Number.isFinite(value)) return '–';
+  if (Math.abs(value) >= 1000) return Math.round(value).toLocaleString('en-US');
+  return value.toFixed(digits);
+};
+
+function version(pkg: string): string {
+  try {
+    const json = JSON.parse(readFileSync(join('node_modules', pkg, 'package.json'), 'utf8')) as { version: string };
+    return json.version;
+  } catch {
+    return '?';
+  }
+}
+
+function escapeXml(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+function chart(scenario: ScenarioId, rows: readonly Measurement[]): string {
+  const { key, label, higherIsBetter } = CHART[scenario];
+  const values = rows.map((r) => ({ library: r.library, value: Number(r[key] ?? NaN) }));
+  const max = Math.max(1e-9, ...values.map((v) => (Number.isFinite(v.value) ? v.value : 0)));
+  const barHeight = 26;
+  const top = 44;
+  const left = 200;
+  const width = 720;
+  const height = top + values.length * (barHeight + 8) + 16;
+  const bars = values
+    .map((v, i) => {
+      const y = top + i * (barHeight + 8);
+      const w = Number.isFinite(v.value) ? Math.max(2, ((width - left - 90) * v.value) / max) : 0;
+      const ours = v.library === 'flowlock';
+      return [
+        `<text x="${left - 8}" y="${y + 18}" text-anchor="end" font-weight="${ours ? 'bold' : 'normal'}">${escapeXml(v.library)}</text>`,
+        `<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barHeight}" fill="${ours ? '#2f7d32' : '#8a9bb0'}"/>`,
+        `<text x="${left + w + 6}" y="${y + 18}">${fmt(v.value)}</text>`,
+      ].join('');
+    })
+    .join('\n  ');
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="13">
+  <rect width="100%" height="100%" fill="white"/>
+  <text x="12" y="20" font-weight="bold">${escapeXml(SCENARIOS[scenario])}</text>
+  <text x="12" y="36" fill="#555">${escapeXml(label)}, ${higherIsBetter ? 'higher' : 'lower'} is better</text>
+  ${bars}
+</svg>
+`;
+}
+
+function table(scenario: ScenarioId, rows: readonly Measurement[]): string {
+  if (scenario === 'e') {
+    return [
+      '| library | locks | round trips / period | per 100 locks / period | client CPU ms / period | still held |',
+      '| --- | ---: | ---: | ---: | ---: | --- |',
+      ...rows.map(
+        (r) =>
+          `| ${r.library} | ${fmt(r.acquisitions, 0)} | ${fmt(r.roundTripsPerPeriod)} | ${fmt(r.roundTripsPer100LocksPerPeriod, 2)} | ${fmt(r.cpuMsPerPeriod)} | ${fmt(r.heldAfterThreePeriods)} |`,
+      ),
+    ].join('\n');
+  }
+  const contended = scenario === 'c' || scenario === 'd';
+  const header = contended
+    ? '| library | ops/s | p50 ms | p99 ms | round trips / acq | server ops / acq | handoff p50 / p99 ms | wait p99 ms | fairness | overlaps | lost updates |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+    : '| library | ops/s | p50 ms | p99 ms | round trips / acq | server ops / acq |\n| --- | ---: | ---: | ---: | ---: | ---: |';
+  const lines = rows.map((r) => {
+    const base = `| ${r.library} | ${fmt(r.opsPerSecond, 0)} | ${fmt(r.p50Ms, 2)} | ${fmt(r.p99Ms, 2)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} |`;
+    if (!contended) return base;
+    return `${base} ${fmt(r.handoffP50Ms, 2)} / ${fmt(r.handoffP99Ms, 2)} | ${fmt(r.waitP99Ms)} | ${fmt(r.fairness, 3)} | ${fmt(r.overlaps, 0)} | ${fmt(r.lostUpdates, 0)} |`;
+  });
+  return [header, ...lines].join('\n');
+}
+
+/** The goals of the benchmark issue, as ratios measured in this run. */
+function goals(all: readonly Measurement[]): string[] {
+  const find = (scenario: ScenarioId, library: string): Measurement | undefined =>
+    all.find((m) => m.scenario === scenario && m.library === library);
+  const peers = (scenario: ScenarioId): Measurement[] =>
+    all.filter((m) => m.scenario === scenario && m.library !== 'flowlock' && m.library !== 'set-nx-baseline');
+  const bestPeerWait = (scenario: ScenarioId): number =>
+    Math.min(...peers(scenario).map((m) => m.waitP99Ms ?? Infinity));
+  const line = (text: string, met: boolean | undefined): string =>
+    `- ${met === undefined ? '(not measured)' : met ? 'met' : 'missed'}: ${text}`;
+  const out: string[] = [];
+  const a = find('a', 'flowlock');
+  const base = find('a', 'set-nx-baseline');
+  if (a?.opsPerSecond !== undefined && base?.opsPerSecond !== undefined) {
+    const ratio = a.opsPerSecond / base.opsPerSecond;
+    out.push(line(`(a) ops/s ≥ 0.9 × SET NX baseline: ${fmt(ratio, 2)} ×`, ratio >= 0.9));
+  }
+  const d = find('d', 'flowlock');
+  if (d) {
+    out.push(
+      line(
+        `(d) round trips per acquisition ≤ 2.5: ${fmt(d.roundTripsPerAcquisition, 2)}`,
+        (d.roundTripsPerAcquisition ?? Infinity) <= 2.5,
+      ),
+    );
+    if (a?.serverOpsPerAcquisition !== undefined && d.serverOpsPerAcquisition !== undefined) {
+      const ratio = d.serverOpsPerAcquisition / a.serverOpsPerAcquisition;
+      out.push(line(`(d) server ops per acquisition ≤ 1.3 × our uncontended cycle: ${fmt(ratio, 2)} ×`, ratio <= 1.3));
+    }
+    const best = bestPeerWait('d');
+    if (Number.isFinite(best)) {
+      const ratio = (d.waitP99Ms ?? Infinity) / best;
+      out.push(
+        line(
+          `(d) waiting-time p99 ≤ ¼ of the best peer's: ${fmt(ratio, 2)} × (${fmt(d.waitP99Ms)} vs ${fmt(best)} ms)`,
+          ratio <= 0.25,
+        ),
+      );
+    }
+  }
+  const c = find('c', 'flowlock');
+  if (c) {
+    out.push(line(`(c) fairness ≥ 0.9: ${fmt(c.fairness, 3)}`, (c.fairness ?? 0) >= 0.9));
+    const best = bestPeerWait('c');
+    if (Number.isFinite(best)) {
+      const ratio = (c.waitP99Ms ?? Infinity) / best;
+      out.push(
+        line(
+          `(c) waiting-time p99 ≤ ½ of the best peer's: ${fmt(ratio, 2)} × (${fmt(c.waitP99Ms)} vs ${fmt(best)} ms)`,
+          ratio <= 0.5,
+        ),
+      );
+    }
+  }
+  const e = find('e', 'flowlock');
+  if (e?.roundTripsPer100LocksPerPeriod !== undefined) {
+    out.push(
+      line(
+        `(e) ≤ 1 round trip per 100 held locks per renewal period: ${fmt(e.roundTripsPer100LocksPerPeriod, 2)}`,
+        e.roundTripsPer100LocksPerPeriod <= 1,
+      ),
+    );
+  }
+  for (const scenario of ['c', 'd'] as const) {
+    const ours = find(scenario, 'flowlock');
+    if (ours)
+      out.push(
+        line(
+          `(${scenario}) overlaps and lost updates are zero for us: ${fmt(ours.overlaps, 0)} / ${fmt(ours.lostUpdates, 0)}`,
+          ours.overlaps === 0 && ours.lostUpdates === 0,
+        ),
+      );
+  }
+  return out;
+}
+
+export function writeReport(
+  outDir: string,
+  measurements: readonly Measurement[],
+  meta: { quick: boolean; redisVersion: string; sizes: Record<string, number> },
+): string {
+  mkdirSync(join(outDir, 'charts'), { recursive: true });
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  const lines = [
+    '# Benchmark results',
+    '',
+    `Generated by \`npm run bench${meta.quick ? ' -- --quick' : ''}\` on ${new Date().toISOString().slice(0, 10)}: ${cpus().length} × ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, redis-server ${meta.redisVersion}, ioredis ${version('ioredis')}, all on one machine over loopback.`,
+    '',
+    `Versions: flowlock ${version('../')} (this tree), redlock ${version('redlock')}, @sesamecare-oss/redlock ${version('@sesamecare-oss/redlock')}, redis-semaphore ${version('redis-semaphore')}, node-redisson ${version('node-redisson')}; set-nx-baseline is \`SET key token NX PX\` + a compare-and-delete script, retrying every 10 ms.`,
+    '',
+    `Sizes: ${Object.entries(meta.sizes)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(
+        ', ',
+      )}. Every library keeps its own defaults except unlimited retries. Leases are 10 s in (a)–(d); (e) uses each library's auto-renewal with a ${meta.sizes['eWatchdog'] ?? '?'} ms lease, so a renewal period is a third of it.`,
+    '',
+    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c) or per flow (d).',
+    '',
+    '## Goals',
+    '',
+    ...goals(measurements),
+    '',
+  ];
+  for (const scenario of Object.keys(SCENARIOS) as ScenarioId[]) {
+    const rows = measurements.filter((m) => m.scenario === scenario);
+    if (rows.length === 0) continue;
+    writeFileSync(join(outDir, 'charts', `scenario-${scenario}.svg`), chart(scenario, rows));
+    lines.push(
+      `## ${SCENARIOS[scenario]}`,
+      '',
+      `![${SCENARIOS[scenario]}](charts/scenario-${scenario}.svg)`,
+      '',
+      table(scenario, rows),
+      '',
+    );
+  }
+  const file = join(outDir, 'RESULTS.md');
+  writeFileSync(file, lines.join('\n'));
+  return file;
+}

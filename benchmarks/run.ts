@@ -1,0 +1,337 @@
+/**
+ * `npm run bench` (full) and `npm run bench -- --quick` (under a minute): every library in every scenario,
+ * side by side on one redis-server (plus one resource server for the counter), then RESULTS.md and one SVG
+ * chart per scenario. Options: --quick, --only=lib1,lib2, --scenarios=a,c, --out=DIR.
+ *
+ * Each scenario runs twice per library: a measured pass (times, `INFO commandstats` deltas) and a pass
+ * under MONITOR that counts the commands clients sent (MONITOR marks script-internal calls as `lua`).
+ */
+import { fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { handoffGaps, overlaps, percentile } from '../test/support/checkers.ts';
+import { startRedisServer, type TestRedis } from '../test/support/redis-server.ts';
+import { AUTO_RENEWING, createAdapter, LIBRARIES, type Adapter, type Library } from './adapters.ts';
+import { contend, type ContendedSection } from './contend.ts';
+import { writeReport, type Measurement, type ScenarioId } from './report.ts';
+
+const argv = process.argv.slice(2);
+const option = (name: string): string | undefined =>
+  argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const quick = argv.includes('--quick');
+const libraries = (option('only')?.split(',') ?? LIBRARIES) as Library[];
+const scenarios = (option('scenarios')?.split(',') ?? ['a', 'b', 'c', 'd', 'e']) as ScenarioId[];
+const outDir = option('out') ?? (quick ? '.bench-results' : 'benchmarks');
+
+const size = quick
+  ? { a: 300, bFlows: 64, b: 10, cProcs: 8, cMs: 1200, dFlows: 200, dMs: 1200, eLocks: 1000, eWatchdog: 900 }
+  : { a: 3000, bFlows: 64, b: 100, cProcs: 8, cMs: 8000, dFlows: 200, dMs: 8000, eLocks: 10_000, eWatchdog: 3000 };
+const monitorSize = { a: 200, b: 5, cMs: 800, dMs: 800 };
+/** Watchdog (auto-renewal) lease of the libraries that have one, outside scenario (e). */
+const WATCHDOG_MS = 30_000;
+const UNCONTENDED_LEASE_MS = 10_000;
+
+/** Commands that set up a connection rather than take a lock; not counted as round trips. */
+const SETUP_COMMANDS = new Set(['info', 'client', 'hello', 'select', 'ping', 'auth', 'script', 'function']);
+
+interface Servers {
+  lock: TestRedis;
+  resource: TestRedis;
+  admin: Redis;
+  resourceAdmin: Redis;
+}
+
+async function startServers(): Promise<Servers> {
+  const lock = process.env['REDIS_URL']
+    ? { ...urlParts(process.env['REDIS_URL']), url: process.env['REDIS_URL'], stop: () => Promise.resolve() }
+    : await startRedisServer();
+  const resource = await startRedisServer();
+  return { lock, resource, admin: new Redis(lock.url), resourceAdmin: new Redis(resource.url) };
+}
+
+function urlParts(url: string): { host: string; port: number } {
+  const parsed = new URL(url);
+  return { host: parsed.hostname, port: Number(parsed.port || 6379) };
+}
+
+async function serverCalls(admin: Redis): Promise<number> {
+  const info = await admin.info('commandstats');
+  let total = 0;
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (!SETUP_COMMANDS.has((m[1] ?? '').split('|')[0] ?? '')) total += Number(m[2]);
+  }
+  return total;
+}
+
+/** Counts the commands clients send while `during` runs (MONITOR marks script-internal calls as `lua`). */
+async function clientCommands(lockUrl: string, during: () => Promise<number>): Promise<number> {
+  const monitorClient = new Redis(lockUrl);
+  const monitor = await monitorClient.monitor();
+  let commands = 0;
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source !== 'lua' && !SETUP_COMMANDS.has(String(args[0]).toLowerCase())) commands++;
+  });
+  const acquisitions = await during();
+  await sleep(50);
+  monitor.disconnect();
+  monitorClient.disconnect();
+  return acquisitions === 0 ? NaN : commands / acquisitions;
+}
+
+const ms = (ns: bigint): number => Number(ns) / 1e6;
+const jain = (counts: readonly number[]): number => {
+  const sum = counts.reduce((a, b) => a + b, 0);
+  const squares = counts.reduce((a, b) => a + b * b, 0);
+  return squares === 0 ? NaN : (sum * sum) / (counts.length * squares);
+};
+
+async function cycles(adapter: Adapter, keys: readonly string[], perKey: number, leaseMs: number): Promise<number[]> {
+  const latencies: number[] = [];
+  await Promise.all(
+    keys.map(async (key) => {
+      for (let i = 0; i < perKey; i++) {
+        const start = performance.now();
+        const release = await adapter.acquire(key, leaseMs);
+        await release();
+        latencies.push(performance.now() - start);
+      }
+    }),
+  );
+  return latencies;
+}
+
+/** (c): `procs` worker processes contend for one key until a common deadline. */
+async function contendProcesses(
+  library: Library,
+  servers: Servers,
+  key: string,
+  procs: number,
+  durationMs: number,
+): Promise<ContendedSection[]> {
+  const workers = Array.from({ length: procs }, (_, i) =>
+    fork(
+      join(import.meta.dirname, 'worker.ts'),
+      [
+        JSON.stringify({
+          library,
+          lockUrl: servers.lock.url,
+          resourceUrl: servers.resource.url,
+          key,
+          id: `p${i}`,
+          watchdogMs: WATCHDOG_MS,
+        }),
+      ],
+      { serialization: 'advanced', execArgv: ['--no-warnings'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+    ),
+  );
+  await Promise.all(workers.map((w) => once(w, 'message')));
+  const until = process.hrtime.bigint() + BigInt(durationMs) * 1_000_000n;
+  const results = workers.map(
+    (w) =>
+      new Promise<ContendedSection[]>((resolve, reject) => {
+        w.on('message', (m: { type: string; sections: ContendedSection[] }) => {
+          if (m.type === 'done') resolve(m.sections);
+        });
+        w.on('exit', (code) => {
+          if (code !== 0) reject(new Error(`${library} worker exited with ${code}`));
+        });
+      }),
+  );
+  for (const w of workers) w.send({ until });
+  const sections = (await Promise.all(results)).flat();
+  await Promise.all(workers.map((w) => (w.exitCode === null ? once(w, 'exit') : Promise.resolve())));
+  return sections;
+}
+
+/** (d): `flows` concurrent flows in this process contend for one key until the deadline. */
+async function contendFlows(adapter: Adapter, resource: Redis, key: string, flows: number, durationMs: number) {
+  const until = process.hrtime.bigint() + BigInt(durationMs) * 1_000_000n;
+  const perFlow = await Promise.all(
+    Array.from({ length: flows }, (_, i) => contend(adapter, resource, key, `f${i}`, until)),
+  );
+  return perFlow.flat();
+}
+
+function contendedMeasurement(
+  library: Library,
+  scenario: ScenarioId,
+  sections: ContendedSection[],
+  owners: readonly string[],
+  seconds: number,
+  counter: number,
+  serverOps: number,
+): Measurement {
+  const waits = sections.map((s) => ms(s.enter - s.waitStart));
+  const gaps = handoffGaps(sections);
+  const perOwner = owners.map((o) => sections.filter((s) => s.owner === o).length);
+  return {
+    library,
+    scenario,
+    acquisitions: sections.length,
+    opsPerSecond: sections.length / seconds,
+    p50Ms: percentile(
+      sections.map((s) => ms(s.exit - s.waitStart)),
+      50,
+    ),
+    p99Ms: percentile(
+      sections.map((s) => ms(s.exit - s.waitStart)),
+      99,
+    ),
+    serverOpsPerAcquisition: serverOps / sections.length,
+    handoffP50Ms: percentile(gaps, 50),
+    handoffP99Ms: percentile(gaps, 99),
+    waitP99Ms: percentile(waits, 99),
+    fairness: jain(perOwner),
+    overlaps: overlaps(sections).length,
+    lostUpdates: sections.length - counter,
+  };
+}
+
+async function measure(library: Library, scenario: ScenarioId, servers: Servers): Promise<Measurement> {
+  const run = randomUUID().slice(0, 8);
+  const key = `bench:${scenario}:${library}:${run}`;
+  const watchdogMs = scenario === 'e' ? size.eWatchdog : WATCHDOG_MS;
+  const adapter = createAdapter(library, servers.lock.url, watchdogMs);
+  try {
+    // Warm up the client and its code paths (JIT) so that the first library measured is not penalised.
+    await cycles(adapter, [`${key}:warm-up`], quick ? 20 : 300, UNCONTENDED_LEASE_MS);
+    const opsBefore = await serverCalls(servers.admin);
+    const started = performance.now();
+    if (scenario === 'a' || scenario === 'b') {
+      const keys = scenario === 'a' ? [key] : Array.from({ length: size.bFlows }, (_, i) => `${key}:${i}`);
+      const latencies = await cycles(adapter, keys, scenario === 'a' ? size.a : size.b, UNCONTENDED_LEASE_MS);
+      const seconds = (performance.now() - started) / 1000;
+      const serverOps = (await serverCalls(servers.admin)) - opsBefore;
+      const roundTrips = await clientCommands(servers.lock.url, async () => {
+        const n = scenario === 'a' ? monitorSize.a : monitorSize.b;
+        await cycles(adapter, keys, n, UNCONTENDED_LEASE_MS);
+        return n * keys.length;
+      });
+      return {
+        library,
+        scenario,
+        acquisitions: latencies.length,
+        opsPerSecond: latencies.length / seconds,
+        p50Ms: percentile(latencies, 50),
+        p99Ms: percentile(latencies, 99),
+        roundTripsPerAcquisition: roundTrips,
+        serverOpsPerAcquisition: serverOps / latencies.length,
+      };
+    }
+    if (scenario === 'c' || scenario === 'd') {
+      const owners =
+        scenario === 'c'
+          ? Array.from({ length: size.cProcs }, (_, i) => `p${i}`)
+          : Array.from({ length: size.dFlows }, (_, i) => `f${i}`);
+      const sections =
+        scenario === 'c'
+          ? await contendProcesses(library, servers, key, size.cProcs, size.cMs)
+          : await contendFlows(adapter, servers.resourceAdmin, key, size.dFlows, size.dMs);
+      const seconds = (performance.now() - started) / 1000;
+      const serverOps = (await serverCalls(servers.admin)) - opsBefore;
+      const counter = Number((await servers.resourceAdmin.get(`${key}:counter`)) ?? 0);
+      const result = contendedMeasurement(library, scenario, sections, owners, seconds, counter, serverOps);
+      const monitorKey = `${key}:monitor`;
+      const roundTrips = await clientCommands(servers.lock.url, async () => {
+        const monitored =
+          scenario === 'c'
+            ? await contendProcesses(library, servers, monitorKey, size.cProcs, monitorSize.cMs)
+            : await contendFlows(adapter, servers.resourceAdmin, monitorKey, size.dFlows, monitorSize.dMs);
+        return monitored.length;
+      });
+      return { ...result, roundTripsPerAcquisition: roundTrips };
+    }
+    // (e): many locks held at once in auto-renewing mode for three renewal periods (watchdog / 3 each).
+    const keys = Array.from({ length: size.eLocks }, (_, i) => `${key}:${i}`);
+    const releases: (() => Promise<unknown>)[] = [];
+    for (let i = 0; i < keys.length; i += 500) {
+      releases.push(...(await Promise.all(keys.slice(i, i + 500).map((k) => adapter.acquire(k)))));
+    }
+    const period = watchdogMs / 3;
+    let cpuMs = 0;
+    let roundTrips = 0;
+    const monitorClient = new Redis(servers.lock.url);
+    const monitor = await monitorClient.monitor();
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (source !== 'lua' && !SETUP_COMMANDS.has(String(args[0]).toLowerCase())) roundTrips++;
+    });
+    const cpu = process.cpuUsage();
+    await sleep(3 * period);
+    const used = process.cpuUsage(cpu);
+    cpuMs = (used.user + used.system) / 1000;
+    monitor.disconnect();
+    monitorClient.disconnect();
+    const stillHeld = await servers.admin.exists(...keys.slice(0, 1000));
+    for (let i = 0; i < releases.length; i += 500) {
+      await Promise.all(releases.slice(i, i + 500).map((release) => release().catch(() => undefined)));
+    }
+    return {
+      library,
+      scenario,
+      acquisitions: keys.length,
+      roundTripsPerPeriod: roundTrips / 3,
+      roundTripsPer100LocksPerPeriod: (roundTrips / 3 / keys.length) * 100,
+      cpuMsPerPeriod: cpuMs / 3,
+      heldAfterThreePeriods: stillHeld === Math.min(1000, keys.length),
+    };
+  } finally {
+    await adapter.close();
+  }
+}
+
+/** Combines the rounds of one library: rates over all acquisitions, latency percentiles as medians. */
+function mergeRounds(rounds: readonly Measurement[]): Measurement {
+  const first = rounds[0];
+  if (!first || rounds.length === 1) return first as Measurement;
+  const acquisitions = rounds.reduce((sum, r) => sum + r.acquisitions, 0);
+  const seconds = rounds.reduce((sum, r) => sum + r.acquisitions / (r.opsPerSecond ?? Infinity), 0);
+  const median = (values: number[]): number => percentile(values, 50);
+  const weighted = (pick: (r: Measurement) => number | undefined): number =>
+    rounds.reduce((sum, r) => sum + (pick(r) ?? NaN) * r.acquisitions, 0) / acquisitions;
+  return {
+    ...first,
+    acquisitions,
+    opsPerSecond: acquisitions / seconds,
+    p50Ms: median(rounds.map((r) => r.p50Ms ?? NaN)),
+    p99Ms: median(rounds.map((r) => r.p99Ms ?? NaN)),
+    roundTripsPerAcquisition: weighted((r) => r.roundTripsPerAcquisition),
+    serverOpsPerAcquisition: weighted((r) => r.serverOpsPerAcquisition),
+  };
+}
+
+const servers = await startServers();
+const measurements: Measurement[] = [];
+const started = performance.now();
+try {
+  for (const scenario of scenarios) {
+    const taking = libraries.filter((library) => scenario !== 'e' || AUTO_RENEWING.includes(library));
+    // The short uncontended scenarios run in rounds, each in another library order, so that drift of the
+    // machine (2 cores shared with redis-server) does not favour whoever runs at a good moment.
+    const rounds = (scenario === 'a' || scenario === 'b') && !quick ? 3 : 1;
+    const perLibrary = new Map<Library, Measurement[]>();
+    for (let round = 0; round < rounds; round++) {
+      for (let i = 0; i < taking.length; i++) {
+        const library = taking[(i + round) % taking.length] as Library;
+        const result = await measure(library, scenario, servers);
+        perLibrary.set(library, [...(perLibrary.get(library) ?? []), result]);
+      }
+    }
+    for (const library of taking) {
+      const merged = mergeRounds(perLibrary.get(library) ?? []);
+      measurements.push(merged);
+      console.log(JSON.stringify(merged));
+    }
+  }
+  const serverInfo = await servers.admin.info('server');
+  const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1] ?? '?';
+  const file = writeReport(outDir, measurements, { quick, redisVersion, sizes: size });
+  console.log(`\nwrote ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+} finally {
+  servers.admin.disconnect();
+  servers.resourceAdmin.disconnect();
+  await servers.lock.stop();
+  await servers.resource.stop();
+}

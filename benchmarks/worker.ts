@@ -1,0 +1,28 @@
+/**
+ * One contending process of scenario (c): runs the contention loop with one library until the deadline it
+ * is sent, then reports its sections to the parent. Argument: JSON { library, lockUrl, resourceUrl, key, id }.
+ */
+import { Redis } from 'ioredis';
+import { createAdapter, type Library } from './adapters.ts';
+import { contend } from './contend.ts';
+
+interface WorkerArgs {
+  readonly library: Library;
+  readonly lockUrl: string;
+  readonly resourceUrl: string;
+  readonly key: string;
+  readonly id: string;
+  readonly watchdogMs: number;
+}
+
+const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
+const adapter = createAdapter(args.library, args.lockUrl, args.watchdogMs);
+const resource = new Redis(args.resourceUrl);
+await resource.ping();
+process.send?.({ type: 'ready' });
+const { until } = await new Promise<{ until: bigint }>((resolve) => process.once('message', resolve));
+const sections = await contend(adapter, resource, args.key, args.id, until);
+process.send?.({ type: 'done', sections });
+await adapter.close();
+await resource.quit();
+process.disconnect();
