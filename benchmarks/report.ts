@@ -17,6 +17,7 @@ export interface Measurement {
   readonly handoffP50Ms?: number;
   readonly handoffP99Ms?: number;
   readonly waitP99Ms?: number;
+  readonly maxWaitMs?: number;
   readonly fairness?: number;
   readonly overlaps?: number;
   readonly lostUpdates?: number;
@@ -107,12 +108,12 @@ function table(scenario: ScenarioId, rows: readonly Measurement[]): string {
   }
   const contended = scenario === 'c' || scenario === 'd';
   const header = contended
-    ? '| library | ops/s | p50 ms | p99 ms | round trips / acq | server ops / acq | handoff p50 / p99 ms | wait p99 ms | fairness | overlaps | lost updates |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+    ? '| library | ops/s | p50 ms | p99 ms | round trips / acq | server ops / acq | handoff p50 / p99 ms | wait p99 ms | longest wait ms | fairness | overlaps | lost updates |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
     : '| library | ops/s | p50 ms | p99 ms | round trips / acq | server ops / acq |\n| --- | ---: | ---: | ---: | ---: | ---: |';
   const lines = rows.map((r) => {
     const base = `| ${r.library} | ${fmt(r.opsPerSecond, 0)} | ${fmt(r.p50Ms, 2)} | ${fmt(r.p99Ms, 2)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} |`;
     if (!contended) return base;
-    return `${base} ${fmt(r.handoffP50Ms, 2)} / ${fmt(r.handoffP99Ms, 2)} | ${fmt(r.waitP99Ms)} | ${fmt(r.fairness, 3)} | ${fmt(r.overlaps, 0)} | ${fmt(r.lostUpdates, 0)} |`;
+    return `${base} ${fmt(r.handoffP50Ms, 2)} / ${fmt(r.handoffP99Ms, 2)} | ${fmt(r.waitP99Ms)} | ${fmt(r.maxWaitMs)} | ${fmt(r.fairness, 3)} | ${fmt(r.overlaps, 0)} | ${fmt(r.lostUpdates, 0)} |`;
   });
   return [header, ...lines].join('\n');
 }

@@ -16,6 +16,10 @@ interface WorkerArgs {
 }
 
 const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
+// node-redisson throws from its timers after its connections close; that must not fail the run.
+process.on('uncaughtException', (error) => {
+  if (!error.stack?.includes('node-redisson')) throw error;
+});
 const adapter = createAdapter(args.library, args.lockUrl, args.watchdogMs);
 const resource = new Redis(args.resourceUrl);
 await resource.ping();

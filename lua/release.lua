@@ -14,7 +14,8 @@
   ARGV[5..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
-    {remaining, ownerIndex}  remaining hold count of that owner (0: the lock is free); ownerIndex 1-based
+    {remaining, ownerIndex}  remaining hold count of that owner; ownerIndex 1-based
+    {0, ownerIndex, woken}   the lock is free; woken = subscribers that got the release message
     {-1, 0}                  no owner of the chain holds the lock (or, for "undo", none took it with
                              undoId); nothing changed
 
@@ -52,9 +53,9 @@ for i = firstOwner, #ARGV do
       return {remaining, ownerIndex}
     end
     redis.call('DEL', lockKey)
-    redis.call('PUBLISH', channel, '0')
+    local woken = redis.call('PUBLISH', channel, '0')
     redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
-    return {0, ownerIndex}
+    return {0, ownerIndex, woken}
   end
 end
 

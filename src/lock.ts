@@ -46,6 +46,12 @@ export interface LockLease extends AsyncDisposable {
   release(): Promise<void>;
 }
 
+/**
+ * How long a newcomer yields to waiters in other processes that this process's release just woke: at most
+ * this, or until its own subscription is confirmed (one round trip), whichever comes first.
+ */
+const YIELD_MS = 20;
+
 type AttemptResult = { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number };
 
 export class RLock {
@@ -195,7 +201,11 @@ export class RLock {
     const reentry = watchdog.nearest(this.#keys.lockKey, owners) !== undefined;
     // A newcomer that may wait queues behind local waiters instead of racing them for a release one of
     // them is due; a single attempt (waitTime 0) just makes it.
-    const queueFirst = !reentry && waitTime !== 0 && waits.hasWaiters(this.#keys.channel);
+    const queued = waits.hasWaiters(this.#keys.channel);
+    // Right after this process freed the lock for waiters elsewhere, a newcomer lets them take it first
+    // instead of winning every race by a round trip (which starves other processes).
+    const yielding = !reentry && waitTime !== 0 && !queued && waits.othersWoken(this.#keys.channel);
+    const queueFirst = !reentry && waitTime !== 0 && (queued || yielding);
     // waitTime bounds every attempt, the first included (a stalled Redis must not stretch it); an attempt
     // with nothing to wait for runs to its reply.
     const attemptDeadline = waitTime === 0 ? Infinity : deadline;
@@ -211,6 +221,7 @@ export class RLock {
         waiter.noteHolderTtl(first.pttl);
       } else {
         waiter = waits.enter(this.#keys.channel);
+        if (yielding) waiter.noteHolderTtl(YIELD_MS);
       }
       for (;;) {
         const remaining = deadline - monotonicNow();
@@ -320,6 +331,7 @@ export class RLock {
     if (reply.remaining >= 0) {
       const hold = watchdog.find(this.#keys.lockKey, owners[reply.ownerIndex] ?? '');
       if (hold) watchdog.released(hold, reply.remaining);
+      if (reply.remaining === 0) this.#context.waits.released(this.#keys.channel, reply.woken);
     } else if (local) {
       // The caller learns it from the LockNotHeldError below; no separate lockLost event.
       watchdog.lose(local, 'it was not held when released', { report: false });

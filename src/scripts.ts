@@ -25,6 +25,8 @@ export type AcquireReply =
 export interface ReleaseReply {
   readonly remaining: number;
   readonly ownerIndex: number;
+  /** When the lock was freed: how many subscriber connections the release message reached. */
+  readonly woken: number;
 }
 
 type Arg = string | number;
@@ -123,7 +125,8 @@ export class LockScripts {
       [requestId, RELEASE_MEMO_MS, mode, undoId, ...owners],
       repair,
     );
-    return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1 };
+    const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
+    return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
   }
 
   /** Renews each `lockKeys[i]` for `owners[i]`; resolves to whether each is still held. One slot per call. */

@@ -138,9 +138,14 @@ export class Waiter {
   }
 }
 
+/** How long after waking waiters elsewhere a newcomer of this process yields to them. */
+const YIELD_WINDOW_MS = 5;
+
 export class WaitQueues {
   readonly #redis: RedisClient;
   readonly #queues = new Map<string, ChannelQueue>();
+  /** Channels whose lock this process just freed while waiters in other processes were listening. */
+  readonly #othersWokenAt = new Map<string, number>();
   #subscriber: RedisClient | undefined;
   #closed = false;
 
@@ -154,6 +159,26 @@ export class WaitQueues {
 
   hasWaiters(channel: string): boolean {
     return this.#queues.has(channel);
+  }
+
+  /** This process freed the lock on `channel`; its release message reached `woken` subscriber connections. */
+  released(channel: string, woken: number): void {
+    const local = this.#queues.has(channel) && this.#subscriber !== undefined ? 1 : 0;
+    if (woken <= local) return;
+    if (this.#othersWokenAt.size >= 1024) {
+      const now = monotonicNow();
+      for (const [key, at] of this.#othersWokenAt) if (now - at > YIELD_WINDOW_MS) this.#othersWokenAt.delete(key);
+    }
+    this.#othersWokenAt.set(channel, monotonicNow());
+  }
+
+  /** Whether this process freed the lock moments ago for waiters elsewhere (a newcomer should let them in). */
+  othersWoken(channel: string): boolean {
+    const at = this.#othersWokenAt.get(channel);
+    if (at === undefined) return false;
+    if (monotonicNow() - at <= YIELD_WINDOW_MS) return true;
+    this.#othersWokenAt.delete(channel);
+    return false;
   }
 
   /** Joins the FIFO of `channel`, subscribing to it when this is its first waiter. */
