@@ -9,6 +9,7 @@
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -27,10 +28,11 @@ const scenarios = (option('scenarios')?.split(',') ?? ['a', 'b', 'c', 'd', 'e'])
 const outDir = option('out') ?? (quick ? '.bench-results' : 'benchmarks');
 
 const size = quick
-  ? { a: 300, bFlows: 64, b: 10, cProcs: 8, cMs: 1200, dFlows: 200, dMs: 1200, eLocks: 1000, eWatchdog: 900 }
+  ? // A smoke run of every library and scenario, scaled down to stay under a minute; not for comparisons.
+    { a: 200, bFlows: 64, b: 5, cProcs: 4, cMs: 600, dFlows: 50, dMs: 600, eLocks: 500, eWatchdog: 600 }
   : { a: 3000, bFlows: 64, b: 100, cProcs: 8, cMs: 8000, dFlows: 200, dMs: 8000, eLocks: 10_000, eWatchdog: 3000 };
 // The MONITOR pass of (c) and (d) runs long enough that the start (every flow tries at once) weighs little.
-const monitorSize = quick ? { a: 100, b: 3, cMs: 800, dMs: 800 } : { a: 300, b: 10, cMs: 3000, dMs: 3000 };
+const monitorSize = quick ? { a: 100, b: 3, cMs: 400, dMs: 400 } : { a: 300, b: 10, cMs: 3000, dMs: 3000 };
 /** Watchdog (auto-renewal) lease of the libraries that have one, outside scenario (e). */
 const WATCHDOG_MS = 30_000;
 const UNCONTENDED_LEASE_MS = 10_000;
@@ -67,18 +69,39 @@ async function serverCalls(admin: Redis): Promise<number> {
   return total;
 }
 
-/** Counts the commands clients send while `during` runs (MONITOR marks script-internal calls as `lua`). */
-async function clientCommands(lockUrl: string, during: () => Promise<number>): Promise<number> {
-  const monitorClient = new Redis(lockUrl);
-  const monitor = await monitorClient.monitor();
+/**
+ * Counts the commands clients send to the server from now until `stop()`: a raw MONITOR connection (ioredis'
+ * monitor mode races its first lines under load), where script-internal calls show as `[0 lua]`.
+ */
+async function startCommandCounter(lockUrl: string): Promise<() => Promise<number>> {
+  const { host, port } = urlParts(lockUrl);
+  const socket = connect({ host, port });
+  await once(socket, 'connect');
+  socket.write('MONITOR\r\n');
   let commands = 0;
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    if (source !== 'lua' && !SETUP_COMMANDS.has(String(args[0]).toLowerCase())) commands++;
+  let partial = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    const lines = (partial + chunk).split('\r\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const match = /^\+\d+\.\d+ \[\d+ ([^\]]+)\] "([^"]+)"/.exec(line);
+      if (match && match[1] !== 'lua' && !SETUP_COMMANDS.has((match[2] ?? '').toLowerCase())) commands++;
+    }
   });
-  const acquisitions = await during();
   await sleep(50);
-  monitor.disconnect();
-  monitorClient.disconnect();
+  return async () => {
+    await sleep(50);
+    socket.destroy();
+    return commands;
+  };
+}
+
+/** Round trips per acquisition: client commands while `during` runs, over the acquisitions it reports. */
+async function clientCommands(lockUrl: string, during: () => Promise<number>): Promise<number> {
+  const stop = await startCommandCounter(lockUrl);
+  const acquisitions = await during();
+  const commands = await stop();
   return acquisitions === 0 ? NaN : commands / acquisitions;
 }
 
@@ -253,19 +276,12 @@ async function measure(library: Library, scenario: ScenarioId, servers: Servers)
       releases.push(...(await Promise.all(keys.slice(i, i + 500).map((k) => adapter.acquire(k)))));
     }
     const period = watchdogMs / 3;
-    let cpuMs = 0;
-    let roundTrips = 0;
-    const monitorClient = new Redis(servers.lock.url);
-    const monitor = await monitorClient.monitor();
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      if (source !== 'lua' && !SETUP_COMMANDS.has(String(args[0]).toLowerCase())) roundTrips++;
-    });
+    const stop = await startCommandCounter(servers.lock.url);
     const cpu = process.cpuUsage();
     await sleep(3 * period);
     const used = process.cpuUsage(cpu);
-    cpuMs = (used.user + used.system) / 1000;
-    monitor.disconnect();
-    monitorClient.disconnect();
+    const cpuMs = (used.user + used.system) / 1000;
+    const roundTrips = await stop();
     const stillHeld = await servers.admin.exists(...keys.slice(0, 1000));
     for (let i = 0; i < releases.length; i += 500) {
       await Promise.all(releases.slice(i, i + 500).map((release) => release().catch(() => undefined)));
@@ -329,7 +345,9 @@ try {
     for (let round = 0; round < rounds; round++) {
       for (let i = 0; i < taking.length; i++) {
         const library = taking[(i + round) % taking.length] as Library;
+        const began = performance.now();
         const result = await measure(library, scenario, servers);
+        console.error(`  ${scenario} ${library}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
         perLibrary.set(library, [...(perLibrary.get(library) ?? []), result]);
       }
     }

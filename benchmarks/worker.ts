@@ -26,7 +26,12 @@ await resource.ping();
 process.send?.({ type: 'ready' });
 const { until } = await new Promise<{ until: bigint }>((resolve) => process.once('message', resolve));
 const sections = await contend(adapter, resource, args.key, args.id, until);
-process.send?.({ type: 'done', sections });
+await new Promise<void>((resolve) => {
+  process.send?.({ type: 'done', sections }, () => {
+    resolve();
+  });
+});
 await adapter.close();
 await resource.quit();
-process.disconnect();
+// Some peers leave timers running after they close (node-redisson's subscribe timeouts): do not wait.
+process.exit(0);
