@@ -64,14 +64,26 @@ describe('idempotency: a resent command does not count twice', () => {
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
     const dec = randomUUID();
-    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: dec })).toMatchObject({ remaining: 1, ownerIndex: 0 });
-    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: dec })).toMatchObject({ remaining: 1, ownerIndex: 0 });
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: dec })).toMatchObject({
+      remaining: 1,
+      ownerIndex: 0,
+    });
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: dec })).toMatchObject({
+      remaining: 1,
+      ownerIndex: 0,
+    });
     expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('1');
     const last = randomUUID();
-    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({ remaining: 0, ownerIndex: 0 });
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({
+      remaining: 0,
+      ownerIndex: 0,
+    });
     // Another owner takes the lock; the resent final release must not touch it, and still reports success.
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:2']);
-    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({ remaining: 0, ownerIndex: 0 });
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({
+      remaining: 0,
+      ownerIndex: 0,
+    });
     expect(await redis.admin.hget(keys.lockKey, 'c:2')).toBe('1');
   });
 
