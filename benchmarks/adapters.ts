@@ -16,6 +16,8 @@ export type Release = () => Promise<unknown>;
 
 export interface Adapter {
   readonly name: string;
+  /** The Redis key the library stores the lock of `key` at. */
+  redisKey(key: string): string;
   /** Takes the lock on `key` for `leaseMs`, or in the library's auto-renewing mode when `leaseMs` is undefined. */
   acquire(key: string, leaseMs?: number): Promise<Release>;
   close(): Promise<void>;
@@ -32,6 +34,16 @@ export const LIBRARIES = [
 export type Library = (typeof LIBRARIES)[number];
 
 /** Libraries that renew leases by themselves (scenario e); the others need the caller to extend. */
+/**
+ * node-redisson throws "Connection is closed." from its own subscribe-timeout timers after `quit()`; the
+ * benchmark tolerates exactly that, and nothing else, from it.
+ */
+export function isNodeRedissonAfterQuit(error: Error): boolean {
+  return error.message === 'Connection is closed.' && (error.stack?.includes('node-redisson') ?? false);
+}
+
+const sameKey = (key: string): string => key;
+
 export const AUTO_RENEWING: readonly Library[] = [
   'flowlock',
   '@sesamecare-oss/redlock',
@@ -41,6 +53,9 @@ export const AUTO_RENEWING: readonly Library[] = [
 
 const COMPARE_AND_DELETE =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/** The baseline's own client may define a command (EVALSHA, EVAL on NOSCRIPT): it is nobody else's. */
+type BaselineRedis = Redis & { compareAndDelete(key: string, token: string): Promise<number> };
 /** The baseline polls like the simplest spin lock (redis-semaphore's default retry interval). */
 const BASELINE_RETRY_MS = 10;
 
@@ -57,6 +72,7 @@ export function createAdapter(library: Library, url: string, watchdogMs: number)
       const locks = createLockClient(redis, { watchdogTimeout: watchdogMs });
       return {
         name: library,
+        redisKey: sameKey,
         async acquire(key, leaseMs) {
           const lease = await locks.getLock(key).acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
           return () => lease.release();
@@ -68,13 +84,15 @@ export function createAdapter(library: Library, url: string, watchdogMs: number)
       };
     }
     case 'set-nx-baseline': {
-      const redis = redisFor(url);
+      const redis = redisFor(url) as BaselineRedis;
+      redis.defineCommand('compareAndDelete', { numberOfKeys: 1, lua: COMPARE_AND_DELETE });
       return {
         name: library,
+        redisKey: sameKey,
         async acquire(key, leaseMs = watchdogMs) {
           const token = randomUUID();
           while ((await redis.set(key, token, 'PX', leaseMs, 'NX')) !== 'OK') await sleep(BASELINE_RETRY_MS);
-          return () => redis.eval(COMPARE_AND_DELETE, 1, key, token);
+          return () => redis.compareAndDelete(key, token);
         },
         async close() {
           await redis.quit();
@@ -87,6 +105,7 @@ export function createAdapter(library: Library, url: string, watchdogMs: number)
       redlock.on('clientError', () => undefined);
       return {
         name: library,
+        redisKey: sameKey,
         async acquire(key, leaseMs = watchdogMs) {
           const lock = await redlock.lock(key, leaseMs);
           return () => lock.unlock();
@@ -102,6 +121,7 @@ export function createAdapter(library: Library, url: string, watchdogMs: number)
       redlock.on('error', () => undefined);
       return {
         name: library,
+        redisKey: sameKey,
         async acquire(key, leaseMs) {
           if (leaseMs !== undefined) {
             const lock = await redlock.acquire([key], leaseMs);
@@ -131,6 +151,7 @@ export function createAdapter(library: Library, url: string, watchdogMs: number)
       const redis = redisFor(url);
       return {
         name: library,
+        redisKey: (key) => `mutex:${key}`,
         async acquire(key, leaseMs = watchdogMs) {
           const mutex = new Mutex(redis, key, {
             lockTimeout: leaseMs,
@@ -153,6 +174,7 @@ export function createAdapter(library: Library, url: string, watchdogMs: number)
       });
       return {
         name: library,
+        redisKey: sameKey,
         async acquire(key, leaseMs) {
           const lock = redisson.getLock(key);
           await (leaseMs === undefined ? lock.lock() : lock.lock(leaseMs));

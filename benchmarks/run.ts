@@ -15,7 +15,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { handoffGaps, overlaps, percentile } from '../test/support/checkers.ts';
 import { startRedisServer, type TestRedis } from '../test/support/redis-server.ts';
-import { AUTO_RENEWING, createAdapter, LIBRARIES, type Adapter, type Library } from './adapters.ts';
+import {
+  AUTO_RENEWING,
+  createAdapter,
+  isNodeRedissonAfterQuit,
+  LIBRARIES,
+  type Adapter,
+  type Library,
+} from './adapters.ts';
 import { contend, type ContendedSection } from './contend.ts';
 import { writeReport, type Measurement, type ScenarioId } from './report.ts';
 
@@ -73,7 +80,10 @@ async function serverCalls(admin: Redis): Promise<number> {
  * Counts the commands clients send to the server from now until `stop()`: a raw MONITOR connection (ioredis'
  * monitor mode races its first lines under load), where script-internal calls show as `[0 lua]`.
  */
-async function startCommandCounter(lockUrl: string): Promise<() => Promise<number>> {
+async function startCommandCounter(
+  lockUrl: string,
+  window: { from: number; to: number } = { from: 0, to: Infinity },
+): Promise<() => Promise<number>> {
   const { host, port } = urlParts(lockUrl);
   const socket = connect({ host, port });
   await once(socket, 'connect');
@@ -85,8 +95,10 @@ async function startCommandCounter(lockUrl: string): Promise<() => Promise<numbe
     const lines = (partial + chunk).split('\r\n');
     partial = lines.pop() ?? '';
     for (const line of lines) {
-      const match = /^\+\d+\.\d+ \[\d+ ([^\]]+)\] "([^"]+)"/.exec(line);
-      if (match && match[1] !== 'lua' && !SETUP_COMMANDS.has((match[2] ?? '').toLowerCase())) commands++;
+      const match = /^\+(\d+\.\d+) \[\d+ ([^\]]+)\] "([^"]+)"/.exec(line);
+      if (!match || match[2] === 'lua' || SETUP_COMMANDS.has((match[3] ?? '').toLowerCase())) continue;
+      const at = Number(match[1]);
+      if (at >= window.from && at < window.to) commands++;
     }
   });
   await sleep(50);
@@ -106,6 +118,8 @@ async function clientCommands(lockUrl: string, during: () => Promise<number>): P
 }
 
 const ms = (ns: bigint): number => Number(ns) / 1e6;
+/** When the contention of a (c) run began, by key (process.hrtime.bigint()). */
+const contentionStart = new Map<string, bigint>();
 const jain = (counts: readonly number[]): number => {
   const sum = counts.reduce((a, b) => a + b, 0);
   const squares = counts.reduce((a, b) => a + b * b, 0);
@@ -166,6 +180,8 @@ async function contendProcesses(
   );
   for (const w of workers) w.send({ until });
   const sections = (await Promise.all(results)).flat();
+  // ops/s of (c) count from the common start to the last exit, not the workers' start-up and shutdown.
+  contentionStart.set(key, until - BigInt(durationMs) * 1_000_000n);
   await Promise.all(workers.map((w) => (w.exitCode === null ? once(w, 'exit') : Promise.resolve())));
   return sections;
 }
@@ -255,7 +271,11 @@ async function measure(library: Library, scenario: ScenarioId, servers: Servers)
         scenario === 'c'
           ? await contendProcesses(library, servers, key, size.cProcs, size.cMs)
           : await contendFlows(adapter, servers.resourceAdmin, key, size.dFlows, size.dMs);
-      const seconds = (performance.now() - started) / 1000;
+      const lastExit = sections.reduce((latest, s) => (s.exit > latest ? s.exit : latest), 0n);
+      const seconds =
+        scenario === 'c'
+          ? ms(lastExit - (contentionStart.get(key) ?? lastExit)) / 1000
+          : (performance.now() - started) / 1000;
       const serverOps = (await serverCalls(servers.admin)) - opsBefore;
       const counter = Number((await servers.resourceAdmin.get(`${key}:counter`)) ?? 0);
       const result = contendedMeasurement(library, scenario, sections, owners, seconds, counter, serverOps);
@@ -276,13 +296,18 @@ async function measure(library: Library, scenario: ScenarioId, servers: Servers)
       releases.push(...(await Promise.all(keys.slice(i, i + 500).map((k) => adapter.acquire(k)))));
     }
     const period = watchdogMs / 3;
-    const stop = await startCommandCounter(servers.lock.url);
+    // Client CPU over three periods, with no MONITOR parsing in this process to charge it.
     const cpu = process.cpuUsage();
     await sleep(3 * period);
     const used = process.cpuUsage(cpu);
     const cpuMs = (used.user + used.system) / 1000;
+    // Then round trips over exactly three periods, by the server's own timestamps.
+    const [seconds, micros] = await servers.admin.time();
+    const from = Number(seconds) + Number(micros) / 1e6 + 0.1;
+    const stop = await startCommandCounter(servers.lock.url, { from, to: from + (3 * period) / 1000 });
+    await sleep(100 + 3 * period + 50);
     const roundTrips = await stop();
-    const stillHeld = await servers.admin.exists(...keys.slice(0, 1000));
+    const stillHeld = await servers.admin.exists(...keys.slice(0, 1000).map((k) => adapter.redisKey(k)));
     for (let i = 0; i < releases.length; i += 500) {
       await Promise.all(releases.slice(i, i + 500).map((release) => release().catch(() => undefined)));
     }
@@ -324,7 +349,7 @@ function mergeRounds(rounds: readonly Measurement[]): Measurement {
 // connection); count those instead of letting a peer's bug end the run. Anything else still ends it.
 let peerTimerErrors = 0;
 process.on('uncaughtException', (error) => {
-  if (error.stack?.includes('node-redisson')) {
+  if (isNodeRedissonAfterQuit(error)) {
     peerTimerErrors++;
     return;
   }

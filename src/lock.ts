@@ -204,7 +204,8 @@ export class RLock {
     const queued = waits.hasWaiters(this.#keys.channel);
     // Right after this process freed the lock for waiters elsewhere, a newcomer lets them take it first
     // instead of winning every race by a round trip (which starves other processes).
-    const yielding = !reentry && waitTime !== 0 && !queued && waits.othersWoken(this.#keys.channel);
+    const yielding =
+      !reentry && (waitTime === undefined || waitTime >= YIELD_MS) && !queued && waits.othersWoken(this.#keys.channel);
     const queueFirst = !reentry && waitTime !== 0 && (queued || yielding);
     // waitTime bounds every attempt, the first included (a stalled Redis must not stretch it); an attempt
     // with nothing to wait for runs to its reply.

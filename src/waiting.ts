@@ -163,7 +163,8 @@ export class WaitQueues {
 
   /** This process freed the lock on `channel`; its release message reached `woken` subscriber connections. */
   released(channel: string, woken: number): void {
-    const local = this.#queues.has(channel) && this.#subscriber !== undefined ? 1 : 0;
+    // A hint, not a count of waiters: our own subscription counts only once it is confirmed.
+    const local = this.#queues.get(channel)?.subscription === 'active' ? 1 : 0;
     if (woken <= local) return;
     if (this.#othersWokenAt.size >= 1024) {
       const now = monotonicNow();

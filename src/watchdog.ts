@@ -95,7 +95,8 @@ export class Watchdog {
 
   /**
    * Records a successful acquire script call sent at `sentAt` for `leaseTime` (-1: watchdog mode).
-   * A hold count of 1 means a fresh hold: any older local record of that owner is stale and lost.
+   * A hold count of 1 means a fresh hold: any older local record of that owner is stale and lost. A
+   * re-entry keeps the local hold and its token (the reply's token is 0 if the counter was evicted).
    */
   acquired(
     name: string,
@@ -106,7 +107,7 @@ export class Watchdog {
     leaseTime: number,
   ): Hold {
     let hold = this.find(keys.lockKey, owner);
-    if (!hold || reply.holdCount === 1 || hold.fencingToken !== reply.token) {
+    if (!hold || reply.holdCount === 1) {
       if (hold) this.lose(hold, 'its lease ended before this owner acquired the lock again');
       hold = new Hold(name, keys, owner, reply.token);
       const owners = this.#holds.get(keys.lockKey);
