@@ -57,6 +57,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       clientId: resolved.clientId,
       keyPrefix: resolved.keyPrefix,
       watchdogTimeout: resolved.watchdogTimeout,
+      cluster: isCluster(redis),
       closed: false,
       firstUse: () => {
         this.#warnIfEvictable();

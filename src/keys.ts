@@ -65,15 +65,25 @@ function slotTag(lockKey: string): string {
   }
 }
 
-export function lockKeys(keyPrefix: string, name: string): LockKeys {
+/**
+ * The keys of lock `name`. On Redis Cluster (`cluster`) the channel must share the lock's slot too, since
+ * the release script names it in KEYS: Redisson's channel does when there is no prefix and the name has no
+ * braces (the case where Redisson can share the lock); otherwise a slot-consistent variant is used there.
+ */
+export function lockKeys(keyPrefix: string, name: string, cluster = false): LockKeys {
   const lockKey = keyPrefix + name;
   const tag = slotTag(lockKey);
   // The tag alone names the lock when it is the whole key; otherwise append the key so that two locks
   // sharing a tag (`a{t}`, `b{t}`) never share auxiliary keys.
   const suffix = tag === lockKey ? '' : `:${lockKey}`;
+  const redissonChannel = `${keyPrefix}redisson_lock__channel:{${name}}`;
+  const channel =
+    cluster && keySlot(redissonChannel) !== keySlot(lockKey)
+      ? `${keyPrefix}redisson_lock__channel:{${tag}}${suffix}`
+      : redissonChannel;
   return {
     lockKey,
-    channel: `${keyPrefix}redisson_lock__channel:{${name}}`,
+    channel,
     fenceKey: `${keyPrefix}flowlock:fence:{${tag}}${suffix}`,
     releaseMemoPrefix: `${keyPrefix}flowlock:released:{${tag}}:`,
   };

@@ -30,6 +30,8 @@ export interface LockContext {
   readonly clientId: string;
   readonly keyPrefix: string;
   readonly watchdogTimeout: number;
+  /** The client is an ioredis Cluster: every key and the channel of one lock must share its slot. */
+  readonly cluster: boolean;
   readonly closed: boolean;
   /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
   readonly firstUse: () => void;
@@ -62,7 +64,7 @@ export class RLock {
   constructor(context: LockContext, name: string) {
     this.name = name;
     this.#context = context;
-    this.#keys = lockKeys(context.keyPrefix, name);
+    this.#keys = lockKeys(context.keyPrefix, name, context.cluster);
   }
 
   /**

@@ -48,6 +48,18 @@ describe('keys', () => {
     }
   });
 
+  it('on Cluster keeps the channel in the lock slot, and Redisson’s channel wherever that already is', () => {
+    expect(lockKeys('', 'order:42', true).channel).toBe('redisson_lock__channel:{order:42}');
+    for (const prefix of ['', 'app:', '{tenant}:']) {
+      for (const name of hostile) {
+        const keys = lockKeys(prefix, name, true);
+        expect(keySlot(keys.channel), `${prefix}${name}`).toBe(keySlot(keys.lockKey));
+      }
+    }
+    const channels = new Set(hostile.map((name) => lockKeys('app:', name, true).channel));
+    expect(channels.size).toBe(hostile.length);
+  });
+
   it('never lets two (prefix, name) pairs share an auxiliary key', () => {
     const seen = new Map<string, string>();
     for (const prefix of ['', 'a', 'a:', 'a:b']) {
