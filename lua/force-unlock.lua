@@ -4,20 +4,21 @@
   KEYS[1] lockKey  the lock hash
   KEYS[2] channel  release channel "redisson_lock__channel:{<name>}" (prefixed)
 
-  ARGV: none
+  ARGV[1] publish  "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     1  the lock was held and is now free
     0  the lock was not held
 
   Side effects
-    DEL lockKey; PUBLISH channel "0" when something was deleted
+    DEL lockKey; PUBLISH (or SPUBLISH) channel "0" when something was deleted
 ]]
 local lockKey = KEYS[1]
 local channel = KEYS[2]
+local publish = ARGV[1] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 if redis.call('DEL', lockKey) == 1 then
-  redis.call('PUBLISH', channel, '0')
+  redis.call(publish, channel, '0')
   return 1
 end
 return 0

@@ -11,7 +11,9 @@
                      "undo": drop one hold only if the owner's last acquire was ARGV[4] (an acquire whose
                      reply never came: it may or may not have run)
   ARGV[4] undoId     request id of the acquire to undo in mode "undo", else ""
-  ARGV[5..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+  ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub; the channel is in
+                     the lock's slot)
+  ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
     {remaining, ownerIndex}  remaining hold count of that owner; ownerIndex 1-based
@@ -21,7 +23,8 @@
 
   Side effects
     count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel
-    count reaches 0: DEL lockKey (the last hold is dropped without a decrement); PUBLISH channel "0";
+    count reaches 0: DEL lockKey (the last hold is dropped without a decrement); PUBLISH (or SPUBLISH)
+                     channel "0";
                      SET requestKey "<ownerIndex>" PX memoMs
     replay:          nothing (a resend is recognised by the memo field, or by requestKey once the
                      lock was freed)
@@ -33,7 +36,8 @@ local requestId = ARGV[1]
 local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 local undoId = ARGV[4]
-local firstOwner = 5
+local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local firstOwner = 6
 
 for i = firstOwner, #ARGV do
   local owner = ARGV[i]
@@ -53,7 +57,7 @@ for i = firstOwner, #ARGV do
       return {remaining, ownerIndex}
     end
     redis.call('DEL', lockKey)
-    local woken = redis.call('PUBLISH', channel, '0')
+    local woken = redis.call(publish, channel, '0')
     redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
     return {0, ownerIndex, woken}
   end

@@ -16,7 +16,7 @@ import {
   type RedisClient,
   type ResolvedAcquire,
 } from './options.js';
-import { newRequestId, type AcquireReply, type LockScripts } from './scripts.js';
+import { newRequestId, type AcquireReply, type LockScripts, type PubSubMode } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
 import { driftMs, type Hold, type Watchdog } from './watchdog.js';
@@ -32,6 +32,8 @@ export interface LockContext {
   readonly watchdogTimeout: number;
   /** The client is an ioredis Cluster: every key and the channel of one lock must share its slot. */
   readonly cluster: boolean;
+  /** Classic pub/sub, or sharded on a Redis 7+ Cluster (detected once, at first use). */
+  readonly pubsubMode: () => Promise<PubSubMode>;
   readonly closed: boolean;
   /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
   readonly firstUse: () => void;
@@ -102,7 +104,7 @@ export class RLock {
   /** Frees the lock whoever holds it; resolves to whether it was held. Local holders lose it. */
   async forceUnlock(): Promise<boolean> {
     this.#checkOpen();
-    const freed = await this.#context.scripts.forceUnlock(this.#keys);
+    const freed = await this.#context.scripts.forceUnlock(this.#keys, await this.#context.pubsubMode());
     for (const hold of this.#context.watchdog.holdsOf(this.#keys.lockKey)) {
       this.#context.watchdog.lose(hold, 'it was force-unlocked');
     }
@@ -288,20 +290,26 @@ export class RLock {
   }
 
   #undoQuietly(owners: readonly string[], acquireId: string): void {
-    this.#context.scripts
-      .release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true })
+    this.#context
+      .pubsubMode()
+      .then((pubsub) =>
+        this.#context.scripts.release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true, pubsub }),
+      )
       .catch(() => undefined);
   }
 
   #releaseQuietly(owner: string | undefined): void {
     if (owner === undefined) return;
-    this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true }).then(
-      (reply) => {
-        const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
-        if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
-      },
-      () => undefined,
-    );
+    this.#context
+      .pubsubMode()
+      .then((pubsub) => this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true, pubsub }))
+      .then(
+        (reply) => {
+          const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
+          if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
+        },
+        () => undefined,
+      );
   }
 
   /**
@@ -325,7 +333,7 @@ export class RLock {
     if (last) local.state = 'releasing';
     let reply;
     try {
-      reply = await scripts.release(this.#keys, 'one', owners);
+      reply = await scripts.release(this.#keys, 'one', owners, { pubsub: await this.#context.pubsubMode() });
     } catch (error) {
       // Unknown outcome: stop renewing the last hold so that, at worst, it expires with its lease.
       if (last) watchdog.forget(local);

@@ -49,7 +49,14 @@ export interface ReleaseOptions {
   readonly undoId?: string;
   /** Send by EVAL at once (a repair made while the connection may be failing). */
   readonly repair?: boolean;
+  /** How the release is announced: classic or sharded pub/sub. */
+  readonly pubsub?: PubSubMode;
 }
+
+/** Classic pub/sub, or sharded pub/sub (SSUBSCRIBE/SPUBLISH) on a Redis 7+ Cluster. */
+export type PubSubMode = 'classic' | 'sharded';
+
+const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUBLISH' : 'PUBLISH');
 
 /**
  * How long Redis remembers a release that freed a lock, so that a resend of it (ioredis, after a reconnect)
@@ -117,12 +124,12 @@ export class LockScripts {
     keys: LockKeys,
     mode: ReleaseMode,
     owners: readonly string[],
-    { requestId = newRequestId(), undoId = '', repair = false }: ReleaseOptions = {},
+    { requestId = newRequestId(), undoId = '', repair = false, pubsub = 'classic' }: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
     const reply = await this.#run(
       'release',
       [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
-      [requestId, RELEASE_MEMO_MS, mode, undoId, ...owners],
+      [requestId, RELEASE_MEMO_MS, mode, undoId, publishCommand(pubsub), ...owners],
       repair,
     );
     const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
@@ -135,8 +142,8 @@ export class LockScripts {
     return reply.map((_, i) => integerAt(reply, i) === 1);
   }
 
-  async forceUnlock(keys: LockKeys): Promise<boolean> {
-    return (await this.#run('forceUnlock', [keys.lockKey, keys.channel], [])) === 1;
+  async forceUnlock(keys: LockKeys, pubsub: PubSubMode = 'classic'): Promise<boolean> {
+    return (await this.#run('forceUnlock', [keys.lockKey, keys.channel], [publishCommand(pubsub)])) === 1;
   }
 
   /** Hold count of the nearest owner of the chain that holds the lock (0 if none). */

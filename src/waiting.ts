@@ -5,7 +5,9 @@
  * subscriber reconnects (messages may have been lost) every waiter is woken to try again.
  */
 import { LockClientClosedError } from './errors.js';
+import type { Cluster } from 'ioredis';
 import type { RedisClient } from './options.js';
+import type { PubSubMode } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 
 export type WakeReason = 'woken' | 'timeout';
@@ -143,14 +145,16 @@ const YIELD_WINDOW_MS = 5;
 
 export class WaitQueues {
   readonly #redis: RedisClient;
+  readonly #pubsubMode: () => Promise<PubSubMode>;
   readonly #queues = new Map<string, ChannelQueue>();
   /** Channels whose lock this process just freed while waiters in other processes were listening. */
   readonly #othersWokenAt = new Map<string, number>();
-  #subscriber: RedisClient | undefined;
+  #subscriber: Subscriber | undefined;
   #closed = false;
 
-  constructor(redis: RedisClient) {
+  constructor(redis: RedisClient, pubsubMode: () => Promise<PubSubMode>) {
     this.#redis = redis;
+    this.#pubsubMode = pubsubMode;
   }
 
   get closed(): boolean {
@@ -188,8 +192,8 @@ export class WaitQueues {
     if (!queue) {
       const created = new ChannelQueue();
       this.#queues.set(channel, created);
-      this.#connection()
-        .subscribe(channel)
+      this.#pubsubMode()
+        .then((mode) => this.#connection(mode).subscribe([channel]))
         .then(
           () => created.subscriptionSettled(true),
           () => created.subscriptionSettled(false),
@@ -214,19 +218,32 @@ export class WaitQueues {
     this.#queues.clear();
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
-    subscriber?.disconnect();
+    subscriber?.connection.disconnect();
     await Promise.resolve();
   }
 
-  #connection(): RedisClient {
+  #connection(mode: PubSubMode): Subscriber {
     if (this.#subscriber) return this.#subscriber;
-    const subscriber = this.#redis.duplicate();
+    const connection =
+      mode === 'sharded'
+        ? // ioredis keeps one sharded subscriber per master and moves channels with their slots.
+          (this.#redis as Cluster).duplicate(undefined, { shardedSubscribers: true })
+        : this.#redis.duplicate();
     // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an
     // unhandled 'error' event from crashing the process.
-    subscriber.on('error', () => undefined);
-    subscriber.on('message', (channel: string) => this.#queues.get(channel)?.dispatch());
+    connection.on('error', () => undefined);
+    connection.on(mode === 'sharded' ? 'smessage' : 'message', (channel: string) => {
+      this.#queues.get(channel)?.dispatch();
+    });
+    const subscriber: Subscriber = {
+      connection,
+      subscribe: (channels) =>
+        mode === 'sharded' ? connection.ssubscribe(...channels) : connection.subscribe(...channels),
+      unsubscribe: (channel) =>
+        mode === 'sharded' ? connection.sunsubscribe(channel) : connection.unsubscribe(channel),
+    };
     let connectedBefore = false;
-    subscriber.on('ready', () => {
+    connection.on('ready', () => {
       if (!connectedBefore) {
         connectedBefore = true;
         return;
@@ -238,16 +255,23 @@ export class WaitQueues {
   }
 
   /** After a reconnect: make sure every channel is subscribed, then let every waiter try again. */
-  async #resubscribe(subscriber: RedisClient): Promise<void> {
+  async #resubscribe(subscriber: Subscriber): Promise<void> {
     const channels = [...this.#queues.keys()];
     const subscribed =
       channels.length === 0
         ? true
-        : await subscriber.subscribe(...channels).then(
+        : await subscriber.subscribe(channels).then(
             () => true,
             () => false,
           );
     if (this.#closed) return;
     for (const channel of channels) this.#queues.get(channel)?.subscriptionSettled(subscribed);
   }
+}
+
+/** The subscriber connection, with the subscribe commands of its pub/sub mode. */
+interface Subscriber {
+  readonly connection: RedisClient;
+  subscribe(channels: string[]): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
 }

@@ -1,6 +1,7 @@
 // The lock on a 3-master Redis Cluster (one replica each) through an ioredis Cluster client: keys of one
-// lock share a slot (no CROSSSLOT, also with a key prefix and braces in names), waiters on other nodes are
-// woken, and the watchdog renews per slot.
+// lock share a slot (no CROSSSLOT, also with a key prefix and braces in names), waiters are woken by
+// sharded pub/sub (Redis 7), and the watchdog renews per slot.
+import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster as Cluster5 } from 'ioredis';
 import { Cluster as Cluster6 } from 'ioredis6';
@@ -33,6 +34,11 @@ function clusterClient(): Cluster {
     client.disconnect();
   });
   return client;
+}
+
+function shardChannelsOn(port: number): string[] {
+  const out = spawnSync('redis-cli', ['-p', String(port), 'pubsub', 'shardchannels'], { encoding: 'utf8' }).stdout;
+  return out.split('\n').filter(Boolean);
 }
 
 function locksOn(options: LockClientOptions = {}): LockClient {
@@ -82,6 +88,9 @@ describe('Redis Cluster', () => {
       acquiredAt = performance.now();
     });
     await sleep(300);
+    // Redis 7 cluster: the waiter subscribed by sharded pub/sub, on the node that owns the lock's slot.
+    const shardChannels = cluster.nodes.map((node) => shardChannelsOn(node.port));
+    expect(shardChannels.flat()).toContain(`redisson_lock__channel:{${name}}`);
     const releasedAt = performance.now();
     await lease.release();
     await waiting;
