@@ -15,6 +15,12 @@ export type WakeReason = 'woken' | 'timeout';
 /** Bound on one wait while the channel's subscription is not (yet) active: pub/sub cannot wake us then. */
 const UNSUBSCRIBED_WAIT_MS = 1000;
 
+/**
+ * Bound on one wait under sharded pub/sub: Redis drops a shard channel's subscribers without a word when
+ * its slot migrates, and the subscriber learns of it only at a slot refresh; a waiter re-checks meanwhile.
+ */
+const SHARDED_WAIT_MS = 2000;
+
 class ChannelQueue {
   readonly waiters: Waiter[] = [];
   /** Release messages that found no parked waiter; a waiter about to park takes one and retries instead. */
@@ -25,6 +31,9 @@ class ChannelQueue {
   subscription: 'pending' | 'active' | 'failed' = 'pending';
 
   /** The subscription became active (or failed): waiters try again, since a release may have gone unseen. */
+  /** Longest single wait while subscribed (sharded pub/sub can lose a subscription silently). */
+  subscribedWaitMs = Infinity;
+
   subscriptionSettled(active: boolean): void {
     this.subscription = active ? 'active' : 'failed';
     this.wakeAll();
@@ -94,7 +103,10 @@ export class Waiter {
       this.#unusedWake = true;
       return Promise.resolve('woken');
     }
-    const bound = this.#queue.subscription === 'active' ? timeoutMs : Math.min(timeoutMs, UNSUBSCRIBED_WAIT_MS);
+    const bound = Math.min(
+      timeoutMs,
+      this.#queue.subscription === 'active' ? this.#queue.subscribedWaitMs : UNSUBSCRIBED_WAIT_MS,
+    );
     return new Promise<WakeReason>((resolve, reject) => {
       const timer = bound === Infinity ? undefined : clampedTimeout(() => finish('timeout'), bound);
       const onAbort = (): void => fail(signal?.reason);
@@ -139,6 +151,9 @@ export class Waiter {
     else if (this.#unusedWake) this.#queue.dispatch();
   }
 }
+
+/** Slot refresh period of the sharded subscriber connection: bounds how long a moved slot goes unnoticed. */
+const SHARDED_SLOTS_REFRESH_MS = 500;
 
 /** How long after waking waiters elsewhere a newcomer of this process yields to them. */
 const YIELD_WINDOW_MS = 5;
@@ -193,7 +208,10 @@ export class WaitQueues {
       const created = new ChannelQueue();
       this.#queues.set(channel, created);
       this.#pubsubMode()
-        .then((mode) => this.#connection(mode).subscribe([channel]))
+        .then((mode) => {
+          if (mode === 'sharded') created.subscribedWaitMs = SHARDED_WAIT_MS;
+          return this.#connection(mode).subscribe([channel]);
+        })
         .then(
           () => created.subscriptionSettled(true),
           () => created.subscriptionSettled(false),
@@ -226,8 +244,12 @@ export class WaitQueues {
     if (this.#subscriber) return this.#subscriber;
     const connection =
       mode === 'sharded'
-        ? // ioredis keeps one sharded subscriber per master and moves channels with their slots.
-          (this.#redis as Cluster).duplicate(undefined, { shardedSubscribers: true })
+        ? // ioredis keeps one sharded subscriber per master and resubscribes when it sees the slots move;
+          // a frequent slot refresh makes it see a migration (which silently drops shard channels) soon.
+          (this.#redis as Cluster).duplicate(undefined, {
+            shardedSubscribers: true,
+            slotsRefreshInterval: SHARDED_SLOTS_REFRESH_MS,
+          })
         : this.#redis.duplicate();
     // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an
     // unhandled 'error' event from crashing the process.
@@ -242,6 +264,8 @@ export class WaitQueues {
       unsubscribe: (channel) =>
         mode === 'sharded' ? connection.sunsubscribe(channel) : connection.unsubscribe(channel),
     };
+    // After ioredis re-created sharded subscribers (slots moved, a node failed), messages may have been lost.
+    connection.on('subscribersReady', () => void this.#resubscribe(subscriber));
     let connectedBefore = false;
     connection.on('ready', () => {
       if (!connectedBefore) {
