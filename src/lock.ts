@@ -147,7 +147,18 @@ export class RLock {
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveAcquireOptions(options);
-    return runInNewFlow(() => withLease(() => this.#lease(currentFlow() ?? newFlow(), resolved), fn));
+    return runInNewFlow(async () => {
+      const lease = await this.#lease(currentFlow() ?? newFlow(), resolved);
+      let result: T;
+      try {
+        result = await fn(lease.signal, lease);
+      } catch (error) {
+        await lease.release().catch(() => undefined);
+        throw error;
+      }
+      await lease.release();
+      return result;
+    });
   }
 
   /**
@@ -342,26 +353,6 @@ export class RLock {
       throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
     }
   }
-}
-
-/**
- * Runs `fn` holding the lease that `acquire` takes (in the current flow), and releases it afterwards: when
- * `fn` throws, its error wins over a failed release; otherwise a failed release (the hold was lost) rejects.
- */
-export async function withLease<L extends { readonly signal: AbortSignal; release(): Promise<void> }, T>(
-  acquire: () => Promise<L>,
-  fn: (signal: AbortSignal, lease: L) => T | PromiseLike<T>,
-): Promise<T> {
-  const lease = await acquire();
-  let result: T;
-  try {
-    result = await fn(lease.signal, lease);
-  } catch (error) {
-    await lease.release().catch(() => undefined);
-    throw error;
-  }
-  await lease.release();
-  return result;
 }
 
 type Settled<T> =

@@ -6,7 +6,7 @@
  */
 import { LockAcquireTimeoutError } from './errors.js';
 import { currentFlow, newFlow, runInFlow, runInNewFlow, type Flow } from './flow.js';
-import { withLease, type LockLease, type RLock } from './lock.js';
+import type { LockLease, RLock } from './lock.js';
 import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from './options.js';
 import { monotonicNow } from './time.js';
 
@@ -48,7 +48,18 @@ export class RMultiLock {
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveAcquireOptions(options);
-    return runInNewFlow(() => withLease(() => this.#acquireIn(currentFlow() ?? newFlow(), resolved), fn));
+    return runInNewFlow(async () => {
+      const lease = await this.#acquireIn(currentFlow() ?? newFlow(), resolved);
+      let result: T;
+      try {
+        result = await fn(lease.signal, lease);
+      } catch (error) {
+        await lease.release().catch(() => undefined);
+        throw error;
+      }
+      await lease.release();
+      return result;
+    });
   }
 
   async #acquireIn(flow: Flow, options: ResolvedAcquire): Promise<MultiLockLease> {
