@@ -7,7 +7,6 @@ import type { Cluster } from 'ioredis';
 import type { LockLostError } from './errors.js';
 import { runInNewFlow } from './flow.js';
 import { RLock, type LockContext } from './lock.js';
-import { RMultiLock } from './multi-lock.js';
 import {
   checkLockName,
   checkRedisClient,
@@ -72,19 +71,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** An RLock for `name`; no I/O. Many instances may name the same lock. */
   getLock(name: string): RLock {
     return new RLock(this.#context, checkLockName(name));
-  }
-
-  /**
-   * A lock over several names, taken all-or-nothing in one global order (by Redis key) so that multi-locks
-   * over overlapping names never deadlock. No I/O. Duplicate names count once.
-   */
-  getMultiLock(names: readonly string[]): RMultiLock {
-    if (!Array.isArray(names)) throw new TypeError('names must be an array of lock names');
-    if (names.length === 0) throw new RangeError('names must not be empty');
-    const unique = [...new Set(names.map((name) => checkLockName(name)))];
-    const keyOf = (name: string): string => this.#context.keyPrefix + name;
-    unique.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
-    return new RMultiLock(unique.map((name) => new RLock(this.#context, name)));
   }
 
   /**

@@ -1,7 +1,6 @@
 export { createLockClient } from './client.js';
 export type { LockClient, LockClientEvents, LockLostEvent } from './client.js';
 export type { RLock, LockLease } from './lock.js';
-export type { RMultiLock, MultiLockLease } from './multi-lock.js';
 export type { AcquireOptions, LockClientOptions, LockOptions } from './options.js';
 export {
   LockError,
