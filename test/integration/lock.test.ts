@@ -188,12 +188,13 @@ describe('RLock: waiting', () => {
     expect(await waiter.run(() => waiter.getLock(name).tryLock(2000))).toBe(false);
     const after = await commandCalls(redis.admin);
     const delta = (command: string): number => (after[command] ?? 0) - (before[command] ?? 0);
-    // Two attempts (before and after subscribing), one subscribe, one unsubscribe; INFO is ours. The
-    // script-internal commands of the attempts (EXISTS, HEXISTS, PTTL) count in commandstats too.
+    // Two attempts (before and after subscribing; a third when a loaded machine confirms the subscription
+    // only after the 1 s bound of an unconfirmed wait), one subscribe, one unsubscribe; INFO is ours. The
+    // script-internal commands of each attempt (EXISTS, HMGET, PTTL) count in commandstats too.
     expect(delta('evalsha') + delta('eval')).toBeLessThanOrEqual(3);
     expect(delta('subscribe') + delta('unsubscribe')).toBeLessThanOrEqual(2);
     const total = Object.keys(after).reduce((sum, command) => (command === 'info' ? sum : sum + delta(command)), 0);
-    expect(total).toBeLessThanOrEqual(12);
+    expect(total).toBeLessThanOrEqual(3 * 4 + 2);
     await lease.release();
   });
 
