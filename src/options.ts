@@ -68,7 +68,7 @@ export interface ResolvedAcquire {
   readonly signal: AbortSignal | undefined;
 }
 
-export const MAX_NAME_BYTES = 512;
+const MAX_NAME_BYTES = 512;
 const MAX_PREFIX_BYTES = 256;
 const MAX_CLIENT_ID_LENGTH = 128;
 const MIN_WATCHDOG_TIMEOUT = 30;
@@ -105,13 +105,13 @@ function checkInteger(value: unknown, argument: string): asserts value is number
   }
 }
 
-export function checkWaitTime(value: unknown, argument = 'waitTime'): number {
+function checkWaitTime(value: unknown, argument = 'waitTime'): number {
   checkInteger(value, argument);
   if (value < 0) throw new RangeError(`${argument} must be >= 0 milliseconds, got ${value}`);
   return value;
 }
 
-export function checkLeaseTime(value: unknown, argument = 'leaseTime'): number {
+function checkLeaseTime(value: unknown, argument = 'leaseTime'): number {
   checkInteger(value, argument);
   if (value !== -1 && value <= 0) {
     throw new RangeError(`${argument} must be > 0 milliseconds, or -1 for watchdog mode, got ${value}`);

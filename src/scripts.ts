@@ -63,7 +63,7 @@ const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUB
  * is answered as the success it was. ioredis' default retries give up well within it; a resend later than
  * this reports LockNotHeldError (the lock stays free).
  */
-export const RELEASE_MEMO_MS = 30_000;
+const RELEASE_MEMO_MS = 30_000;
 
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
