@@ -1,5 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
+// REDIS_TOPOLOGY=cluster runs the useRedis() files on a Redis Cluster (test/support/fixture.ts).
+const topology = process.env['REDIS_TOPOLOGY'];
+
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
@@ -10,8 +13,11 @@ export default defineConfig({
     // Vitest fails the run on any unhandled rejection or uncaught exception (dangerouslyIgnoreUnhandledErrors
     // stays false); test/support/setup.ts adds the same check inside every worker.
     setupFiles: ['test/support/setup.ts'],
-    // CI adds up the JSON reports of the ioredis 5 and 6 runs into one closing line (scripts/test-summary.mjs).
+    // CI adds up the JSON reports of every run (ioredis 5 and 6, standalone and cluster) into one closing line
+    // (scripts/test-summary.mjs reads every .json file of the folder).
     reporters: process.env['CI'] ? ['default', 'json'] : ['default'],
-    outputFile: { json: `.vitest-results/ioredis${process.env['IOREDIS_MAJOR'] ?? '5'}.json` },
+    outputFile: {
+      json: `.vitest-results/ioredis${process.env['IOREDIS_MAJOR'] ?? '5'}${topology ? `-${topology}` : ''}.json`,
+    },
   },
 });

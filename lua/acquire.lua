@@ -3,10 +3,12 @@
 
   KEYS[1] lockKey   hash: field <owner> = hold count, field <owner>:acq = id of the owner's last acquire;
                     PEXPIRE = lease. Same layout and fields as Redisson's RLock, plus the memo field.
-  KEYS[2] fenceKey  string counter: the fencing token, INCR on every free -> held transition, never expires.
-                    When it is missing (first use, or lost to a restart without persistence or to eviction)
-                    it starts from the server clock in microseconds, so tokens never go backwards unless the
-                    server clock does, or one lock changed hands more than a million times a second.
+  KEYS[2] fenceKey  string counter: the fencing token, never expires. Every free -> held transition takes
+                    max(counter + 1, server clock in microseconds). The clock floor keeps tokens rising when
+                    the counter is lost or stale: missing after a restart without persistence or an eviction,
+                    or behind on a promoted replica that missed the last grants (a failover takes seconds,
+                    far more than the microseconds between tokens), as long as the servers' clocks agree
+                    and do not step back.
 
   ARGV[1] leaseMs    integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId  string: unique per call; a resend of the same call (ioredis after a reconnect) is
@@ -19,7 +21,7 @@
     {0, pttl}                          held by another owner; pttl in ms, -1 when the holder set no expiry
 
   Side effects
-    free -> held: INCR fenceKey (when that finds it missing: SET fenceKey <TIME in us>, INCR again);
+    free -> held: INCR fenceKey, or SET fenceKey <TIME in us> when that is larger;
                   HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs
     re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
                   (an inner hold never shortens an outer one)
@@ -33,11 +35,12 @@ local firstOwner = 3
 
 if redis.call('EXISTS', lockKey) == 0 then
   local token = redis.call('INCR', fenceKey)
-  if token == 1 then
-    -- The counter was missing: start it from the server clock so that no earlier token is issued again.
-    local now = redis.call('TIME')
-    redis.call('SET', fenceKey, now[1] .. string.format('%06d', tonumber(now[2])))
-    token = redis.call('INCR', fenceKey)
+  local now = redis.call('TIME')
+  -- Built as a string: Lua would print a number this large in exponent form, losing digits.
+  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  if token < tonumber(clock) then
+    redis.call('SET', fenceKey, clock)
+    token = tonumber(clock)
   end
   local owner = ARGV[firstOwner]
   redis.call('HSET', lockKey, owner, 1, owner .. ':acq', requestId)

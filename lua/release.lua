@@ -22,7 +22,8 @@
                              undoId); nothing changed
 
   Side effects
-    count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel
+    count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel (and, for "undo", clear
+                     <owner>:acq, so that the same acquire is never undone twice)
     count reaches 0: DEL lockKey (the last hold is dropped without a decrement); PUBLISH (or SPUBLISH)
                      channel "0";
                      SET requestKey "<ownerIndex>" PX memoMs
@@ -54,6 +55,11 @@ for i = firstOwner, #ARGV do
     if mode ~= 'all' and count > 1 then
       local remaining = redis.call('HINCRBY', lockKey, owner, -1)
       redis.call('HSET', lockKey, owner .. ':rel', requestId)
+      if mode == 'undo' then
+        -- Undone once: a second undo of the same acquire (its caller may send one too) must not take
+        -- another hold of the owner.
+        redis.call('HSET', lockKey, owner .. ':acq', '')
+      end
       return {remaining, ownerIndex}
     end
     redis.call('DEL', lockKey)

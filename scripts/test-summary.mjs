@@ -1,4 +1,5 @@
-// Adds up Vitest's JSON reports (one per run) into the closing line CI reads: "tests: N passed, N failed".
+// Adds up Vitest's JSON reports into the closing line CI reads: "tests: N passed, N failed". Every .json file
+// of the folder counts, one per run (ioredis<major>.json, ioredis<major>-<topology>.json: see vitest.config.ts).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -6,7 +7,10 @@ const dir = process.argv[2] ?? '.vitest-results';
 let passed = 0;
 let failed = 0;
 let skipped = 0;
-for (const file of readdirSync(dir).filter((f) => f.endsWith('.json'))) {
+const reports = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
+for (const file of reports) {
   const report = JSON.parse(readFileSync(join(dir, file), 'utf8'));
   passed += report.numPassedTests;
   failed += report.numFailedTests;

@@ -3,17 +3,19 @@
  * client, hands out RLock instances, starts flows, and shuts everything down in `close()`.
  */
 import { EventEmitter } from 'node:events';
-import type { Cluster } from 'ioredis';
 import type { LockLostError } from './errors.js';
 import { runInNewFlow } from './flow.js';
 import { RLock, type LockContext } from './lock.js';
+import { RMultiLock } from './multi-lock.js';
 import {
   checkLockName,
   checkRedisClient,
+  isCluster,
   resolveClientOptions,
   type LockClientOptions,
   type RedisClient,
 } from './options.js';
+import { ReplicaSync } from './replication.js';
 import { LockScripts, type PubSubMode } from './scripts.js';
 
 const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
@@ -62,6 +64,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       cluster: isCluster(redis),
       pubsubMode: () => this.#pubsubMode(),
       closed: false,
+      replicaSync: resolved.syncReplicas && new ReplicaSync(redis, resolved.syncReplicas),
       firstUse: () => {
         this.#warnIfEvictable();
       },
@@ -71,6 +74,19 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** An RLock for `name`; no I/O. Many instances may name the same lock. */
   getLock(name: string): RLock {
     return new RLock(this.#context, checkLockName(name));
+  }
+
+  /**
+   * A lock over several names, taken all-or-nothing in one global order (by Redis key) so that multi-locks
+   * over overlapping names never deadlock. No I/O. Duplicate names count once.
+   */
+  getMultiLock(names: readonly string[]): RMultiLock {
+    if (!Array.isArray(names)) throw new TypeError('names must be an array of lock names');
+    if (names.length === 0) throw new RangeError('names must not be empty');
+    const unique = [...new Set(names.map((name) => checkLockName(name)))];
+    const keyOf = (name: string): string => this.#context.keyPrefix + name;
+    unique.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+    return new RMultiLock(unique.map((name) => new RLock(this.#context, name)));
   }
 
   /**
@@ -95,6 +111,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   async #close(): Promise<void> {
     const { watchdog, waits, scripts } = this.#context;
     this.#context.closed = true;
+    this.#context.replicaSync?.dispose();
     watchdog.stop();
     const holds = watchdog.all();
     await waits.close();
@@ -160,10 +177,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       process.emitWarning(error instanceof Error ? error : String(error), { code: 'FLOWLOCK_LISTENER' });
     }
   }
-}
-
-function isCluster(redis: RedisClient): redis is Cluster {
-  return (redis as { isCluster?: unknown }).isCluster === true;
 }
 
 /**

@@ -1,6 +1,11 @@
 /** Stable machine-readable codes of the errors this library throws. */
 export type LockErrorCode =
-  'LOCK_ACQUIRE_TIMEOUT' | 'LOCK_NOT_HELD' | 'LOCK_LOST' | 'LOCK_NO_FLOW' | 'LOCK_CLIENT_CLOSED';
+  | 'LOCK_ACQUIRE_TIMEOUT'
+  | 'LOCK_NOT_HELD'
+  | 'LOCK_LOST'
+  | 'LOCK_NO_FLOW'
+  | 'LOCK_CLIENT_CLOSED'
+  | 'LOCK_NOT_REPLICATED';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {
@@ -69,5 +74,28 @@ export class LockClientClosedError extends LockError {
 
   constructor(lockName?: string) {
     super('The lock client is closed', lockName);
+  }
+}
+
+/**
+ * `syncReplicas` is on and fewer replicas than required acknowledged a grant within its timeout: the grant
+ * was undone (the lock is not held) and the acquisition fails rather than risk a failover losing it.
+ */
+export class LockNotReplicatedError extends LockError {
+  override readonly name = 'LockNotReplicatedError';
+  readonly code = 'LOCK_NOT_REPLICATED';
+  /** Replicas that had to acknowledge the grant. */
+  readonly replicas: number;
+  /** Replicas that did, as WAIT reported. */
+  readonly acknowledged: number;
+
+  constructor(lockName: string, replicas: number, acknowledged: number) {
+    super(
+      `Lock "${lockName}" was granted but only ${acknowledged} of ${replicas} required replicas acknowledged it; ` +
+        'the grant was undone',
+      lockName,
+    );
+    this.replicas = replicas;
+    this.acknowledged = acknowledged;
   }
 }

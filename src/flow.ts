@@ -45,3 +45,8 @@ export function ownerChain(clientId: string, flow: Flow): string[] {
   for (let f: Flow | undefined = flow; f !== undefined; f = f.parent) owners.push(`${clientId}:${f.id}`);
   return owners;
 }
+
+/** Runs `fn` in `flow` (an existing flow, such as one a lease owns), not in a new one. */
+export function runInFlow<T>(flow: Flow, fn: () => T): T {
+  return registry.storage.run(flow, fn);
+}

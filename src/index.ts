@@ -1,7 +1,10 @@
 export { createLockClient } from './client.js';
 export type { LockClient, LockClientEvents, LockLostEvent } from './client.js';
 export type { RLock, LockLease } from './lock.js';
-export type { AcquireOptions, LockClientOptions, LockOptions } from './options.js';
+export type { RMultiLock, MultiLockLease } from './multi-lock.js';
+export { createQuorumLockClient } from './quorum-lock.js';
+export type { QuorumLock, QuorumLease, QuorumLockClient } from './quorum-lock.js';
+export type { AcquireOptions, LockClientOptions, LockOptions, QuorumLockOptions, SyncReplicas } from './options.js';
 export {
   LockError,
   LockAcquireTimeoutError,
@@ -9,5 +12,6 @@ export {
   LockLostError,
   NoFlowError,
   LockClientClosedError,
+  LockNotReplicatedError,
 } from './errors.js';
 export type { LockErrorCode } from './errors.js';

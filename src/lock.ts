@@ -4,7 +4,13 @@
  * attempt again once subscribed -> wait for a release message or the holder's TTL -> attempt ... until the
  * wait time runs out. Holds belong to flows (see flow.ts); re-entry by a flow or its ancestors never queues.
  */
-import { LockAcquireTimeoutError, LockClientClosedError, LockNotHeldError, NoFlowError } from './errors.js';
+import {
+  LockAcquireTimeoutError,
+  LockClientClosedError,
+  LockNotHeldError,
+  LockNotReplicatedError,
+  NoFlowError,
+} from './errors.js';
 import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from './flow.js';
 import { lockKeys, type LockKeys } from './keys.js';
 import {
@@ -16,6 +22,7 @@ import {
   type RedisClient,
   type ResolvedAcquire,
 } from './options.js';
+import type { ReplicaSync } from './replication.js';
 import { newRequestId, type AcquireReply, type LockScripts, type PubSubMode } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
@@ -35,6 +42,8 @@ export interface LockContext {
   /** Classic pub/sub, or sharded on a Redis 7+ Cluster (detected once, at first use). */
   readonly pubsubMode: () => Promise<PubSubMode>;
   readonly closed: boolean;
+  /** Set when `syncReplicas` is on: every grant is confirmed by WAIT, or undone. */
+  readonly replicaSync: ReplicaSync | undefined;
   /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
   readonly firstUse: () => void;
 }
@@ -147,18 +156,7 @@ export class RLock {
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveAcquireOptions(options);
-    return runInNewFlow(async () => {
-      const lease = await this.#lease(currentFlow() ?? newFlow(), resolved);
-      let result: T;
-      try {
-        result = await fn(lease.signal, lease);
-      } catch (error) {
-        await lease.release().catch(() => undefined);
-        throw error;
-      }
-      await lease.release();
-      return result;
-    });
+    return runInNewFlow(() => withLease(() => this.#lease(currentFlow() ?? newFlow(), resolved), fn));
   }
 
   /**
@@ -250,19 +248,20 @@ export class RLock {
    * closed), a grant that arrives later is released at once, and never renewed.
    */
   async #attempt(owners: readonly string[], options: ResolvedAcquire, deadline: number): Promise<AttemptResult> {
-    const { watchdog, scripts, watchdogTimeout } = this.#context;
+    const { watchdog, watchdogTimeout } = this.#context;
     const lease = options.leaseTime === -1 ? watchdogTimeout : options.leaseTime;
     this.#context.firstUse();
     const sentAt = monotonicNow();
     const requestId = newRequestId();
-    const pending = scripts.acquire(this.#keys, lease, requestId, owners);
+    const pending = this.#grant(owners, lease, requestId);
     let outcome: Settled<AcquireReply>;
     try {
       outcome = await settleBy(pending, deadline, options.signal);
     } catch (error) {
       // No reply (connection lost without a resend, command timeout): the script may have run anyway.
       // Undo exactly that acquisition if it did, so that no hold is left that nobody believes it has.
-      this.#undoQuietly(owners, requestId);
+      // (#grant already undid a grant too few replicas acknowledged.)
+      if (!(error instanceof LockNotReplicatedError)) void this.#undo(owners, requestId);
       throw error;
     }
     if (outcome.kind !== 'reply' || this.#context.closed) {
@@ -270,7 +269,7 @@ export class RLock {
       // acquisition is undone by its request id if it ran.
       void pending.then(
         (reply) => reply.acquired && this.#releaseQuietly(owners[reply.ownerIndex]),
-        () => this.#undoQuietly(owners, requestId),
+        () => void this.#undo(owners, requestId),
       );
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (this.#context.closed) throw new LockClientClosedError(this.name);
@@ -289,13 +288,35 @@ export class RLock {
     return { hold };
   }
 
-  #undoQuietly(owners: readonly string[], acquireId: string): void {
-    this.#context
-      .pubsubMode()
-      .then((pubsub) =>
-        this.#context.scripts.release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true, pubsub }),
-      )
-      .catch(() => undefined);
+  /**
+   * The acquire script; with `syncReplicas`, then WAIT for the grant (in the same attempt, so the wait time
+   * and the signal bound it too). A grant too few replicas acknowledged is undone before this rejects.
+   */
+  async #grant(owners: readonly string[], leaseMs: number, requestId: string): Promise<AcquireReply> {
+    const { scripts, replicaSync } = this.#context;
+    const ticket = replicaSync?.ticket(this.#keys.lockKey);
+    const reply = await scripts.acquire(this.#keys, leaseMs, requestId, owners);
+    if (!reply.acquired || !replicaSync || !ticket) return reply;
+    let acknowledged: number;
+    try {
+      acknowledged = await replicaSync.acknowledged(ticket);
+    } catch (error) {
+      await this.#undo(owners, requestId);
+      throw error;
+    }
+    if (acknowledged >= replicaSync.replicas) return reply;
+    await this.#undo(owners, requestId);
+    throw new LockNotReplicatedError(this.name, replicaSync.replicas, acknowledged);
+  }
+
+  /** Undoes the acquisition with request id `acquireId` if it ran; failures are left to the lease's expiry. */
+  async #undo(owners: readonly string[], acquireId: string): Promise<void> {
+    try {
+      const pubsub = await this.#context.pubsubMode();
+      await this.#context.scripts.release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true, pubsub });
+    } catch {
+      // The connection is failing: the grant, if it exists, expires with its lease.
+    }
   }
 
   #releaseQuietly(owner: string | undefined): void {
@@ -353,6 +374,26 @@ export class RLock {
       throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
     }
   }
+}
+
+/**
+ * Runs `fn` holding the lease that `acquire` takes (in the current flow), and releases it afterwards: when
+ * `fn` throws, its error wins over a failed release; otherwise a failed release (the hold was lost) rejects.
+ */
+export async function withLease<L extends { readonly signal: AbortSignal; release(): Promise<void> }, T>(
+  acquire: () => Promise<L>,
+  fn: (signal: AbortSignal, lease: L) => T | PromiseLike<T>,
+): Promise<T> {
+  const lease = await acquire();
+  let result: T;
+  try {
+    result = await fn(lease.signal, lease);
+  } catch (error) {
+    await lease.release().catch(() => undefined);
+    throw error;
+  }
+  await lease.release();
+  return result;
 }
 
 type Settled<T> =

@@ -23,6 +23,53 @@ export interface LockClientOptions {
    * @default ''
    */
   readonly keyPrefix?: string;
+  /**
+   * After every grant, send `WAIT replicas timeout` and undo the grant (failing with
+   * LockNotReplicatedError) when fewer replicas acknowledge it. Narrows, but cannot close, the window in
+   * which a failover loses a granted lock; costs a replication round trip per acquisition. See the README's
+   * topology guide.
+   * @default undefined (off: grants are not waited for)
+   */
+  readonly syncReplicas?: SyncReplicas;
+}
+
+/** `WAIT` after each grant: how many replicas must acknowledge it, and how long to wait for them. */
+export interface SyncReplicas {
+  /**
+   * Replicas that must acknowledge a grant (an integer >= 1).
+   * @default no default: required
+   */
+  readonly replicas: number;
+  /**
+   * Milliseconds to wait for them (an integer >= 1; WAIT's 0, wait forever, is not accepted).
+   * @default no default: required
+   */
+  readonly timeout: number;
+}
+
+/** Options of `createQuorumLockClient`. */
+export interface QuorumLockOptions {
+  /**
+   * Lease in milliseconds for acquisitions without a `leaseTime`; they are extended every third of it.
+   * @default 30_000
+   */
+  readonly watchdogTimeout?: number;
+  /**
+   * How long one node may take to answer one command, in milliseconds; a node that takes longer counts as
+   * not granting (its late grant is released). Keep it well below the lease.
+   * @default 100
+   */
+  readonly nodeTimeout?: number;
+  /**
+   * Identifies this client in owner ids.
+   * @default crypto.randomUUID()
+   */
+  readonly clientId?: string;
+  /**
+   * Prepended to every key and channel, on every node.
+   * @default ''
+   */
+  readonly keyPrefix?: string;
 }
 
 /** Options of `tryLock`, `withLock` and `acquire`. */
@@ -58,6 +105,14 @@ export interface ResolvedClientOptions {
   readonly watchdogTimeout: number;
   readonly clientId: string;
   readonly keyPrefix: string;
+  readonly syncReplicas: SyncReplicas | undefined;
+}
+
+export interface ResolvedQuorumOptions {
+  readonly watchdogTimeout: number;
+  readonly nodeTimeout: number;
+  readonly clientId: string;
+  readonly keyPrefix: string;
 }
 
 export interface ResolvedAcquire {
@@ -73,7 +128,9 @@ const MAX_PREFIX_BYTES = 256;
 const MAX_CLIENT_ID_LENGTH = 128;
 const MIN_WATCHDOG_TIMEOUT = 30;
 
-const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'clientId', 'keyPrefix']);
+const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'clientId', 'keyPrefix', 'syncReplicas']);
+const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'nodeTimeout', 'clientId', 'keyPrefix']);
+const SYNC_REPLICAS_KEYS: ReadonlySet<string> = new Set(['replicas', 'timeout']);
 const ACQUIRE_OPTION_KEYS: ReadonlySet<string> = new Set(['waitTime', 'leaseTime', 'signal']);
 const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set(['leaseTime', 'signal']);
 
@@ -135,7 +192,12 @@ export function checkLockName(name: unknown): string {
   return name;
 }
 
-export function checkRedisClient(redis: unknown): RedisClient {
+/** Whether `redis` is an ioredis Cluster (its keys and channels must then share slots). */
+export function isCluster(redis: RedisClient): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+export function checkRedisClient(redis: unknown, argument = 'redis'): RedisClient {
   const candidate = redis as Partial<Record<'evalsha' | 'eval' | 'duplicate' | 'exists', unknown>> | null;
   if (
     typeof candidate !== 'object' ||
@@ -146,13 +208,13 @@ export function checkRedisClient(redis: unknown): RedisClient {
     typeof candidate.exists !== 'function' ||
     !('options' in candidate)
   ) {
-    throw new TypeError('redis must be an ioredis Redis or Cluster instance (ioredis 5 or 6)');
+    throw new TypeError(`${argument} must be an ioredis Redis or Cluster instance (ioredis 5 or 6)`);
   }
   const options = (candidate as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } }).options;
   if (options?.keyPrefix || options?.redisOptions?.keyPrefix) {
     throw new TypeError(
-      "redis must not have ioredis' keyPrefix option (it would not reach pub/sub channels); " +
-        'pass keyPrefix to createLockClient instead',
+      `${argument} must not have ioredis' keyPrefix option (it would not reach pub/sub channels); ` +
+        'pass keyPrefix to the lock client instead',
     );
   }
   return redis as RedisClient;
@@ -162,6 +224,38 @@ export function resolveClientOptions(options: unknown): ResolvedClientOptions {
   if (options === undefined) options = {};
   checkPlainObject(options, 'options');
   checkKnownKeys(options, CLIENT_OPTION_KEYS, 'options');
+  return { ...checkCommonOptions(options), syncReplicas: checkSyncReplicas(options.syncReplicas) };
+}
+
+/** The nodes and options of `createQuorumLockClient`. */
+export function resolveQuorumOptions(
+  nodes: unknown,
+  options: unknown,
+): { nodes: Redis[]; options: ResolvedQuorumOptions } {
+  if (!Array.isArray(nodes)) throw new TypeError('nodes must be an array of ioredis Redis instances');
+  if (nodes.length === 0) throw new RangeError('nodes must not be empty');
+  const checked = nodes.map((node: unknown, i) => {
+    const redis = checkRedisClient(node, `nodes[${i}]`);
+    if (isCluster(redis)) {
+      throw new TypeError(`nodes[${i}] must be a standalone Redis master, not a Cluster`);
+    }
+    return redis;
+  });
+  if (new Set(checked).size !== checked.length) throw new TypeError('nodes must not repeat a client');
+  if (options === undefined) options = {};
+  checkPlainObject(options, 'options');
+  checkKnownKeys(options, QUORUM_OPTION_KEYS, 'options');
+  const { nodeTimeout = 100 } = options;
+  checkInteger(nodeTimeout, 'options.nodeTimeout');
+  if (nodeTimeout < 1) throw new RangeError(`options.nodeTimeout must be >= 1 ms, got ${nodeTimeout}`);
+  const common = checkCommonOptions(options);
+  if (nodeTimeout >= common.watchdogTimeout / 3) {
+    throw new RangeError('options.nodeTimeout must be below a third of options.watchdogTimeout');
+  }
+  return { nodes: checked, options: { ...common, nodeTimeout } };
+}
+
+function checkCommonOptions(options: Record<string, unknown>): Omit<ResolvedClientOptions, 'syncReplicas'> {
   const { watchdogTimeout = 30_000, clientId = randomUUID(), keyPrefix = '' } = options;
   checkInteger(watchdogTimeout, 'options.watchdogTimeout');
   if (watchdogTimeout < MIN_WATCHDOG_TIMEOUT) {
@@ -183,6 +277,23 @@ export function resolveClientOptions(options: unknown): ResolvedClientOptions {
     throw new RangeError('options.keyPrefix may contain one complete hash tag like "{app}:" and no other braces');
   }
   return { watchdogTimeout, clientId, keyPrefix };
+}
+
+function checkSyncReplicas(value: unknown): SyncReplicas | undefined {
+  if (value === undefined) return undefined;
+  const argument = 'options.syncReplicas';
+  checkPlainObject(value, argument);
+  checkKnownKeys(value, SYNC_REPLICAS_KEYS, argument);
+  const { replicas, timeout } = value;
+  if (typeof replicas !== 'number') {
+    throw new TypeError(`${argument}.replicas must be a number, got ${describe(replicas)}`);
+  }
+  if (!Number.isSafeInteger(replicas) || replicas < 1) {
+    throw new RangeError(`${argument}.replicas must be a whole number >= 1, got ${replicas}`);
+  }
+  checkInteger(timeout, `${argument}.timeout`);
+  if (timeout < 1) throw new RangeError(`${argument}.timeout must be >= 1 millisecond, got ${timeout}`);
+  return { replicas, timeout };
 }
 
 /** `tryLock()`, `tryLock(waitTime)`, `tryLock(waitTime, leaseTime)`, `tryLock({ waitTime?, leaseTime?, signal? })`. */

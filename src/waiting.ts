@@ -208,9 +208,11 @@ export class WaitQueues {
       const created = new ChannelQueue();
       this.#queues.set(channel, created);
       this.#pubsubMode()
-        .then((mode) => {
+        .then(async (mode) => {
           if (mode === 'sharded') created.subscribedWaitMs = SHARDED_WAIT_MS;
-          return this.#connection(mode).subscribe([channel]);
+          // Closed, or every waiter left, while the mode was looked up: no connection, no stale subscription.
+          if (this.#closed || this.#queues.get(channel) !== created) return;
+          await this.#connection(mode).subscribe([channel]);
         })
         .then(
           () => created.subscriptionSettled(true),
@@ -257,15 +259,49 @@ export class WaitQueues {
     connection.on(mode === 'sharded' ? 'smessage' : 'message', (channel: string) => {
       this.#queues.get(channel)?.dispatch();
     });
+    // ioredis writes a SUBSCRIBE at once even while a new connection is still in its handshake (status
+    // 'connect'). Its reply puts the connection in subscriber mode, so the handshake's INFO ready check is
+    // refused (RESP2), and ioredis reconnects without restoring that subscription (the connection was never
+    // ready), although the SUBSCRIBE resolved: its waiters would sleep out the holder's lease. So classic
+    // (un)subscribes wait for a ready connection, in order. The sharded subscriber has no ready check.
+    let ready: Promise<void> | undefined;
+    const whenReady = <T>(command: () => Promise<T>): Promise<T> => {
+      if (mode === 'sharded' || connection.status === 'ready' || connection.status === 'end') return command();
+      // A duplicate of a lazyConnect client waits for a first command that the gate holds back: connect it.
+      if (connection.status === 'wait') connection.connect().catch(() => undefined);
+      ready ??= new Promise<void>((resolve, reject) => {
+        const settle = (error?: Error): void => {
+          ready = undefined;
+          connection.off('ready', onReady);
+          connection.off('end', onEnd);
+          if (error) reject(error);
+          else resolve();
+        };
+        const onReady = (): void => settle();
+        const onEnd = (): void => settle(new Error('the subscriber connection was closed'));
+        connection.on('ready', onReady);
+        connection.on('end', onEnd);
+      });
+      return ready.then(command);
+    };
+    let confirmed = false;
     const subscriber: Subscriber = {
       connection,
-      subscribe: (channels) =>
-        mode === 'sharded' ? connection.ssubscribe(...channels) : connection.subscribe(...channels),
+      subscribe: async (channels) => {
+        await whenReady(() =>
+          mode === 'sharded' ? connection.ssubscribe(...channels) : connection.subscribe(...channels),
+        );
+        confirmed = true;
+      },
       unsubscribe: (channel) =>
-        mode === 'sharded' ? connection.sunsubscribe(channel) : connection.unsubscribe(channel),
+        whenReady(() => (mode === 'sharded' ? connection.sunsubscribe(channel) : connection.unsubscribe(channel))),
     };
     // After ioredis re-created sharded subscribers (slots moved, a node failed), messages may have been lost.
-    connection.on('subscribersReady', () => void this.#resubscribe(subscriber));
+    // It also announces them (twice) while first connecting, before any subscription could have been lost:
+    // those would only resend the first subscription and wake its waiters for nothing.
+    connection.on('subscribersReady', () => {
+      if (confirmed) void this.#resubscribe(subscriber);
+    });
     let connectedBefore = false;
     connection.on('ready', () => {
       if (!connectedBefore) {
@@ -296,6 +332,6 @@ export class WaitQueues {
 /** The subscriber connection, with the subscribe commands of its pub/sub mode. */
 interface Subscriber {
   readonly connection: RedisClient;
-  subscribe(channels: string[]): Promise<unknown>;
+  subscribe(channels: string[]): Promise<void>;
   unsubscribe(channel: string): Promise<unknown>;
 }

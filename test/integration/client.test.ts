@@ -1,18 +1,18 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createLockClient, LockAcquireTimeoutError, LockClientClosedError, LockNotHeldError } from '../../src/index.js';
-import { newRedis, uniqueName, useRedis } from '../support/fixture.js';
+import { channelSubscribers as subscribersOf, newRedis, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
 
 async function channelSubscribers(channel: string): Promise<number> {
-  const reply = (await redis.admin.pubsub('NUMSUB', channel)) as [string, number | string];
-  return Number(reply[1]);
+  return subscribersOf(redis.admin, channel);
 }
 
 describe('public API: input is checked before any I/O', () => {
   it('rejects bad names, times and options without touching Redis', async () => {
-    const lazy = newRedis(redis.server, { lazyConnect: true });
+    // A lazy client of the topology: a lazy ioredis Cluster on a cluster (its status is 'wait' too).
+    const lazy = onCluster ? redis.redis({ lazyConnect: true }) : newRedis(redis.server, { lazyConnect: true });
     const locks = createLockClient(lazy);
     expect(() => locks.getLock('')).toThrow(RangeError);
     expect(() => locks.getLock(7 as unknown as string)).toThrow(TypeError);

@@ -3,8 +3,16 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
-import { uniqueName, useRedis } from '../support/fixture.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import {
+  masterOf,
+  newRedis,
+  onCluster,
+  publishRelease,
+  uniqueName,
+  useRedis,
+  type Cluster,
+} from '../support/fixture.js';
 
 const redis = useRedis();
 
@@ -16,6 +24,14 @@ if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV
   return nil;
 end;
 return redis.call('pttl', KEYS[1]);`;
+
+/** A connection to the master owning `channel`'s slot, where a Redisson client sends its SSUBSCRIBE. */
+function shardListener(channel: string): ReturnType<typeof newRedis> {
+  const { host = '127.0.0.1', port = 6379 } = masterOf(redis.admin as Cluster, channel).options;
+  const listener = newRedis({ host, port });
+  onTestFinished(() => listener.disconnect());
+  return listener;
+}
 
 describe('Redisson interoperability', () => {
   it('a foreign Redisson holder blocks us, and its release wakes our waiter', async () => {
@@ -33,7 +49,8 @@ describe('Redisson interoperability', () => {
     await sleep(300);
     const releasedAt = performance.now();
     await redis.admin.del(name);
-    await redis.admin.publish(`redisson_lock__channel:{${name}}`, '0');
+    // Redisson on a Redis 7 cluster announces by SPUBLISH (its default shardedSubscriptionMode AUTO).
+    await publishRelease(redis.admin, `redisson_lock__channel:{${name}}`);
     await waiting;
     expect(acquiredAt - releasedAt).toBeLessThan(100);
   });
@@ -41,14 +58,17 @@ describe('Redisson interoperability', () => {
   it('our hold blocks a Redisson client, and our release publishes 0 on its channel', async () => {
     const locks = redis.locks();
     const name = uniqueName();
-    const listener = redis.redis();
-    await listener.subscribe(`redisson_lock__channel:{${name}}`);
+    const channel = `redisson_lock__channel:{${name}}`;
+    // Redisson listens by SSUBSCRIBE on a Redis 7 cluster (shardedSubscriptionMode AUTO), else by SUBSCRIBE.
+    const listener = onCluster ? shardListener(channel) : redis.redis();
+    if (onCluster) await listener.ssubscribe(channel);
+    else await listener.subscribe(channel);
     const lease = await locks.getLock(name).acquire({ leaseTime: 10_000 });
     const pttl = await redis.admin.eval(REDISSON_TRY_LOCK, 1, name, 30_000, `${randomUUID()}:1`);
     expect(pttl).toBeGreaterThan(9000);
-    const message = once(listener, 'message');
+    const message = once(listener, onCluster ? 'smessage' : 'message');
     await lease.release();
-    expect(await message).toEqual([`redisson_lock__channel:{${name}}`, '0']);
+    expect(await message).toEqual([channel, '0']);
     expect(await redis.admin.eval(REDISSON_TRY_LOCK, 1, name, 30_000, `${randomUUID()}:1`)).toBeNull();
   });
 });

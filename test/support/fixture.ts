@@ -1,20 +1,54 @@
 /**
  * Per-file test fixture: one Redis for the file, ioredis clients and lock clients that are closed after
  * each test, and helpers that read the server's own counters. `IOREDIS_MAJOR=6` runs on ioredis 6.
+ * `REDIS_TOPOLOGY=cluster` gives the file a Redis Cluster (3 masters, 1 replica each) instead, and the
+ * fixture's clients are then ioredis `Cluster` clients.
  */
 import { randomUUID } from 'node:crypto';
-import { Redis as IORedis5, type RedisOptions } from 'ioredis';
-import { Redis as IORedis6 } from 'ioredis6';
+import { once } from 'node:events';
+import { Cluster as Cluster5, Redis as IORedis5, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster as Cluster6, Redis as IORedis6 } from 'ioredis6';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
+import { keySlot } from '../../src/keys.js';
+import { startRedisCluster, type TestCluster } from './redis-cluster.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
 export type Redis = IORedis5;
+export type Cluster = Cluster5;
+/** A client of the fixture's topology: a `Redis` on a standalone server, a `Cluster` on a cluster. */
+export type Client = Redis | Cluster;
 export const ioredisMajor = process.env['IOREDIS_MAJOR'] === '6' ? 6 : 5;
 const RedisClass = (ioredisMajor === 6 ? IORedis6 : IORedis5) as unknown as typeof IORedis5;
+const ClusterClass = (ioredisMajor === 6 ? Cluster6 : Cluster5) as unknown as typeof Cluster5;
+
+const topology = process.env['REDIS_TOPOLOGY'] ?? 'standalone';
+if (topology !== 'standalone' && topology !== 'cluster') {
+  throw new Error(`REDIS_TOPOLOGY must be "standalone" or "cluster", not "${topology}"`);
+}
+/** `REDIS_TOPOLOGY=cluster`: `useRedis()` files run on a Redis Cluster through ioredis `Cluster` clients. */
+export const onCluster = topology === 'cluster';
 
 export function newRedis(server: { host: string; port: number }, options: RedisOptions = {}): Redis {
   return new RedisClass({ host: server.host, port: server.port, ...options });
+}
+
+/**
+ * A `Cluster` client on `cluster`, seeded with its masters as in test/integration/cluster.test.ts.
+ * `lazyConnect` applies to the Cluster; the other options to its node connections.
+ */
+export function newCluster(cluster: TestCluster, options: RedisOptions = {}): Cluster {
+  const { lazyConnect, ...redisOptions } = options;
+  const clusterOptions: ClusterOptions = { redisOptions };
+  if (lazyConnect !== undefined) clusterOptions.lazyConnect = lazyConnect;
+  return new ClusterClass(
+    cluster.nodes.slice(0, 3).map((n) => ({ host: n.host, port: n.port })),
+    clusterOptions,
+  );
+}
+
+export function isCluster(client: Client): client is Cluster {
+  return (client as { isCluster?: unknown }).isCluster === true;
 }
 
 export function uniqueName(label = 'lock'): string {
@@ -22,25 +56,43 @@ export function uniqueName(label = 'lock'): string {
 }
 
 export interface RedisFixture {
+  /** The standalone server (there is none on a cluster: this throws there). */
   readonly server: TestRedis;
-  /** A new ioredis client, quit after the test. */
-  redis(options?: RedisOptions): Redis;
-  /** A lock client on a new ioredis client, closed after the test. */
+  /** A new ioredis client of the topology, quit after the test. */
+  redis(options?: RedisOptions): Client;
+  /** A lock client on a new ioredis client of the topology, closed after the test. */
   locks(options?: LockClientOptions, redisOptions?: RedisOptions): LockClient;
-  /** An admin connection for inspecting the server (kept for the file). */
-  readonly admin: Redis;
+  /** An admin connection for inspecting the server or cluster (kept for the file). */
+  readonly admin: Client;
 }
 
+/**
+ * One Redis for the file: by `start` on the standalone topology, a new 3-master cluster (one replica each)
+ * under `REDIS_TOPOLOGY=cluster` (`start` is then not used).
+ */
 export function useRedis(start: () => Promise<TestRedis> = startTestRedis): RedisFixture {
   let server: TestRedis | undefined;
-  let admin: Redis | undefined;
-  const redisClients: Redis[] = [];
+  let cluster: TestCluster | undefined;
+  let admin: Client | undefined;
+  const redisClients: Client[] = [];
   const lockClients: LockClient[] = [];
 
-  beforeAll(async () => {
-    server = await start();
-    admin = newRedis(server);
-  });
+  beforeAll(
+    async () => {
+      if (onCluster) {
+        cluster = await startRedisCluster(3, 1);
+        const client = newCluster(cluster);
+        client.on('error', () => undefined);
+        admin = client;
+        // commandCalls() and the tests' per-node commands need the admin's view of the nodes.
+        await once(client, 'ready');
+      } else {
+        server = await start();
+        admin = newRedis(server);
+      }
+    },
+    onCluster ? 60_000 : undefined,
+  );
   afterEach(async () => {
     await Promise.all(lockClients.splice(0).map((c) => c.close()));
     await Promise.all(redisClients.splice(0).map((c) => c.quit().catch(() => c.disconnect())));
@@ -48,10 +100,12 @@ export function useRedis(start: () => Promise<TestRedis> = startTestRedis): Redi
   afterAll(async () => {
     admin?.disconnect();
     await server?.stop();
+    await cluster?.stop();
   });
 
   const fixture: RedisFixture = {
     get server() {
+      if (onCluster) throw new Error('REDIS_TOPOLOGY=cluster: there is no single server, use redis.redis()');
       if (!server) throw new Error('the Redis server is not started yet');
       return server;
     },
@@ -60,7 +114,13 @@ export function useRedis(start: () => Promise<TestRedis> = startTestRedis): Redi
       return admin;
     },
     redis(options = {}) {
-      const client = newRedis(fixture.server, options);
+      let client: Client;
+      if (onCluster) {
+        if (!cluster) throw new Error('the Redis cluster is not started yet');
+        client = newCluster(cluster, options);
+      } else {
+        client = newRedis(fixture.server, options);
+      }
       client.on('error', () => undefined);
       redisClients.push(client);
       return client;
@@ -74,14 +134,58 @@ export function useRedis(start: () => Promise<TestRedis> = startTestRedis): Redi
   return fixture;
 }
 
-/** Calls per command from `INFO commandstats` (e.g. `{ evalsha: 12, subscribe: 1 }`). */
-export async function commandCalls(redis: Redis): Promise<Record<string, number>> {
-  const info = await redis.info('commandstats');
+/** The master connections of a ready `Cluster` client. */
+function masters(cluster: Cluster): Redis[] {
+  const nodes = cluster.nodes('master');
+  if (nodes.length === 0) throw new Error('the Cluster client knows no masters (is it ready?)');
+  return nodes;
+}
+
+/**
+ * Calls per command from `INFO commandstats` (e.g. `{ evalsha: 12, subscribe: 1 }`), added up over the
+ * masters on a cluster.
+ */
+export async function commandCalls(redis: Client): Promise<Record<string, number>> {
+  const infos = isCluster(redis)
+    ? await Promise.all(masters(redis).map((node) => node.info('commandstats')))
+    : [await redis.info('commandstats')];
   const calls: Record<string, number> = {};
-  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    calls[match[1] ?? ''] = Number(match[2]);
+  for (const info of infos) {
+    for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+      const command = match[1] ?? '';
+      calls[command] = (calls[command] ?? 0) + Number(match[2]);
+    }
   }
   return calls;
+}
+
+/** The connection to the master that owns `key`'s slot (a cluster's sharded channels live there). */
+export function masterOf(cluster: Cluster, key: string): Redis {
+  const address = cluster.slots[keySlot(key)]?.[0];
+  const node = masters(cluster).find((n) => `${n.options.host ?? ''}:${n.options.port ?? ''}` === address);
+  if (!node) throw new Error(`no master known for the slot of ${key}`);
+  return node;
+}
+
+/**
+ * Subscriber connections of `channel`: `PUBSUB NUMSUB` on a standalone server; on a cluster, where lock
+ * channels are shard channels (Redis 7), `PUBSUB SHARDNUMSUB` on the master owning the channel's slot.
+ */
+export async function channelSubscribers(admin: Client, channel: string): Promise<number> {
+  const reply = isCluster(admin)
+    ? await masterOf(admin, channel).pubsub('SHARDNUMSUB', channel)
+    : await admin.pubsub('NUMSUB', channel);
+  return Number((reply as [string, number | string])[1]);
+}
+
+/** Publishes a lock channel message the way a Redisson client on this topology does (SPUBLISH on a cluster). */
+export async function publishRelease(admin: Client, channel: string, message = '0'): Promise<number> {
+  return isCluster(admin) ? Number(await admin.spublish(channel, message)) : await admin.publish(channel, message);
+}
+
+/** Every connection to inspect or act on: each node of a cluster, else the one server. */
+export function everyNode(admin: Client): Redis[] {
+  return isCluster(admin) ? admin.nodes('all') : [admin];
 }
 
 export function elapsedSince(start: number): number {

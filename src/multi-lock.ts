@@ -1,0 +1,106 @@
+/**
+ * RMultiLock: several locks taken all-or-nothing by one flow. Members are always taken in one global order
+ * (by Redis key), so two multi-locks over overlapping names cannot deadlock; if a member cannot be had in
+ * time, the members already taken are released and the call fails. Each member is an ordinary reentrant
+ * hold of the flow, renewed by the client's one watchdog; the lease's signal aborts when any is lost.
+ */
+import { LockAcquireTimeoutError } from './errors.js';
+import { currentFlow, newFlow, runInFlow, runInNewFlow, type Flow } from './flow.js';
+import { withLease, type LockLease, type RLock } from './lock.js';
+import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from './options.js';
+import { monotonicNow } from './time.js';
+
+/** The holds of one multi-lock acquisition; release it once (or let `await using` do it). */
+export interface MultiLockLease extends AsyncDisposable {
+  readonly names: readonly string[];
+  /** Aborts with the LockLostError of the first member hold that is lost. */
+  readonly signal: AbortSignal;
+  /** Each member's fencing token, by lock name. */
+  readonly fencingTokens: ReadonlyMap<string, bigint>;
+  /** Releases every member (in reverse order); rejects with the first error after trying them all. */
+  release(): Promise<void>;
+}
+
+export class RMultiLock {
+  /** The member names, in the order they are taken. */
+  readonly names: readonly string[];
+  readonly #members: readonly RLock[];
+
+  /** `members` must already be in the global order (see LockClient.getMultiLock). */
+  constructor(members: readonly RLock[]) {
+    this.#members = members;
+    this.names = members.map((member) => member.name);
+  }
+
+  /**
+   * Takes every member for the current flow (outside any flow, for the lease alone). Waits forever unless
+   * `waitTime` is given, which bounds the whole call; throws LockAcquireTimeoutError when it runs out.
+   */
+  async acquire(options?: AcquireOptions): Promise<MultiLockLease> {
+    const resolved = resolveAcquireOptions(options);
+    return this.#acquireIn(currentFlow() ?? newFlow(), resolved);
+  }
+
+  /** Runs `fn` holding every member, in a new child flow, and releases them afterwards. */
+  async withLock<T>(
+    fn: (signal: AbortSignal, lease: MultiLockLease) => T | PromiseLike<T>,
+    options?: AcquireOptions,
+  ): Promise<T> {
+    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    const resolved = resolveAcquireOptions(options);
+    return runInNewFlow(() => withLease(() => this.#acquireIn(currentFlow() ?? newFlow(), resolved), fn));
+  }
+
+  async #acquireIn(flow: Flow, options: ResolvedAcquire): Promise<MultiLockLease> {
+    const { waitTime, leaseTime, signal } = options;
+    const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
+    let leases: LockLease[] = [];
+    for (;;) {
+      try {
+        for (const member of this.#members) {
+          const remaining = Math.max(0, Math.floor(deadline - monotonicNow()));
+          const memberOptions: AcquireOptions = {
+            leaseTime,
+            ...(deadline === Infinity ? {} : { waitTime: remaining }),
+            ...(signal === undefined ? {} : { signal }),
+          };
+          leases.push(await runInFlow(flow, () => member.acquire(memberOptions)));
+        }
+      } catch (error) {
+        await releaseAll(leases).catch(() => undefined);
+        if (error instanceof LockAcquireTimeoutError) {
+          throw new LockAcquireTimeoutError(this.names.join(', '), waitTime ?? 0);
+        }
+        throw error;
+      }
+      // A fixed lease of an earlier member runs while later ones are awaited, and may have run out (another
+      // owner may hold that member now): all-or-nothing means starting over, within the same wait time.
+      if (!leases.some((lease) => lease.signal.aborted)) break;
+      await releaseAll(leases).catch(() => undefined);
+      leases = [];
+      if (deadline - monotonicNow() <= 0) throw new LockAcquireTimeoutError(this.names.join(', '), waitTime ?? 0);
+    }
+    let released: Promise<void> | undefined;
+    const release = (): Promise<void> => (released ??= releaseAll(leases));
+    return {
+      names: this.names,
+      signal: AbortSignal.any(leases.map((lease) => lease.signal)),
+      fencingTokens: new Map(leases.map((lease) => [lease.name, lease.fencingToken])),
+      release,
+      [Symbol.asyncDispose]: release,
+    };
+  }
+}
+
+/** Releases `leases` in reverse order, all of them, then rejects with the first failure if any. */
+async function releaseAll(leases: readonly LockLease[]): Promise<void> {
+  let failure: { error: unknown } | undefined;
+  for (const lease of [...leases].reverse()) {
+    try {
+      await lease.release();
+    } catch (error) {
+      failure ??= { error };
+    }
+  }
+  if (failure) throw failure.error;
+}

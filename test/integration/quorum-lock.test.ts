@@ -1,0 +1,443 @@
+/**
+ * Quorum locks over five independent redis-servers: majority grants, validity, release of the minority,
+ * every subset of failed (SIGSTOPped) nodes, re-assertion on extend, waiting by release messages, back-off
+ * after split votes, late grants, event-loop stalls, aborts, close() and nodes that are down.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createQuorumLockClient,
+  LockAcquireTimeoutError,
+  LockClientClosedError,
+  LockLostError,
+  type QuorumLockClient,
+  type QuorumLockOptions,
+} from '../../src/index.js';
+import { lockKeys } from '../../src/keys.js';
+import { commandCalls, elapsedSince, newRedis, uniqueName, type Redis } from '../support/fixture.js';
+import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
+import { recordFigures } from '../support/figures.js';
+
+const NODES = 5;
+let servers: LocalRedis[] = [];
+let admins: Redis[] = [];
+const opened: { clients: Redis[]; quorum: QuorumLockClient }[] = [];
+
+/** A quorum client over new connections to the five servers (connection i goes to servers[i]). */
+function quorumSetup(options: QuorumLockOptions = {}): { quorum: QuorumLockClient; clients: Redis[] } {
+  const clients = servers.map((server) => {
+    const redis = newRedis(server);
+    redis.on('error', () => undefined);
+    return redis;
+  });
+  const quorum = createQuorumLockClient(clients, options);
+  opened.push({ clients, quorum });
+  return { quorum, clients };
+}
+
+function quorumClient(options: QuorumLockOptions = {}): QuorumLockClient {
+  return quorumSetup(options).quorum;
+}
+
+/** quorumSetup(), once every connection is ready (a node paused now still has a ready connection). */
+async function connectedQuorum(
+  options: QuorumLockOptions = {},
+): Promise<{ quorum: QuorumLockClient; clients: Redis[] }> {
+  const setup = quorumSetup(options);
+  await Promise.all(setup.clients.map((client) => client.ping()));
+  return setup;
+}
+
+/** Script calls (EVALSHA and EVAL) a server ran since its stats were reset. */
+async function scriptCalls(admin: Redis | undefined): Promise<number> {
+  const calls = await commandCalls(admin as Redis);
+  return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+}
+
+/** Another owner's key on the given nodes. */
+async function holdElsewhere(name: string, nodes: readonly number[]): Promise<void> {
+  for (const i of nodes) {
+    await admins[i]?.hset(name, 'someone-else', 1);
+    await admins[i]?.pexpire(name, 10_000);
+  }
+}
+
+/** Keeps the event loop busy (synchronous work): no timer and no socket read runs meanwhile. */
+function stallEventLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy
+  }
+}
+
+/** How many nodes have the key (paused nodes are not asked). */
+async function nodesWithKey(name: string, skip: ReadonlySet<number> = new Set()): Promise<number> {
+  const found = await Promise.all(admins.map((admin, i) => (skip.has(i) ? Promise.resolve(0) : admin.exists(name))));
+  return found.reduce((sum, n) => sum + n, 0);
+}
+
+beforeAll(async () => {
+  servers = await Promise.all(Array.from({ length: NODES }, () => startRedisServer()));
+  admins = servers.map((server) => newRedis(server));
+}, 60_000);
+
+afterEach(async () => {
+  for (const server of servers) server.resume();
+  for (const { quorum, clients } of opened.splice(0)) {
+    await quorum.close();
+    for (const client of clients) client.disconnect();
+  }
+});
+
+afterAll(async () => {
+  for (const admin of admins) admin.disconnect();
+  await Promise.all(servers.map((server) => server.stop()));
+});
+
+describe('quorum lock', () => {
+  it('holds on every node, reports its validity, and releases everywhere', async () => {
+    const quorum = quorumClient();
+    expect(quorum.quorum).toBe(3);
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire({ leaseTime: 5000 });
+    expect(await nodesWithKey(name)).toBe(NODES);
+    // validity = lease − elapsed − drift (0.01 × 5000 + 2 = 52 ms)
+    expect(lease.validity()).toBeGreaterThan(4000);
+    expect(lease.validity()).toBeLessThanOrEqual(5000 - 52);
+    // Another client gets nothing while it is held.
+    await expect(quorumClient().getLock(name).acquire({ waitTime: 0 })).rejects.toBeInstanceOf(LockAcquireTimeoutError);
+    await lease.release();
+    expect(lease.validity()).toBe(0);
+    expect(await nodesWithKey(name)).toBe(0);
+    await expect(lease.release()).resolves.toBeUndefined(); // idempotent
+    // withLock: held on every node while fn runs, released after.
+    expect(await quorum.getLock(name).withLock(() => nodesWithKey(name))).toBe(NODES);
+    expect(await nodesWithKey(name)).toBe(0);
+  });
+
+  it('with every subset of failed nodes among five (32 cases): held iff a majority answers, no key left', async () => {
+    const quorum = quorumClient({ nodeTimeout: 100 });
+    const outcomes: string[] = [];
+    let slowest = 0;
+    for (let mask = 0; mask < 2 ** NODES; mask++) {
+      const failed = new Set(Array.from({ length: NODES }, (_, i) => i).filter((i) => (mask >> i) & 1));
+      const name = uniqueName(`subset${mask}`);
+      for (const i of failed) servers[i]?.pause();
+      const started = performance.now();
+      const outcome = await quorum
+        .getLock(name)
+        .acquire({ waitTime: 0, leaseTime: 3000 })
+        .then(
+          (lease) => ({ lease, error: undefined, validity: lease.validity() }),
+          (error: unknown) => ({ lease: undefined, error, validity: 0 }),
+        );
+      // Read after the validity: the attempt started after `started`, so validity >= lease - drift - elapsed.
+      const elapsed = elapsedSince(started);
+      const live = NODES - failed.size;
+      if (live >= 3) {
+        expect(outcome.lease, `mask ${mask}`).toBeDefined();
+        // validity = 3000 − elapsed − drift (0.01 × 3000 + 2 = 32 ms)
+        expect(outcome.validity).toBeLessThanOrEqual(3000 - 32);
+        expect(outcome.validity).toBeGreaterThanOrEqual(3000 - 32 - elapsed - 1);
+        expect(await nodesWithKey(name, failed)).toBe(live);
+        await outcome.lease?.release();
+      } else {
+        expect(outcome.error, `mask ${mask}`).toBeInstanceOf(LockAcquireTimeoutError);
+      }
+      // The minority's grants were released; the live nodes hold nothing.
+      expect(await nodesWithKey(name, failed), `mask ${mask}`).toBe(0);
+      for (const i of failed) servers[i]?.resume();
+      // The failed nodes run the queued acquire and then the queued release: nothing lingers there either.
+      await expect.poll(() => nodesWithKey(name), { timeout: 3000, interval: 20 }).toBe(0);
+      outcomes.push(`${failed.size}:${outcome.lease ? 'held' : 'refused'}`);
+      slowest = Math.max(slowest, elapsed);
+    }
+    const held = outcomes.filter((o) => o.endsWith('held')).length;
+    expect(held).toBe(1 + 5 + 10); // subsets of size 0, 1 and 2
+    recordFigures('quorum: 32 subsets of 5 nodes failed', {
+      held: held,
+      refused: 32 - held,
+      keysLeft: 0,
+      slowestAcquireMs: Math.round(slowest),
+    });
+  });
+
+  it('wakes a waiter with the release message of any node', async () => {
+    const holderClient = quorumClient();
+    const waiterClient = quorumClient();
+    const name = uniqueName('quorum');
+    const lease = await holderClient.getLock(name).acquire({ leaseTime: 20_000 });
+    const started = performance.now();
+    const waiting = waiterClient.getLock(name).acquire({ waitTime: 10_000 });
+    await sleep(300);
+    await lease.release();
+    const next = await waiting;
+    // The holder's lease had 20 s left: only a release message can explain a prompt handoff.
+    expect(elapsedSince(started)).toBeLessThan(300 + 700);
+    await next.release();
+  });
+
+  it('re-asserts the key on nodes that lost it when extending, and is lost below the quorum', async () => {
+    const quorum = quorumClient();
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire({ leaseTime: 3000 });
+    await admins[0]?.del(name);
+    await admins[1]?.del(name);
+    expect(await nodesWithKey(name)).toBe(3);
+    await lease.extend();
+    expect(await nodesWithKey(name)).toBe(NODES);
+    for (const admin of admins) expect(await admin.pttl(name)).toBeGreaterThan(2000);
+
+    // Three nodes now hold someone else's key: an extension cannot reach a quorum.
+    for (const admin of admins.slice(0, 3)) await admin.del(name);
+    await holdElsewhere(name, [0, 1, 2]);
+    await expect(lease.extend()).rejects.toBeInstanceOf(LockLostError);
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.signal.reason).toMatchObject({ code: 'LOCK_LOST', lockName: name });
+    expect(lease.validity()).toBe(0);
+    await expect(lease.release()).rejects.toMatchObject({ code: 'LOCK_NOT_HELD' });
+    // Its own keys on the other two nodes are gone; the other owner's keys stay.
+    expect(await admins[3]?.exists(name)).toBe(0);
+    expect(await admins[4]?.exists(name)).toBe(0);
+    expect(await nodesWithKey(name)).toBe(3);
+  });
+
+  it('extends itself without a leaseTime, re-asserting on a node restarted empty', async () => {
+    const quorum = quorumClient({ watchdogTimeout: 600 });
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire();
+    await servers[2]?.kill();
+    await servers[2]?.restart();
+    await sleep(1500); // 2.5 leases
+    expect(lease.signal.aborted).toBe(false);
+    await expect.poll(() => nodesWithKey(name), { timeout: 1000, interval: 20 }).toBe(NODES);
+    await lease.release();
+    expect(await nodesWithKey(name)).toBe(0);
+  });
+
+  it('aborts the signal of a fixed lease when its validity ends', async () => {
+    const quorum = quorumClient();
+    const lease = await quorum.getLock(uniqueName('quorum')).acquire({ leaseTime: 400 });
+    const started = performance.now();
+    await new Promise((resolve) => lease.signal.addEventListener('abort', resolve));
+    expect(elapsedSince(started)).toBeLessThan(400);
+    expect(lease.signal.reason).toBeInstanceOf(LockLostError);
+  });
+
+  it('close() ends waits, releases leases and leaves no timers', async () => {
+    const timers = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const timersBefore = timers();
+    const quorum = quorumClient({ watchdogTimeout: 900 });
+    const other = quorumClient();
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire();
+    const waiting = other
+      .getLock(name)
+      .acquire()
+      .catch((e: unknown) => e);
+    await sleep(50);
+    await other.close();
+    expect(await waiting).toBeInstanceOf(LockClientClosedError);
+    await quorum.close();
+    expect(lease.signal.reason).toMatchObject({ code: 'LOCK_LOST' });
+    expect(await nodesWithKey(name)).toBe(0);
+    await expect(quorum.getLock(name).acquire()).rejects.toBeInstanceOf(LockClientClosedError);
+    // The extension timer and every wait's timer are gone (the ioredis clients stay open: they are ours).
+    // ioredis keeps a grace timer per closed subscriber connection until its socket has closed.
+    await expect.poll(timers, { timeout: 2000, interval: 20 }).toBeLessThanOrEqual(timersBefore);
+  });
+
+  it('backs off after a split vote instead of being woken at once by its own release messages', async () => {
+    const quorum = quorumClient(); // nodeTimeout 100
+    const name = uniqueName('quorum');
+    // Another owner holds three nodes: every attempt is granted by the other two and gives those back,
+    // which publishes a release message there.
+    await holdElsewhere(name, [0, 1, 2]);
+    await admins[4]?.config('RESETSTAT');
+    const waitTime = 1000;
+    await expect(quorum.getLock(name).acquire({ waitTime, leaseTime: 5000 })).rejects.toBeInstanceOf(
+      LockAcquireTimeoutError,
+    );
+    // One acquire and one release per attempt on the free node; attempts are 100-200 ms apart (the
+    // bound allows twice as many). Woken by its own releases, it made about a thousand a second.
+    const calls = await scriptCalls(admins[4]);
+    expect(calls).toBeGreaterThanOrEqual(2);
+    expect(calls).toBeLessThanOrEqual(2 * (waitTime / 100) * 2);
+    expect(await nodesWithKey(name)).toBe(3);
+  });
+
+  it('gives back what it was granted when the signal aborts during an attempt', async () => {
+    const quorum = quorumClient();
+    const name = uniqueName('quorum');
+    const controller = new AbortController();
+    // The acquire script is on its way to every node (sent synchronously); every node will grant it.
+    const acquiring = quorum.getLock(name).acquire({ leaseTime: 10_000, signal: controller.signal });
+    const reason = new Error('the caller gave up');
+    controller.abort(reason);
+    await expect(acquiring).rejects.toBe(reason);
+    expect(await nodesWithKey(name)).toBe(0);
+  });
+
+  it('releases a grant that comes after its failed attempt was given back (NOSCRIPT, then EVAL)', async () => {
+    const { quorum } = await connectedQuorum();
+    const name = uniqueName('quorum');
+    await holdElsewhere(name, [1, 2, 3]);
+    // Node 0 forgot the scripts and is slow: the attempt fails and sends its release there, which runs
+    // between the EVALSHA (NOSCRIPT) and the EVAL that follows it and grants.
+    await admins[0]?.script('FLUSH');
+    servers[0]?.pause();
+    await expect(quorum.getLock(name).acquire({ waitTime: 0, leaseTime: 10_000 })).rejects.toBeInstanceOf(
+      LockAcquireTimeoutError,
+    );
+    servers[0]?.resume();
+    // The late grant ran (it created the fence counter there), and was then given back.
+    await expect.poll(() => admins[0]?.exists(lockKeys('', name).fenceKey), { timeout: 3000, interval: 20 }).toBe(1);
+    await expect.poll(() => admins[0]?.exists(name), { timeout: 3000, interval: 20 }).toBe(0);
+    expect(await nodesWithKey(name)).toBe(3);
+  });
+
+  it('keeps a late grant on a slow node while held, and releases it if the hold ended first', async () => {
+    const { quorum } = await connectedQuorum();
+    for (const releaseFirst of [false, true]) {
+      const name = uniqueName('quorum');
+      await admins[0]?.script('FLUSH');
+      servers[0]?.pause();
+      const lease = await quorum.getLock(name).acquire({ leaseTime: 10_000 });
+      expect(await nodesWithKey(name, new Set([0]))).toBe(4);
+      if (releaseFirst) await lease.release();
+      servers[0]?.resume();
+      await expect.poll(() => admins[0]?.exists(lockKeys('', name).fenceKey), { timeout: 3000, interval: 20 }).toBe(1);
+      if (releaseFirst) {
+        // Its release ran before the late EVAL granted; the grant is given back when it comes.
+        await expect.poll(() => nodesWithKey(name), { timeout: 3000, interval: 20 }).toBe(0);
+      } else {
+        // Part of the hold: the release takes it back with the others.
+        expect(await nodesWithKey(name)).toBe(NODES);
+        await lease.release();
+        expect(await nodesWithKey(name)).toBe(0);
+      }
+    }
+  });
+
+  it('does not re-create a key released while a slow node was renewing it', async () => {
+    const { quorum, clients } = await connectedQuorum();
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire({ leaseTime: 10_000 });
+    // Node 0 lost the key (an extension re-asserts it there) and is slow.
+    await admins[0]?.del(name);
+    servers[0]?.pause();
+    await lease.extend(); // renewed on four nodes; node 0's renewal waits
+    await lease.release();
+    servers[0]?.resume();
+    // Node 0 answers the renewal (gone there), then the release. A re-assertion would follow that answer:
+    // two round trips on the same connection see it through.
+    await clients[0]?.ping();
+    await clients[0]?.ping();
+    expect(await nodesWithKey(name)).toBe(0);
+  });
+
+  it('survives an event-loop stall during an extension', async () => {
+    const quorum = quorumClient({ nodeTimeout: 50 });
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire({ leaseTime: 10_000 });
+    const extending = lease.extend(); // sent to every node synchronously
+    // The replies arrive during the stall; after it, every node's timeout is due before they are read.
+    stallEventLoop(300);
+    await extending;
+    expect(lease.signal.aborted).toBe(false);
+    expect(lease.validity()).toBeGreaterThan(9000);
+    await lease.release();
+  });
+
+  it('keeps an extended lease through a brief loss of the majority, retrying within its validity', async () => {
+    // Extended every second; validity 3000 − 32 ms.
+    const quorum = quorumClient({ watchdogTimeout: 3000 });
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire();
+    for (const i of [0, 1, 2]) servers[i]?.pause();
+    await sleep(1600); // the extension at 1 s reaches two nodes, and so do its retries
+    expect(lease.signal.aborted).toBe(false);
+    for (const i of [0, 1, 2]) servers[i]?.resume();
+    // Unrenewed, 1400 ms at most would be left by now: more means a retry renewed it.
+    await expect.poll(() => lease.validity(), { timeout: 1500, interval: 20 }).toBeGreaterThan(2000);
+    expect(lease.signal.aborted).toBe(false);
+    expect(await nodesWithKey(name)).toBe(NODES);
+    await lease.release();
+  });
+
+  it('loses an extended lease at once when another owner holds a majority', async () => {
+    const quorum = quorumClient({ watchdogTimeout: 900 });
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire();
+    for (const admin of admins.slice(0, 3)) await admin.del(name);
+    await holdElsewhere(name, [0, 1, 2]);
+    await new Promise((resolve) => lease.signal.addEventListener('abort', resolve));
+    // Lost by the extension's answers, not by its validity running out.
+    expect(lease.signal.reason).toMatchObject({ code: 'LOCK_LOST', message: expect.stringMatching(/another owner/) });
+    expect(await nodesWithKey(name)).toBe(3);
+  });
+
+  it('does not revive a lease whose validity ran out before an extension was sent', async () => {
+    const quorum = quorumClient();
+    const name = uniqueName('quorum');
+    const lease = await quorum.getLock(name).acquire({ leaseTime: 300 });
+    // The validity ends, and the keys expire, before the validity timer can run.
+    stallEventLoop(400);
+    await expect(lease.extend()).rejects.toBeInstanceOf(LockLostError);
+    expect(lease.signal.aborted).toBe(true);
+    expect(await nodesWithKey(name)).toBe(0);
+  });
+
+  it('close() waits for an attempt in flight, which gives back its grants first', async () => {
+    const { quorum, clients } = await connectedQuorum();
+    const name = uniqueName('quorum');
+    const acquiring = quorum
+      .getLock(name)
+      .acquire({ leaseTime: 10_000 })
+      .catch((e: unknown) => e);
+    await quorum.close();
+    // The caller may drop its connections now: nothing of that attempt is left to send.
+    for (const client of clients) client.disconnect();
+    expect(await acquiring).toBeInstanceOf(LockClientClosedError);
+    expect(await nodesWithKey(name)).toBe(0);
+  });
+
+  it('sends nothing to a node that is down, and uses it again once it is back', async () => {
+    const { quorum, clients } = await connectedQuorum();
+    const name = uniqueName('quorum');
+    await (await quorum.getLock(name).acquire({ leaseTime: 5000 })).release(); // seen ready on every node
+    await servers[0]?.kill();
+    await expect.poll(() => clients[0]?.status, { timeout: 3000, interval: 10 }).not.toBe('ready');
+    for (let i = 0; i < 5; i++) {
+      const lease = await quorum.getLock(name).acquire({ leaseTime: 5000 });
+      await lease.extend();
+      await lease.release();
+    }
+    await servers[0]?.restart();
+    await expect.poll(() => clients[0]?.status, { timeout: 5000, interval: 10 }).toBe('ready');
+    // After whatever ioredis had queued for the node while it was down (sent when it became ready).
+    await clients[0]?.ping();
+    expect(await scriptCalls(admins[0])).toBe(0);
+    const lease = await quorum.getLock(name).acquire({ leaseTime: 5000 });
+    expect(await nodesWithKey(name)).toBe(NODES);
+    await lease.release();
+  });
+
+  it('rejects bad input before any I/O', () => {
+    const redis = newRedis(servers[0] ?? { host: '127.0.0.1', port: 1 }, { lazyConnect: true });
+    try {
+      expect(() => createQuorumLockClient([])).toThrow(RangeError);
+      expect(() => createQuorumLockClient({} as never)).toThrow(/nodes must be an array/);
+      expect(() => createQuorumLockClient([redis, redis])).toThrow(/must not repeat/);
+      expect(() => createQuorumLockClient([{} as never])).toThrow(/nodes\[0\] must be an ioredis/);
+      expect(() => createQuorumLockClient([redis], { nodeTimeout: 0 })).toThrow(/nodeTimeout/);
+      expect(() => createQuorumLockClient([redis], { nodeTimeout: 500, watchdogTimeout: 900 })).toThrow(
+        /nodeTimeout must be below a third/,
+      );
+      expect(() => createQuorumLockClient([redis], { retries: 1 } as never)).toThrow(/unknown option "retries"/);
+      expect(redis.status).toBe('wait');
+    } finally {
+      redis.disconnect();
+    }
+  });
+});

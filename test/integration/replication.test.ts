@@ -1,0 +1,144 @@
+/**
+ * syncReplicas on a master with one replica: a grant the replica acknowledged stands; with the replica
+ * paused (SIGSTOP) a grant is undone and the acquisition fails with LockNotReplicatedError.
+ */
+import { spawnSync } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
+import { elapsedSince, newRedis, uniqueName, type Redis } from '../support/fixture.js';
+import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
+
+let master: LocalRedis;
+let replica: LocalRedis;
+let admin: Redis;
+const opened: { redis: Redis; locks: LockClient }[] = [];
+
+function lockClient(options: LockClientOptions): LockClient {
+  const redis = newRedis(master);
+  const locks = createLockClient(redis, options);
+  opened.push({ redis, locks });
+  return locks;
+}
+
+beforeAll(async () => {
+  master = await startRedisServer();
+  replica = await startRedisServer(['--replicaof', '127.0.0.1', String(master.port)]);
+  admin = newRedis(master);
+  const deadline = Date.now() + 10_000;
+  while (
+    !/master_link_status:up/.test(
+      spawnSync('redis-cli', ['-p', String(replica.port), 'info', 'replication']).stdout.toString(),
+    )
+  ) {
+    if (Date.now() > deadline) throw new Error('the replica did not sync');
+    await sleep(50);
+  }
+});
+
+afterAll(async () => {
+  for (const { redis, locks } of opened) {
+    await locks.close();
+    redis.disconnect();
+  }
+  admin.disconnect();
+  replica.resume();
+  await replica.stop();
+  await master.stop();
+});
+
+describe('syncReplicas', () => {
+  it('confirms a grant that the replica acknowledged; the replica has the key at once', async () => {
+    const locks = lockClient({ syncReplicas: { replicas: 1, timeout: 1000 } });
+    const name = uniqueName('sync');
+    const replicaRedis = newRedis(replica);
+    try {
+      await locks.getLock(name).withLock(async () => {
+        expect(await replicaRedis.exists(name)).toBe(1);
+        // A re-entry is confirmed the same way.
+        await locks.getLock(name).withLock(async () => {
+          expect(await replicaRedis.hvals(name)).toContain('2');
+        });
+      });
+    } finally {
+      replicaRedis.disconnect();
+    }
+  });
+
+  it('undoes the grant and fails with LockNotReplicatedError while the replica cannot acknowledge', async () => {
+    const locks = lockClient({ syncReplicas: { replicas: 1, timeout: 200 } });
+    const plain = lockClient({});
+    const name = uniqueName('sync');
+    replica.pause();
+    try {
+      const started = performance.now();
+      const error: unknown = await locks
+        .getLock(name)
+        .acquire({ waitTime: 2000 })
+        .catch((e: unknown) => e);
+      const elapsed = elapsedSince(started);
+      expect(error).toBeInstanceOf(LockNotReplicatedError);
+      expect(error).toMatchObject({ code: 'LOCK_NOT_REPLICATED', lockName: name, replicas: 1, acknowledged: 0 });
+      // WAIT's timeout, not the wait time, bounds it.
+      expect(elapsed).toBeGreaterThanOrEqual(190);
+      expect(elapsed).toBeLessThan(1500);
+      expect(await admin.exists(name)).toBe(0);
+
+      // Without syncReplicas the same grant stands on the master alone: the risk the option narrows.
+      await plain.getLock(name).withLock(async () => {
+        expect(await admin.exists(name)).toBe(1);
+      });
+    } finally {
+      replica.resume();
+    }
+    // Once the replica is back, grants are confirmed again.
+    await expect(locks.getLock(name).withLock(() => 'ok', { waitTime: 5000 })).resolves.toBe('ok');
+  });
+
+  it('undoes an unacknowledged re-entry and keeps the outer hold', async () => {
+    const locks = lockClient({ syncReplicas: { replicas: 1, timeout: 200 } });
+    const name = uniqueName('sync');
+    await locks.run(async () => {
+      const lock = locks.getLock(name);
+      expect(await lock.tryLock()).toBe(true);
+      replica.pause();
+      try {
+        await expect(lock.tryLock()).rejects.toBeInstanceOf(LockNotReplicatedError);
+        expect(await lock.getHoldCount()).toBe(1);
+        // Given up on before WAIT answers: the grant is undone once, by #grant, and not again by the caller
+        // that gave up (a second undo of the same acquire would take the outer hold too).
+        expect(await lock.tryLock({ waitTime: 50 })).toBe(false);
+        await sleep(400);
+        expect(await lock.getHoldCount()).toBe(1);
+        expect(await admin.exists(name)).toBe(1);
+      } finally {
+        replica.resume();
+      }
+      await lock.unlock();
+    });
+    expect(await admin.exists(name)).toBe(0);
+  });
+
+  it('refuses a grant whose WAIT was cut off by a dropped connection, and leaves no key', async () => {
+    const redis = newRedis(master);
+    const locks = createLockClient(redis, { syncReplicas: { replicas: 1, timeout: 2000 } });
+    opened.push({ redis, locks });
+    const name = uniqueName('sync');
+    const id = await redis.client('ID');
+    replica.pause();
+    try {
+      const acquiring = locks
+        .getLock(name)
+        .acquire()
+        .catch((e: unknown) => e);
+      await sleep(200); // granted; WAIT is blocked on the paused replica
+      // The connection drops while WAIT waits; ioredis resends WAIT on the new connection. Whatever that
+      // answers (it proves nothing about the grant: the new connection wrote nothing), the grant is refused.
+      await admin.client('KILL', 'ID', String(id));
+      expect(await acquiring).toBeInstanceOf(LockNotReplicatedError);
+      expect(await admin.exists(name)).toBe(0);
+    } finally {
+      replica.resume();
+    }
+  });
+});

@@ -1,0 +1,265 @@
+// T14: the lock through ioredis in Sentinel mode, with the master SIGKILLed under a steady workload.
+// Sentinel promotes the replica (a few seconds with down-after 1000 ms); callers may see errors until
+// then, and must not afterwards: work resumes within a bound and the last operation succeeds.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis as Redis5, type RedisOptions } from 'ioredis';
+import { Redis as Redis6 } from 'ioredis6';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
+import { overlaps, type Section } from '../support/checkers.js';
+import { ioredisMajor, newRedis, uniqueName } from '../support/fixture.js';
+import { recordFigures } from '../support/figures.js';
+import { startRedisSentinel, type TestSentinel } from '../support/redis-sentinel.js';
+
+const RedisClass = (ioredisMajor === 6 ? Redis6 : Redis5) as unknown as typeof Redis5;
+
+let topology: TestSentinel | undefined;
+const cleanup: (() => unknown)[] = [];
+
+beforeAll(async () => {
+  topology = await startRedisSentinel();
+}, 60_000);
+afterAll(async () => {
+  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
+  await topology?.stop();
+}, 30_000);
+
+function started(): TestSentinel {
+  if (!topology) throw new Error('the Sentinel topology is not started');
+  return topology;
+}
+
+/** An ioredis client in Sentinel mode that rides out a failover: it retries forever, quickly. */
+function sentinelRedis(sentinel: TestSentinel = started()): Redis5 {
+  const options: RedisOptions = {
+    sentinels: sentinel.sentinels.map(({ host, port }) => ({ host, port })),
+    name: sentinel.masterName,
+    sentinelRetryStrategy: () => 100,
+    retryStrategy: () => 100,
+    enableOfflineQueue: true,
+    // A node demoted to replica answers writes with READONLY: reconnect (to the new master) and resend.
+    reconnectOnError: (error) => (error.message.startsWith('READONLY') ? 2 : false),
+  };
+  const redis = new RedisClass(options);
+  redis.on('error', () => undefined);
+  cleanup.push(() => redis.quit().catch(() => redis.disconnect()));
+  return redis;
+}
+
+function lockClient(sentinel?: TestSentinel, options: LockClientOptions = { watchdogTimeout: 2000 }): LockClient {
+  const locks = createLockClient(sentinelRedis(sentinel), options);
+  cleanup.push(() => locks.close());
+  return locks;
+}
+
+interface Failure {
+  readonly at: number;
+  readonly worker: string;
+  readonly error: string;
+}
+
+describe('T14: Sentinel failover', () => {
+  it('keeps working through a failover', async () => {
+    const sentinel = started();
+    const name = uniqueName('t14');
+    const clients = [lockClient(), lockClient()];
+    const options = { waitTime: 2000, leaseTime: 2000 };
+    const acquisitions: number[] = [];
+    const sections: (Section & { at: number })[] = [];
+    const failures: Failure[] = [];
+    const last = new Map<string, 'ok' | 'error'>();
+    let counter = 0;
+    let stopping = false;
+
+    const workers = clients.map(async (locks, i) => {
+      const worker = `w${i}`;
+      const lock = locks.getLock(name);
+      while (!stopping) {
+        try {
+          await lock.withLock(async (_signal, lease) => {
+            const at = performance.now();
+            acquisitions.push(at);
+            const enter = process.hrtime.bigint();
+            const seen = counter;
+            await sleep(1);
+            counter = seen + 1;
+            sections.push({ owner: worker, enter, exit: process.hrtime.bigint(), token: lease.fencingToken, at });
+          }, options);
+          last.set(worker, 'ok');
+        } catch (error) {
+          failures.push({ at: performance.now(), worker, error: String(error) });
+          last.set(worker, 'error');
+          await sleep(50); // no hot loop while commands fail fast
+        }
+      }
+    });
+
+    try {
+      // Steady state first.
+      await expect.poll(() => acquisitions.length, { timeout: 10_000, interval: 50 }).toBeGreaterThan(100);
+      const failuresBefore = failures.length;
+      const oldMaster = await sentinel.currentMaster();
+      expect(oldMaster.port).toBe(sentinel.master.port);
+
+      const killedAt = performance.now();
+      await sentinel.master.kill();
+      const promoted = await sentinel.waitForFailover(oldMaster.port, 30_000);
+      const promotedAt = performance.now();
+      expect(promoted.port).toBe(sentinel.replica.port);
+
+      // Replies already on their way when the master died may land just after the kill; a fresh grant
+      // cannot come before the promotion (down-after alone is 1000 ms).
+      const firstAfter = (): number | undefined => acquisitions.find((at) => at > killedAt + 100);
+      await expect.poll(firstAfter, { timeout: 20_000, interval: 50 }).toBeDefined();
+      const resumedAt = firstAfter() ?? Infinity;
+      // Keep the workload going well past promotion + 2 s, and for a good number of acquisitions.
+      const quietFrom = promotedAt + 2000;
+      await expect
+        .poll(() => acquisitions.filter((at) => at > quietFrom + 1000).length, { timeout: 20_000, interval: 50 })
+        .toBeGreaterThan(100);
+
+      stopping = true;
+      await Promise.all(workers);
+      // The last operation of each worker, and one more on each client, succeed.
+      expect([...last.values()]).toEqual(['ok', 'ok']);
+      for (const locks of clients) {
+        expect(await locks.getLock(name).withLock(() => 'done', options)).toBe('done');
+      }
+
+      const duringFailover = failures.filter((f) => f.at > killedAt && f.at <= quietFrom);
+      const late = failures.filter((f) => f.at > quietFrom);
+      const afterKill = sections.filter((s) => s.at > killedAt);
+      const figures = {
+        killToPromotionMs: Math.round(promotedAt - killedAt),
+        killToFirstAcquisitionMs: Math.round(resumedAt - killedAt),
+        errorsDuringFailover: duringFailover.length,
+        errorsLate: late.length,
+        errorsBeforeKill: failuresBefore,
+        acquisitions: acquisitions.length,
+        overlapsAfterKill: overlaps(afterKill).length,
+        lostIncrements: sections.length - counter,
+      };
+      console.log(
+        `T14 ioredis ${ioredisMajor}: kill→promotion ${figures.killToPromotionMs} ms, ` +
+          `kill→first acquisition ${figures.killToFirstAcquisitionMs} ms, ` +
+          `errors during failover ${figures.errorsDuringFailover}` +
+          (duringFailover.length > 0
+            ? ` (${duringFailover.map((f) => `+${Math.round(f.at - killedAt)} ms ${f.worker} ${f.error}`).join(' | ')})`
+            : '') +
+          `, late errors ${figures.errorsLate}, acquisitions ${figures.acquisitions}, ` +
+          `overlaps after kill ${figures.overlapsAfterKill}, lost increments ${figures.lostIncrements}`,
+      );
+      recordFigures('T14 sentinel failover', figures);
+
+      expect(failuresBefore).toBe(0);
+      expect(resumedAt - killedAt).toBeLessThan(15_000);
+      expect(late).toEqual([]);
+    } finally {
+      stopping = true;
+      await Promise.all(workers);
+    }
+  }, 90_000);
+});
+
+/** A fresh topology for one test (a failover uses it up), stopped when the test ends. */
+async function withTopology(test: (sentinel: TestSentinel) => Promise<void>): Promise<void> {
+  const sentinel = await startRedisSentinel();
+  try {
+    await test(sentinel);
+  } finally {
+    for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
+    await sentinel.stop();
+  }
+}
+
+const TRIALS = 20;
+
+describe('T14: syncReplicas against the failover risk', () => {
+  it('refuses every grant the cut-off replica cannot acknowledge; without it a failover loses a grant', async () => {
+    await withTopology(async (sentinel) => {
+      const synced = lockClient(sentinel, { syncReplicas: { replicas: 1, timeout: 200 } });
+      const plain = lockClient(sentinel, {});
+      const other = lockClient(sentinel, {});
+      const master = newRedis(sentinel.master);
+      master.on('error', () => undefined); // it is killed below
+      cleanup.push(() => master.disconnect());
+      // Cut the replica off: paused, and its link dropped by the master, so that nothing written from now on
+      // reaches it (a paused replica would otherwise still find it in its socket buffer on resuming).
+      sentinel.replica.pause();
+      await master.client('KILL', 'TYPE', 'replica');
+
+      let refused = 0;
+      const name = uniqueName('t14');
+      for (let i = 0; i < TRIALS; i++) {
+        const error: unknown = await synced
+          .getLock(`${name}:${i}`)
+          .acquire({ waitTime: 1000 })
+          .catch((e: unknown) => e);
+        if (error instanceof LockNotReplicatedError) refused++;
+        expect(await master.exists(`${name}:${i}`)).toBe(0);
+      }
+      expect(refused).toBe(TRIALS);
+
+      // The canary: the same grant without syncReplicas stands on the master alone, and the failover loses it.
+      const first = await plain.getLock(name).acquire({ leaseTime: 30_000 });
+      await sentinel.master.kill();
+      sentinel.replica.resume();
+      await sentinel.waitForFailover(sentinel.master.port, 30_000);
+      const second = await other.getLock(name).acquire({ waitTime: 10_000, leaseTime: 30_000 });
+      const doubleGrant = !first.signal.aborted && !second.signal.aborted;
+      // Fencing still orders them: a token is never below the server clock in microseconds, and the
+      // failover took seconds.
+      const tokensRise = second.fencingToken > first.fencingToken;
+      // The first holder finds out when it releases: its hold is not on the new master.
+      await expect(first.release()).rejects.toMatchObject({ code: 'LOCK_NOT_HELD' });
+      await second.release();
+      recordFigures('T14 syncReplicas, replica cut off', {
+        refusedWithSync: `${refused}/${TRIALS}`,
+        keysLeft: 0,
+        doubleGrantWithoutSync: doubleGrant,
+        tokensRose: tokensRise,
+      });
+      expect(doubleGrant).toBe(true);
+      expect(tokensRise).toBe(true);
+    });
+  }, 90_000);
+
+  it('keeps a grant the replica acknowledged through the failover: no double grant', async () => {
+    await withTopology(async (sentinel) => {
+      const synced = lockClient(sentinel, { syncReplicas: { replicas: 1, timeout: 1000 } });
+      const other = lockClient(sentinel, {});
+      const name = uniqueName('t14');
+      let doubleGrants = 0;
+      const leases = [];
+      for (let i = 0; i < TRIALS; i++) leases.push(await synced.getLock(`${name}:${i}`).acquire({ leaseTime: 30_000 }));
+      await sentinel.master.kill();
+      await sentinel.waitForFailover(sentinel.master.port, 30_000);
+      for (let i = 0; i < TRIALS; i++) {
+        const taken = await other
+          .getLock(`${name}:${i}`)
+          .acquire({ waitTime: 200 })
+          .then(
+            () => true,
+            () => false,
+          );
+        if (taken) doubleGrants++;
+      }
+      // The holders' releases reach the promoted replica, where their grants are.
+      for (const lease of leases) await lease.release();
+      // Every token drawn after the failover is above every token acknowledged before it.
+      let tokensRose = 0;
+      for (const [i, lease] of leases.entries()) {
+        const next = await other.getLock(`${name}:${i}`).acquire({ waitTime: 1000 });
+        if (next.fencingToken > lease.fencingToken) tokensRose++;
+        await next.release();
+      }
+      recordFigures('T14 syncReplicas, replica healthy', {
+        grantsAcrossFailover: TRIALS,
+        doubleGrants,
+        tokensRoseAfterFailover: `${tokensRose}/${TRIALS}`,
+      });
+      expect(doubleGrants).toBe(0);
+      expect(tokensRose).toBe(TRIALS);
+    });
+  }, 90_000);
+});

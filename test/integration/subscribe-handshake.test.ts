@@ -1,0 +1,70 @@
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { createLockClient } from '../../src/index.js';
+import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+
+const redis = useRedis();
+
+describe('subscriber connection start-up', () => {
+  it('a lock whose waiter queues while the new subscriber connection is in its handshake still gets release messages', async () => {
+    const client = redis.redis() as Redis; // standalone: this file is not in the cluster pass
+    const [a, b] = [uniqueName(), uniqueName()];
+    // Spy (pass-through) on the subscriber connection the lock client duplicates, and on b's failed attempts.
+    let connected: Promise<unknown> | undefined;
+    let readyAt = Infinity;
+    const duplicate = client.duplicate.bind(client);
+    client.duplicate = (...args: Parameters<Redis['duplicate']>) => {
+      const connection = duplicate(...args);
+      // A slow handshake (as on a loaded host): ioredis' CLIENT SETINFO replies, and so its INFO ready
+      // check, come 300 ms late; meanwhile the connection is in status 'connect'.
+      const clientCommand = connection.client.bind(connection) as (...a: unknown[]) => Promise<unknown>;
+      (connection as unknown as { client: unknown }).client = (...a: unknown[]) =>
+        String(a[0]).toUpperCase() === 'SETINFO' ? sleep(300).then(() => clientCommand(...a)) : clientCommand(...a);
+      connected = once(connection, 'connect');
+      connection.once('ready', () => (readyAt = performance.now()));
+      return connection;
+    };
+    let bFailedAt = Infinity;
+    const evalsha = client.evalsha.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { evalsha: unknown }).evalsha = async (...args: unknown[]) => {
+      const reply = await evalsha(...args);
+      if (args[2] === b && Array.isArray(reply) && reply[0] === 0) bFailedAt = Math.min(bFailedAt, performance.now());
+      return reply;
+    };
+    const locks = createLockClient(client);
+    const waits: Promise<unknown>[] = [];
+    try {
+      // Foreign holders with long leases: only a release message (or a retry) lets a waiter in soon.
+      for (const name of [a, b]) {
+        await redis.admin.hset(name, 'foreign:1', '1');
+        await redis.admin.pexpire(name, 30_000);
+      }
+      // The first waiter creates the subscriber connection (its SUBSCRIBE waits in the offline queue).
+      waits.push(locks.getLock(a).withLock(() => undefined));
+      while (!connected) await sleep(1);
+      // The socket is up; ioredis' handshake (CLIENT SETINFO, INFO ready check) is still running.
+      await connected;
+      let acquiredB = 0;
+      waits.push(
+        locks.getLock(b).withLock(() => {
+          acquiredB = performance.now();
+        }),
+      );
+      await sleep(800);
+      // b's waiter queued (and asked for its channel) before the subscriber connection was ready.
+      expect(bFailedAt).toBeLessThan(readyAt);
+      await redis.admin.del(b);
+      await redis.admin.publish(`redisson_lock__channel:{${b}}`, '0');
+      const releasedAt = performance.now();
+      await waits[1];
+      expect(acquiredB - releasedAt).toBeLessThan(500);
+      await redis.admin.del(a);
+      await redis.admin.publish(`redisson_lock__channel:{${a}}`, '0');
+      await waits[0];
+    } finally {
+      await locks.close();
+      await Promise.allSettled(waits);
+    }
+  });
+});
