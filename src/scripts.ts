@@ -4,9 +4,11 @@
  * or otherwise changes, the user's client.
  */
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
-import type { RedisClient } from './options.js';
+import { isCluster, type RedisClient } from './options.js';
+import { monotonicNow } from './time.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
 export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'>> = {
@@ -65,8 +67,28 @@ const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUB
  */
 const RELEASE_MEMO_MS = 30_000;
 
+/**
+ * How long a script call on a Cluster is sent again while ioredis gives up redirecting it. ioredis follows
+ * MOVED, ASK and TRYAGAIN itself but fails the call after 16 redirections: within milliseconds while the
+ * masters disagree about a slot at the end of a migration (each sends it to the other), or after about 1.6 s
+ * of TRYAGAIN while the lock's keys are split between two masters. Every script is safe to resend (request
+ * ids make acquire and release answer a resend without counting twice), so no redirection reaches a caller
+ * unless a slot stays unreachable this long.
+ */
+const CLUSTER_RESEND_MS = 10_000;
+
+/** The longest pause between two resends (they start at 25 ms and double). */
+const CLUSTER_RESEND_PAUSE_MS = 400;
+
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/** ioredis gave up following the cluster's redirections, or passed one on (its retries switched off). */
+function isRedirection(error: unknown): boolean {
+  return (
+    error instanceof Error && /^(Too many Cluster redirections|MOVED |ASK |TRYAGAIN|CLUSTERDOWN)/.test(error.message)
+  );
 }
 
 function integerAt(reply: unknown, index: number): number {
@@ -78,9 +100,11 @@ function integerAt(reply: unknown, index: number): number {
 
 export class LockScripts {
   readonly #redis: RedisClient;
+  readonly #cluster: boolean;
 
   constructor(redis: RedisClient) {
     this.#redis = redis;
+    this.#cluster = isCluster(redis);
   }
 
   /**
@@ -93,7 +117,26 @@ export class LockScripts {
     if (expected !== 'variadic' && keys.length !== expected) {
       throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
     }
-    const script = luaSources[name];
+    const started = monotonicNow();
+    for (let pause = 25; ; pause = Math.min(2 * pause, CLUSTER_RESEND_PAUSE_MS)) {
+      try {
+        return await this.#send(luaSources[name], keys, args, direct);
+      } catch (error) {
+        if (!this.#cluster || !isRedirection(error) || monotonicNow() - started + pause > CLUSTER_RESEND_MS) {
+          throw error;
+        }
+        // Unref'd: a pending resend must not keep a process alive that has nothing else to do.
+        await sleep(pause, undefined, { ref: false });
+      }
+    }
+  }
+
+  async #send(
+    script: { readonly source: string; readonly sha1: string },
+    keys: readonly string[],
+    args: readonly Arg[],
+    direct: boolean,
+  ): Promise<unknown> {
     if (direct) return this.#redis.eval(script.source, keys.length, ...keys, ...args);
     try {
       return await this.#redis.evalsha(script.sha1, keys.length, ...keys, ...args);

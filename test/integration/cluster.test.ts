@@ -101,6 +101,42 @@ describe('Redis Cluster', () => {
     expect(acquiredAt - releasedAt).toBeLessThan(100);
   });
 
+  it('resends a script that ioredis gave up redirecting while two masters point at each other', async () => {
+    const seed = cluster.nodes[0]?.port ?? 0;
+    let name = uniqueName('pingpong');
+    // An empty slot: a master refuses to hand over a slot that holds keys without migrating them.
+    while (cli(seed, 'cluster', 'countkeysinslot', String(keySlot(name))) !== '0') name = uniqueName('pingpong');
+    const slot = String(keySlot(name));
+    const owner = slotOwner(seed, keySlot(name));
+    const other = masters(seed).find((m) => m.id !== owner.id);
+    if (!other) throw new Error('no second master');
+    const locks = locksOn();
+    await locks.getLock(uniqueName()).withLock(() => undefined); // connected, slots known
+    const rejected = (): number =>
+      Number(/cmdstat_evalsha:.*rejected_calls=(\d+)/.exec(cli(owner.port, 'info', 'commandstats'))?.[1] ?? 0);
+    const rejectedBefore = rejected();
+    // The owner believes `other` has the slot, `other` still believes the owner has it: each answers MOVED
+    // to the other (as at the end of a migration whose SETSLOT NODE reached the source first).
+    cli(owner.port, 'cluster', 'setslot', slot, 'node', other.id);
+    let settled = false;
+    const acquiring = locks.getLock(name).acquire();
+    acquiring.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    try {
+      await sleep(600);
+      expect(settled).toBe(false);
+    } finally {
+      cli(owner.port, 'cluster', 'setslot', slot, 'node', owner.id);
+    }
+    const lease = await acquiring;
+    // ioredis gave up (16 redirections) at least once, and the caller never saw it.
+    expect(rejected() - rejectedBefore).toBeGreaterThan(16);
+    expect(lease.fencingToken).toBeGreaterThan(0n);
+    await lease.release();
+  });
+
   it('keeps locks in many slots alive for 3+ watchdog timeouts, renewing per slot', async () => {
     const locks = locksOn({ watchdogTimeout: 900 });
     const names = Array.from({ length: 40 }, (_, i) => `${uniqueName('cl-wd')}:${i}`);
@@ -117,12 +153,16 @@ describe('Redis Cluster', () => {
   });
 });
 
-/** Node ids and ports of the masters, by `CLUSTER NODES` on one of them. */
+/** Node ids and ports of the masters serving slots, by `CLUSTER NODES` on one of them. */
 function masters(port: number): { id: string; port: number }[] {
   const out = spawnSync('redis-cli', ['-p', String(port), 'cluster', 'nodes'], { encoding: 'utf8' }).stdout;
   return out
     .split('\n')
-    .filter((line) => line.includes('master'))
+    .filter((line) => {
+      const fields = line.split(' ');
+      const flags = fields[2]?.split(',') ?? [];
+      return flags.includes('master') && !flags.includes('fail') && fields.length > 8;
+    })
     .map((line) => {
       const [id = '', address = ''] = line.split(' ');
       return { id, port: Number(/:(\d+)@/.exec(address)?.[1]) };
@@ -154,10 +194,12 @@ function cli(port: number, ...args: string[]): string {
 function migrateSlot(slot: number, from: { id: string; port: number }, to: { id: string; port: number }): void {
   cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
   cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
-  for (;;) {
+  // Bounded: these calls block the test's event loop, so a MIGRATE that keeps failing must not spin forever.
+  for (let round = 0; ; round++) {
     const keys = cli(from.port, 'cluster', 'getkeysinslot', String(slot), '100').split('\n').filter(Boolean);
     if (keys.length === 0) break;
-    cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
+    const migrated = cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
+    if (round === 20) throw new Error(`slot ${slot} would not migrate from ${from.port} to ${to.port}: ${migrated}`);
   }
   for (const node of masters(to.port)) cli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
 }
@@ -214,10 +256,14 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
       } else if (performance.now() - lastMove > 15_000) {
         const at = owner();
         const channel = lockKeys('', name, true).channel;
+        // Each worker's phase and the commands its ioredis connections still await.
+        for (const worker of workers) worker.send({ cmd: 'status' });
+        const statuses = await Promise.all(workers.map((worker) => worker.next('status', 2000).catch(String)));
         throw new Error(
           `T17 stalled at ${count} sections after ${migrations} migrations; the slot is on ${at.port}: ` +
             `lock ${JSON.stringify(cli(at.port, 'hgetall', name))} pttl ${cli(at.port, 'pttl', name)}; ` +
-            `shard subscribers ${cluster.nodes.map((n) => `${n.port}:${cli(n.port, 'pubsub', 'shardnumsub', channel).replace(/\n/g, ' ')}`).join(', ')}`,
+            `shard subscribers ${cluster.nodes.map((n) => `${n.port}:${cli(n.port, 'pubsub', 'shardnumsub', channel).replace(/\n/g, ' ')}`).join(', ')}; ` +
+            `workers ${JSON.stringify(statuses)}`,
         );
       }
     }

@@ -19,7 +19,7 @@ function clusterState(port: number): string {
 export async function startRedisCluster(masters = 3, replicas = 1): Promise<TestCluster> {
   const nodes = await Promise.all(
     Array.from({ length: masters * (1 + replicas) }, () =>
-      startRedisServer(['--cluster-enabled', 'yes', '--cluster-node-timeout', '2000']),
+      startRedisServer(['--cluster-enabled', 'yes', '--cluster-node-timeout', '2000'], { clusterBus: true }),
     ),
   );
   const stop = async (): Promise<void> => {
@@ -41,11 +41,24 @@ export async function startRedisCluster(masters = 3, replicas = 1): Promise<Test
     await stop();
     throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
   }
+  // cluster_state:ok can come before every node learnt from gossip which nodes are replicas: until then a
+  // replica looks like a master without slots to a node that is asked, and a test could pick it.
+  const settled = (port: number): boolean => {
+    const roles = spawnSync('redis-cli', ['-p', String(port), 'cluster', 'nodes'], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter(Boolean)
+      .map((line) => line.split(' ')[2]?.split(',') ?? []);
+    return (
+      clusterState(port) === 'ok' &&
+      roles.filter((flags) => flags.includes('master')).length === masters &&
+      roles.filter((flags) => flags.includes('slave')).length === masters * replicas
+    );
+  };
   const deadline = Date.now() + 20_000;
-  while (!nodes.every((node) => clusterState(node.port) === 'ok')) {
+  while (!nodes.every((node) => settled(node.port))) {
     if (Date.now() > deadline) {
       await stop();
-      throw new Error('the test cluster did not reach cluster_state:ok');
+      throw new Error('the test cluster did not settle (cluster_state:ok and every role known on every node)');
     }
     await sleep(100);
   }

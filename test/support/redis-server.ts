@@ -72,9 +72,11 @@ async function waitForPing(port: number, child: ChildProcess, log: () => string,
  */
 export async function startRedisServer(
   args: readonly string[] = [],
-  listen: { port?: number; tls?: boolean } = {},
+  listen: { port?: number; tls?: boolean; clusterBus?: boolean } = {},
 ): Promise<LocalRedis> {
-  const port = listen.port ?? (await freePort());
+  let port = listen.port ?? (await freePort());
+  // A cluster node's bus port defaults to port + 10000, which may be taken or above 65535: pick one too.
+  let busPort = listen.clusterBus ? await freePort() : undefined;
   const dir = mkdtempSync(join(tmpdir(), 'flowlock-redis-'));
   let child: ChildProcess;
   let output = '';
@@ -85,6 +87,7 @@ export async function startRedisServer(
       'redis-server',
       [
         ...(listen.port === undefined ? ['--port', String(port)] : []),
+        ...(busPort === undefined ? [] : ['--cluster-port', String(busPort)]),
         '--bind',
         '127.0.0.1',
         '--save',
@@ -108,7 +111,17 @@ export async function startRedisServer(
     if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
   };
 
-  await launch();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await launch();
+      break;
+    } catch (error) {
+      // A free port can be taken by another process (a parallel test file) before redis-server binds it.
+      if (listen.port !== undefined || attempt === 5 || !output.includes('Address already in use')) throw error;
+      port = await freePort();
+      if (busPort !== undefined) busPort = await freePort();
+    }
+  }
   return {
     host: '127.0.0.1',
     port,

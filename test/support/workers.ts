@@ -22,7 +22,7 @@ export class Worker {
   readonly child: ChildProcess;
   readonly messages: WorkerMessage[] = [];
   readonly exited: Promise<number | null>;
-  #waiters: { type: string; resolve: (m: WorkerMessage) => void }[] = [];
+  #waiters: { type: string; resolve: (m: WorkerMessage) => void; reject: (error: Error) => void }[] = [];
 
   constructor(config: WorkerConfig) {
     this.id = config.id;
@@ -34,6 +34,12 @@ export class Worker {
     this.exited = once(this.child, 'exit').then(([code]) => code as number | null);
     this.child.on('message', (message: WorkerMessage) => {
       this.messages.push(message);
+      // A worker that failed sends nothing more: whoever waits for it learns why at once.
+      if (message.type === 'error') {
+        for (const waiter of this.#waiters.splice(0))
+          waiter.reject(new Error(`${this.id}: ${String(message['message'])}`));
+        return;
+      }
       const index = this.#waiters.findIndex((w) => w.type === message.type);
       if (index !== -1) this.#waiters.splice(index, 1)[0]?.resolve(message);
     });
@@ -58,6 +64,10 @@ export class Worker {
           clearTimeout(timer);
           taken.add(m);
           resolve(m as T);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
         },
       });
     });
