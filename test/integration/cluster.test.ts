@@ -190,8 +190,14 @@ function cli(port: number, ...args: string[]): string {
   return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
 }
 
-/** Moves `slot` with its keys from `from` to `to` (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE). */
-function migrateSlot(slot: number, from: { id: string; port: number }, to: { id: string; port: number }): void {
+/**
+ * Moves `slot` with its keys from `from` to `to` (SETSLOT IMPORTING/MIGRATING, MIGRATE, then SETSLOT NODE on
+ * the target, the source and the other masters, in the order redis-cli uses), and waits until every master
+ * names `to` as the owner. Without that wait, a slot moved back within milliseconds can meet a node that
+ * still gossips the older claim: Redis then settles the conflict by config epoch and a master can drop
+ * the keys of a slot it was told it lost, which is a fault of the migration, not of the lock.
+ */
+async function migrateSlot(slot: number, from: { id: string; port: number }, to: { id: string; port: number }) {
   cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
   cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
   // Bounded: these calls block the test's event loop, so a MIGRATE that keeps failing must not spin forever.
@@ -201,7 +207,14 @@ function migrateSlot(slot: number, from: { id: string; port: number }, to: { id:
     const migrated = cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
     if (round === 20) throw new Error(`slot ${slot} would not migrate from ${from.port} to ${to.port}: ${migrated}`);
   }
-  for (const node of masters(to.port)) cli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+  const all = masters(to.port);
+  const order = [to, from, ...all.filter((m) => m.id !== to.id && m.id !== from.id)];
+  for (const node of order) cli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+  const deadline = performance.now() + 10_000;
+  while (!all.every((node) => slotOwner(node.port, slot).id === to.id)) {
+    if (performance.now() > deadline) throw new Error(`the masters do not agree that ${to.port} has slot ${slot}`);
+    await sleep(20);
+  }
 }
 
 describe('T17: a slot migrated back and forth under the T1 workload', () => {
@@ -241,7 +254,7 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
       const from = owner();
       const to = masters(seed).find((m) => m.id !== from.id);
       if (!to) break;
-      migrateSlot(slot, from, to);
+      await migrateSlot(slot, from, to);
       migrations++;
     }
     // A stalled workload fails within seconds, with what the cluster shows, instead of at the test timeout.
