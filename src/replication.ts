@@ -44,9 +44,12 @@ export class ReplicaSync {
    * connection (after a failover, to a master that never saw the grant), where it proves nothing.
    */
   async acknowledged(ticket: WaitTicket): Promise<number> {
-    const connection = ticket.connection ?? this.#connectionFor(ticket.lockKey);
+    // On a Cluster the grant ran on the slot's owner as the client knows it now: when the slot had moved
+    // unseen, ioredis followed a MOVED (and learnt the new owner) or the resend went there. A WAIT on the
+    // ticket's connection would count writes that connection never carried.
+    const connection = this.#connectionFor(ticket.lockKey) ?? ticket.connection;
     if (!connection) throw new Error(`no connection to the master of the slot of "${ticket.lockKey}" for WAIT`);
-    const closes = ticket.connection ? ticket.closes : this.#closeCount(connection);
+    const closes = connection === ticket.connection ? ticket.closes : this.#closeCount(connection);
     const acknowledged = await connection.wait(this.replicas, this.#timeout);
     return this.#closeCount(connection) === closes ? acknowledged : 0;
   }

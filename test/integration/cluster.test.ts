@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster as Cluster5 } from 'ioredis';
 import { Cluster as Cluster6 } from 'ioredis6';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
+import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { keySlot, lockKeys } from '../../src/keys.js';
 import { ioredisMajor, uniqueName } from '../support/fixture.js';
 
@@ -135,6 +135,37 @@ describe('Redis Cluster', () => {
     expect(rejected() - rejectedBefore).toBeGreaterThan(16);
     expect(lease.fencingToken).toBeGreaterThan(0n);
     await lease.release();
+  });
+
+  it('with syncReplicas, waits on the master that ran the grant when the slot moved unseen', async () => {
+    const seed = cluster.nodes[0]?.port ?? 0;
+    const name = uniqueName('moved-sync');
+    const slot = keySlot(name);
+    const from = slotOwner(seed, slot);
+    const to = masters(seed).find((m) => m.id !== from.id);
+    if (!to) throw new Error('no second master');
+    const locks = locksOn({ syncReplicas: { replicas: 1, timeout: 300 } });
+    await locks.getLock(name).withLock(() => undefined); // slots known, this slot on `from`
+    // The slot moves behind the client's back, and the new owner's replica stops acknowledging. The client
+    // sends the acquire to `from`, follows its MOVED, and the grant runs on `to`: a WAIT on `from` would
+    // answer 1 at once (that connection wrote nothing unacknowledged), so only a WAIT on `to` is truthful.
+    await migrateSlot(slot, from, to);
+    const replicaPort = Number(
+      /:(\d+)@\S* slave /.exec(
+        cli(seed, 'cluster', 'nodes')
+          .split('\n')
+          .find((line) => line.includes(`slave ${to.id}`)) ?? '',
+      )?.[1],
+    );
+    const replica = cluster.nodes.find((node) => node.port === replicaPort);
+    if (!replica) throw new Error(`no replica of ${to.port}`);
+    replica.pause();
+    try {
+      await expect(locks.getLock(name).acquire()).rejects.toBeInstanceOf(LockNotReplicatedError);
+      expect(cli(to.port, 'exists', name)).toBe('0');
+    } finally {
+      replica.resume();
+    }
   });
 
   it('keeps locks in many slots alive for 3+ watchdog timeouts, renewing per slot', async () => {

@@ -48,17 +48,23 @@ export async function startRedisCluster(masters = 3, replicas = 1): Promise<Test
       .stdout.split('\n')
       .filter(Boolean)
       .map((line) => line.split(' ')[2]?.split(',') ?? []);
+    const replication = spawnSync('redis-cli', ['-p', String(port), 'info', 'replication'], {
+      encoding: 'utf8',
+    }).stdout;
+    const online = replication.match(/^slave\d+:.*state=online/gm)?.length ?? 0;
     return (
       clusterState(port) === 'ok' &&
       roles.filter((flags) => flags.includes('master')).length === masters &&
-      roles.filter((flags) => flags.includes('slave')).length === masters * replicas
+      roles.filter((flags) => flags.includes('slave')).length === masters * replicas &&
+      // A master's replicas have finished their first sync (WAIT and failovers depend on it).
+      (!/^role:master/m.test(replication) || online === replicas)
     );
   };
   const deadline = Date.now() + 20_000;
   while (!nodes.every((node) => settled(node.port))) {
     if (Date.now() > deadline) {
       await stop();
-      throw new Error('the test cluster did not settle (cluster_state:ok and every role known on every node)');
+      throw new Error('the test cluster did not settle (cluster_state:ok, roles known everywhere, replicas in sync)');
     }
     await sleep(100);
   }
