@@ -110,9 +110,15 @@ export class LockScripts {
   /**
    * Runs a script by EVALSHA, and by EVAL when the server lost it (NOSCRIPT). `direct` sends EVAL at once:
    * for repairs sent while the connection may be failing, where the NOSCRIPT round trip could be cut off
-   * by a command timeout and the repair would then never run.
+   * by a command timeout and the repair would then never run. `resend` false: a redirection ioredis gave
+   * up on fails the call at once.
    */
-  async #run(name: LuaScriptName, keys: readonly string[], args: readonly Arg[], direct = false): Promise<unknown> {
+  async #run(
+    name: LuaScriptName,
+    keys: readonly string[],
+    args: readonly Arg[],
+    { direct = false, resend = true }: { direct?: boolean; resend?: boolean } = {},
+  ): Promise<unknown> {
     const expected = scriptKeyCounts[name];
     if (expected !== 'variadic' && keys.length !== expected) {
       throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
@@ -122,7 +128,8 @@ export class LockScripts {
       try {
         return await this.#send(luaSources[name], keys, args, direct);
       } catch (error) {
-        if (!this.#cluster || !isRedirection(error) || monotonicNow() - started + pause > CLUSTER_RESEND_MS) {
+        const late = monotonicNow() - started + pause > CLUSTER_RESEND_MS;
+        if (!this.#cluster || !resend || !isRedirection(error) || late) {
           throw error;
         }
         // Unref'd: a pending resend must not keep a process alive that has nothing else to do.
@@ -173,7 +180,7 @@ export class LockScripts {
       'release',
       [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
       [requestId, RELEASE_MEMO_MS, mode, undoId, publishCommand(pubsub), ...owners],
-      repair,
+      { direct: repair },
     );
     const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
     return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
@@ -181,7 +188,9 @@ export class LockScripts {
 
   /** Renews each `lockKeys[i]` for `owners[i]`; resolves to whether each is still held. One slot per call. */
   async renew(lockKeys: readonly string[], owners: readonly string[], leaseMs: number): Promise<boolean[]> {
-    const reply = (await this.#run('renew', lockKeys, [leaseMs, ...owners])) as unknown[];
+    // Not resent: the watchdog's next period retries, and a renewal held up in resends would hold up the
+    // renewals of every other slot (one renewal round runs at a time).
+    const reply = (await this.#run('renew', lockKeys, [leaseMs, ...owners], { resend: false })) as unknown[];
     return reply.map((_, i) => integerAt(reply, i) === 1);
   }
 
