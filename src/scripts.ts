@@ -71,9 +71,10 @@ const RELEASE_MEMO_MS = 30_000;
  * How long a script call on a Cluster is sent again while ioredis gives up redirecting it. ioredis follows
  * MOVED, ASK and TRYAGAIN itself but fails the call after 16 redirections: within milliseconds while the
  * masters disagree about a slot at the end of a migration (each sends it to the other), or after about 1.6 s
- * of TRYAGAIN while the lock's keys are split between two masters. Every script is safe to resend (request
- * ids make acquire and release answer a resend without counting twice), so no redirection reaches a caller
- * unless a slot stays unreachable this long.
+ * of TRYAGAIN while the lock's keys are split between two masters. A redirection means the script did not
+ * run there, and should an earlier try in ioredis' chain have run unseen (a reply lost to a closed
+ * connection), request ids make acquire and release answer the resend without counting twice. So no
+ * redirection reaches a caller unless a slot stays unreachable this long.
  */
 const CLUSTER_RESEND_MS = 10_000;
 
