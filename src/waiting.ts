@@ -152,8 +152,12 @@ export class Waiter {
   }
 }
 
-/** Slot refresh period of the sharded subscriber connection: bounds how long a moved slot goes unnoticed. */
-const SHARDED_SLOTS_REFRESH_MS = 500;
+/**
+ * Slot refresh period of the sharded subscriber, as a backstop only: ioredis opens a new connection for every
+ * refresh. The subscriber refreshes at once when the lock client's own Cluster client learns that a slot
+ * moved (a MOVED to one of our scripts, or its own refresh); a waiter's re-check causes that within 2 s.
+ */
+const SHARDED_SLOTS_REFRESH_MS = 5_000;
 
 /** How long after waking waiters elsewhere a newcomer of this process yields to them. */
 const YIELD_WINDOW_MS = 5;
@@ -165,6 +169,8 @@ export class WaitQueues {
   /** Channels whose lock this process just freed while waiters in other processes were listening. */
   readonly #othersWokenAt = new Map<string, number>();
   #subscriber: Subscriber | undefined;
+  /** Stops the sharded subscriber from following the client's slot refreshes. */
+  #unfollowSlots: (() => void) | undefined;
   #closed = false;
 
   constructor(redis: RedisClient, pubsubMode: () => Promise<PubSubMode>) {
@@ -238,6 +244,7 @@ export class WaitQueues {
     this.#queues.clear();
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
+    this.#unfollowSlots?.();
     subscriber?.connection.disconnect();
     await Promise.resolve();
   }
@@ -246,12 +253,13 @@ export class WaitQueues {
     if (this.#subscriber) return this.#subscriber;
     const connection =
       mode === 'sharded'
-        ? // ioredis keeps one sharded subscriber per master and resubscribes when it sees the slots move;
-          // a frequent slot refresh makes it see a migration (which silently drops shard channels) soon.
-          (this.#redis as Cluster).duplicate(undefined, {
-            shardedSubscribers: true,
-            slotsRefreshInterval: SHARDED_SLOTS_REFRESH_MS,
-          })
+        ? // ioredis keeps one sharded subscriber per master and resubscribes when it sees the slots move.
+          this.#followSlots(
+            (this.#redis as Cluster).duplicate(undefined, {
+              shardedSubscribers: true,
+              slotsRefreshInterval: SHARDED_SLOTS_REFRESH_MS,
+            }),
+          )
         : this.#redis.duplicate();
     // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an
     // unhandled 'error' event from crashing the process.
@@ -311,6 +319,22 @@ export class WaitQueues {
       void this.#resubscribe(subscriber);
     });
     this.#subscriber = subscriber;
+    return subscriber;
+  }
+
+  /**
+   * A migration silently drops the subscriptions of the slot's shard channels, so the sharded subscriber
+   * must see a move soon: it refreshes its slots whenever the client's own slot map, just refreshed, names
+   * another master for any slot than the subscriber's does.
+   */
+  #followSlots(subscriber: Cluster): Cluster {
+    const client = this.#redis as Cluster;
+    const onRefresh = (): void => {
+      const known = subscriber.slots;
+      if (client.slots.some((nodes, slot) => nodes[0] !== known[slot]?.[0])) subscriber.refreshSlotsCache();
+    };
+    client.on('refresh', onRefresh);
+    this.#unfollowSlots = () => client.off('refresh', onRefresh);
     return subscriber;
   }
 

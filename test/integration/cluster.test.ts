@@ -168,6 +168,38 @@ describe('Redis Cluster', () => {
     }
   });
 
+  it('a waiting client opens no connection per slot refresh of its subscriber', async () => {
+    const holder = locksOn();
+    const waiter = locksOn();
+    const name = uniqueName('refresh');
+    const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });
+    const connectionsReceived = (): number =>
+      cluster.nodes.reduce(
+        (sum, node) => sum + Number(/total_connections_received:(\d+)/.exec(cli(node.port, 'info', 'stats'))?.[1]),
+        0,
+      );
+    const waiting = waiter.run(() => waiter.getLock(name).tryLock(10_000));
+    await expect
+      .poll(
+        () =>
+          cli(
+            slotOwner(cluster.nodes[0]?.port ?? 0, keySlot(name)).port,
+            'pubsub',
+            'shardnumsub',
+            lockKeys('', name, true).channel,
+          ).split('\n')[1],
+      )
+      .toBe('1');
+    const before = connectionsReceived();
+    await sleep(3000);
+    // ioredis opens a connection for each CLUSTER SLOTS refresh. The two clients' own periodic refreshes
+    // (every 5 s) may fall in the window; a subscriber refreshing every 500 ms would add 6 more.
+    // Each reading counts its own redis-cli connection to every node.
+    expect(connectionsReceived() - before - cluster.nodes.length).toBeLessThanOrEqual(3);
+    await lease.release();
+    expect(await waiting).toBe(true);
+  });
+
   it('keeps locks in many slots alive for 3+ watchdog timeouts, renewing per slot', async () => {
     const locks = locksOn({ watchdogTimeout: 900 });
     const names = Array.from({ length: 40 }, (_, i) => `${uniqueName('cl-wd')}:${i}`);
