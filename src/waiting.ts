@@ -4,8 +4,8 @@
  * waiter. Pub/sub only speeds waiting up: every wait is also bounded by the holder's TTL, and after the
  * subscriber reconnects (messages may have been lost) every waiter is woken to try again.
  */
-import { LockClientClosedError } from './errors.js';
 import type { Cluster } from 'ioredis';
+import { LockClientClosedError } from './errors.js';
 import type { RedisClient } from './options.js';
 import type { PubSubMode } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
@@ -30,10 +30,10 @@ class ChannelQueue {
   /** Until the subscription is active a release could go unseen, so waits are bounded more tightly. */
   subscription: 'pending' | 'active' | 'failed' = 'pending';
 
-  /** The subscription became active (or failed): waiters try again, since a release may have gone unseen. */
   /** Longest single wait while subscribed (sharded pub/sub can lose a subscription silently). */
   subscribedWaitMs = Infinity;
 
+  /** The subscription became active (or failed): waiters try again, since a release may have gone unseen. */
   subscriptionSettled(active: boolean): void {
     this.subscription = active ? 'active' : 'failed';
     this.wakeAll();
