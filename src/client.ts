@@ -16,9 +16,7 @@ import {
   type RedisClient,
 } from './options.js';
 import { ReplicaSync } from './replication.js';
-import { LockScripts, type PubSubMode } from './scripts.js';
-
-const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
+import { LockScripts } from './scripts.js';
 import { WaitQueues } from './waiting.js';
 import { Watchdog } from './watchdog.js';
 
@@ -57,12 +55,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       redis,
       scripts,
       watchdog,
-      waits: new WaitQueues(redis, () => this.#pubsubMode()),
+      waits: new WaitQueues(redis, () => scripts.pubsubMode()),
       clientId: resolved.clientId,
       keyPrefix: resolved.keyPrefix,
       watchdogTimeout: resolved.watchdogTimeout,
       cluster: isCluster(redis),
-      pubsubMode: () => this.#pubsubMode(),
       closed: false,
       replicaSync: resolved.syncReplicas && new ReplicaSync(redis, resolved.syncReplicas),
       firstUse: () => {
@@ -115,34 +112,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     watchdog.stop();
     const holds = watchdog.all();
     await waits.close();
-    const pubsub = this.#knownPubsub;
+    // No detection while closing: a client that never learnt the mode announces classically.
+    const pubsub = scripts.knownPubsubMode;
     await Promise.allSettled(
       holds.map((hold) => scripts.release(hold.keys, 'all', [hold.owner], { repair: true, pubsub })),
     );
     for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
-  }
-
-  #pubsub: Promise<PubSubMode> | undefined;
-  #knownPubsub: PubSubMode = 'classic';
-
-  /**
-   * Sharded pub/sub on a Redis 7+ Cluster (a release then reaches only the shard of its slot), classic pub/sub
-   * elsewhere. Detected once from INFO; a failed detection is retried at the next use.
-   */
-  #pubsubMode(): Promise<PubSubMode> {
-    if (!this.#context.cluster) return CLASSIC;
-    this.#pubsub ??= this.#context.redis.info('server').then(
-      (info) => {
-        const major = Number(/^redis_version:(\d+)/m.exec(info)?.[1] ?? 0);
-        this.#knownPubsub = major >= 7 ? 'sharded' : 'classic';
-        return this.#knownPubsub;
-      },
-      () => {
-        this.#pubsub = undefined;
-        return 'classic' as const;
-      },
-    );
-    return this.#pubsub;
   }
 
   #evictionChecked = false;

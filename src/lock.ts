@@ -23,7 +23,7 @@ import {
   type ResolvedAcquire,
 } from './options.js';
 import type { ReplicaSync } from './replication.js';
-import { newRequestId, type AcquireReply, type LockScripts, type PubSubMode } from './scripts.js';
+import { newRequestId, type AcquireReply, type LockScripts } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
 import { driftMs, type Hold, type Watchdog } from './watchdog.js';
@@ -39,8 +39,6 @@ export interface LockContext {
   readonly watchdogTimeout: number;
   /** The client is an ioredis Cluster: every key and the channel of one lock must share its slot. */
   readonly cluster: boolean;
-  /** Classic pub/sub, or sharded on a Redis 7+ Cluster (detected once, at first use). */
-  readonly pubsubMode: () => Promise<PubSubMode>;
   readonly closed: boolean;
   /** Set when `syncReplicas` is on: every grant is confirmed by WAIT, or undone. */
   readonly replicaSync: ReplicaSync | undefined;
@@ -113,7 +111,7 @@ export class RLock {
   /** Frees the lock whoever holds it; resolves to whether it was held. Local holders lose it. */
   async forceUnlock(): Promise<boolean> {
     this.#checkOpen();
-    const freed = await this.#context.scripts.forceUnlock(this.#keys, await this.#context.pubsubMode());
+    const freed = await this.#context.scripts.forceUnlock(this.#keys);
     for (const hold of this.#context.watchdog.holdsOf(this.#keys.lockKey)) {
       this.#context.watchdog.lose(hold, 'it was force-unlocked');
     }
@@ -312,8 +310,7 @@ export class RLock {
   /** Undoes the acquisition with request id `acquireId` if it ran; failures are left to the lease's expiry. */
   async #undo(owners: readonly string[], acquireId: string): Promise<void> {
     try {
-      const pubsub = await this.#context.pubsubMode();
-      await this.#context.scripts.release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true, pubsub });
+      await this.#context.scripts.release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true });
     } catch {
       // The connection is failing: the grant, if it exists, expires with its lease.
     }
@@ -321,16 +318,13 @@ export class RLock {
 
   #releaseQuietly(owner: string | undefined): void {
     if (owner === undefined) return;
-    this.#context
-      .pubsubMode()
-      .then((pubsub) => this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true, pubsub }))
-      .then(
-        (reply) => {
-          const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
-          if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
-        },
-        () => undefined,
-      );
+    this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true }).then(
+      (reply) => {
+        const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
+        if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
+      },
+      () => undefined,
+    );
   }
 
   /**
@@ -354,7 +348,7 @@ export class RLock {
     if (last) local.state = 'releasing';
     let reply;
     try {
-      reply = await scripts.release(this.#keys, 'one', owners, { pubsub: await this.#context.pubsubMode() });
+      reply = await scripts.release(this.#keys, 'one', owners);
     } catch (error) {
       // Unknown outcome: stop renewing the last hold so that, at worst, it expires with its lease.
       if (last) watchdog.forget(local);

@@ -51,7 +51,7 @@ export interface ReleaseOptions {
   readonly undoId?: string;
   /** Send by EVAL at once (a repair made while the connection may be failing). */
   readonly repair?: boolean;
-  /** How the release is announced: classic or sharded pub/sub. */
+  /** How the release is announced; by default as `pubsubMode()` detects. */
   readonly pubsub?: PubSubMode;
 }
 
@@ -59,6 +59,8 @@ export interface ReleaseOptions {
 export type PubSubMode = 'classic' | 'sharded';
 
 const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUBLISH' : 'PUBLISH');
+
+const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
 
 /**
  * How long Redis remembers a release that freed a lock, so that a resend of it (ioredis, after a reconnect)
@@ -103,9 +105,33 @@ export class LockScripts {
   readonly #redis: RedisClient;
   readonly #cluster: boolean;
 
+  #pubsub: Promise<PubSubMode> | undefined;
+  /** The mode detected so far, without I/O: 'classic' until a detection found a Redis 7+ Cluster. */
+  knownPubsubMode: PubSubMode = 'classic';
+
   constructor(redis: RedisClient) {
     this.#redis = redis;
     this.#cluster = isCluster(redis);
+  }
+
+  /**
+   * Sharded pub/sub on a Redis 7+ Cluster (a release then reaches only the shard of its slot), classic pub/sub
+   * elsewhere. Detected once from INFO; a failed detection is retried at the next use.
+   */
+  pubsubMode(): Promise<PubSubMode> {
+    if (!this.#cluster) return CLASSIC;
+    this.#pubsub ??= this.#redis.info('server').then(
+      (info) => {
+        const major = Number(/^redis_version:(\d+)/m.exec(info)?.[1] ?? 0);
+        this.knownPubsubMode = major >= 7 ? 'sharded' : 'classic';
+        return this.knownPubsubMode;
+      },
+      () => {
+        this.#pubsub = undefined;
+        return 'classic' as const;
+      },
+    );
+    return this.#pubsub;
   }
 
   /**
@@ -175,12 +201,13 @@ export class LockScripts {
     keys: LockKeys,
     mode: ReleaseMode,
     owners: readonly string[],
-    { requestId = newRequestId(), undoId = '', repair = false, pubsub = 'classic' }: ReleaseOptions = {},
+    { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
+    const announce = publishCommand(pubsub ?? (await this.pubsubMode()));
     const reply = await this.#run(
       'release',
       [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
-      [requestId, RELEASE_MEMO_MS, mode, undoId, publishCommand(pubsub), ...owners],
+      [requestId, RELEASE_MEMO_MS, mode, undoId, announce, ...owners],
       { direct: repair },
     );
     const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
@@ -195,8 +222,9 @@ export class LockScripts {
     return reply.map((_, i) => integerAt(reply, i) === 1);
   }
 
-  async forceUnlock(keys: LockKeys, pubsub: PubSubMode = 'classic'): Promise<boolean> {
-    return (await this.#run('forceUnlock', [keys.lockKey, keys.channel], [publishCommand(pubsub)])) === 1;
+  async forceUnlock(keys: LockKeys): Promise<boolean> {
+    const announce = publishCommand(await this.pubsubMode());
+    return (await this.#run('forceUnlock', [keys.lockKey, keys.channel], [announce])) === 1;
   }
 
   /** Hold count of the nearest owner of the chain that holds the lock (0 if none). */
