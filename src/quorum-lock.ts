@@ -26,7 +26,7 @@ import {
   type ResolvedAcquire,
   type ResolvedQuorumOptions,
 } from './options.js';
-import { LockScripts, newRequestId, type PubSubMode, type ReleaseReply } from './scripts.js';
+import { LockScripts, newRequestId, type ReleaseReply } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import { WaitQueues, type Waiter } from './waiting.js';
 import { driftMs } from './watchdog.js';
@@ -58,8 +58,6 @@ const NO_ANSWER: NodeAnswer = { granted: false, pttl: undefined };
 
 /** Where one node stands after an extension: it holds the lease, it does not, or it did not answer in time. */
 type NodeExtension = 'held' | 'lost' | 'unanswered';
-
-const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
 
 const VALIDITY_RAN_OUT = 'its validity ran out before it was extended';
 
@@ -105,7 +103,7 @@ class QuorumNode {
   constructor(redis: Redis) {
     this.#redis = redis;
     this.scripts = new LockScripts(redis);
-    this.waits = new WaitQueues(redis, () => CLASSIC);
+    this.waits = new WaitQueues(redis, () => this.scripts.pubsubMode());
   }
 
   /**

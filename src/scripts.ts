@@ -203,7 +203,8 @@ export class LockScripts {
     owners: readonly string[],
     { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
-    const announce = publishCommand(pubsub ?? (await this.pubsubMode()));
+    // Off a Cluster the mode is known: the command goes out at once, in this tick.
+    const announce = publishCommand(pubsub ?? (this.#cluster ? await this.pubsubMode() : 'classic'));
     const reply = await this.#run(
       'release',
       [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
@@ -223,7 +224,7 @@ export class LockScripts {
   }
 
   async forceUnlock(keys: LockKeys): Promise<boolean> {
-    const announce = publishCommand(await this.pubsubMode());
+    const announce = publishCommand(this.#cluster ? await this.pubsubMode() : 'classic');
     return (await this.#run('forceUnlock', [keys.lockKey, keys.channel], [announce])) === 1;
   }
 
