@@ -3,15 +3,10 @@
 // sharded pub/sub (Redis 7), and the watchdog renews per slot.
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Cluster as Cluster5 } from 'ioredis';
-import { Cluster as Cluster6 } from 'ioredis6';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { keySlot, lockKeys } from '../../src/keys.js';
-import { ioredisMajor, uniqueName } from '../support/fixture.js';
-
-const Cluster = (ioredisMajor === 6 ? Cluster6 : Cluster5) as unknown as typeof Cluster5;
-type Cluster = Cluster5;
+import { newCluster, uniqueName, type Cluster } from '../support/fixture.js';
 import { handoffGaps, overlaps, tokensRise, type Section } from '../support/checkers.js';
 import { recordFigures } from '../support/figures.js';
 import { startRedisCluster, type TestCluster } from '../support/redis-cluster.js';
@@ -32,7 +27,7 @@ afterAll(async () => {
 });
 
 function clusterClient(): Cluster {
-  const client = new Cluster(cluster.nodes.slice(0, 3).map((n) => ({ host: n.host, port: n.port })));
+  const client = newCluster(cluster);
   client.on('error', () => undefined);
   cleanup.push(() => {
     client.disconnect();

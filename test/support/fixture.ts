@@ -11,6 +11,7 @@ import { Cluster as Cluster6, Redis as IORedis6 } from 'ioredis6';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { keySlot } from '../../src/keys.js';
+import { isCluster } from '../../src/options.js';
 import { startRedisCluster, type TestCluster } from './redis-cluster.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
@@ -45,10 +46,6 @@ export function newCluster(cluster: TestCluster, options: RedisOptions = {}): Cl
     cluster.nodes.slice(0, 3).map((n) => ({ host: n.host, port: n.port })),
     clusterOptions,
   );
-}
-
-export function isCluster(client: Client): client is Cluster {
-  return (client as { isCluster?: unknown }).isCluster === true;
 }
 
 export function uniqueName(label = 'lock'): string {
