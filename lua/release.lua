@@ -9,8 +9,10 @@
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
   ARGV[3] mode       "one": drop one hold; "all": drop every hold of the owner (client shutdown);
                      "undo": drop one hold only if the owner's last acquire was ARGV[4] (an acquire whose
-                     reply never came: it may or may not have run)
-  ARGV[4] undoId     request id of the acquire to undo in mode "undo", else ""
+                     reply never came: it may or may not have run);
+                     "purge": drop every hold of the owner only if its last acquire was ARGV[4] (a hold
+                     the client declared lost, or a stale hold an acquire re-entered by mistake)
+  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
   ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub; the channel is in
                      the lock's slot)
   ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
@@ -18,8 +20,8 @@
   Returns
     {remaining, ownerIndex}  remaining hold count of that owner; ownerIndex 1-based
     {0, ownerIndex, woken}   the lock is free; woken = subscribers that got the release message
-    {-1, 0}                  no owner of the chain holds the lock (or, for "undo", none took it with
-                             undoId); nothing changed
+    {-1, 0}                  no owner of the chain holds the lock (or, for "undo" and "purge", none
+                             took it last with undoId); nothing changed
 
   Side effects
     count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel (and, for "undo", clear
@@ -46,13 +48,13 @@ for i = firstOwner, #ARGV do
   local held = redis.call('HMGET', lockKey, owner, owner .. ':rel', owner .. ':acq')
   local count = tonumber(held[1])
   if count then
-    if mode == 'undo' and held[3] ~= undoId then
+    if (mode == 'undo' or mode == 'purge') and held[3] ~= undoId then
       return {-1, 0}
     end
     if held[2] == requestId then
       return {count, ownerIndex}
     end
-    if mode ~= 'all' and count > 1 then
+    if (mode == 'one' or mode == 'undo') and count > 1 then
       local remaining = redis.call('HINCRBY', lockKey, owner, -1)
       redis.call('HSET', lockKey, owner .. ':rel', requestId)
       if mode == 'undo' then

@@ -3,7 +3,7 @@
  * client, hands out RLock instances, starts flows, and shuts everything down in `close()`.
  */
 import { EventEmitter } from 'node:events';
-import type { LockLostError } from './errors.js';
+import { LockClientClosedError, type LockLostError } from './errors.js';
 import { runInNewFlow } from './flow.js';
 import { RLock, type LockContext } from './lock.js';
 import { RMultiLock } from './multi-lock.js';
@@ -18,6 +18,7 @@ import {
 import { ReplicaSync } from './replication.js';
 import { LockScripts } from './scripts.js';
 import { WaitQueues } from './waiting.js';
+import { clampedTimeout, monotonicNow } from './time.js';
 import { Watchdog } from './watchdog.js';
 
 /** Payload of the `lockLost` event. */
@@ -33,16 +34,28 @@ export interface LockClientEvents {
 }
 
 export class LockClient extends EventEmitter<LockClientEvents> {
-  /** This client's part of every owner id (`<clientId>:<flowId>`). */
+  /**
+   * This client's part of every owner id (`<clientId>:<flowId>`): the `clientId` option followed by `:` and
+   * a random suffix unique to this client (or, without the option, a random UUID).
+   */
   readonly clientId: string;
   readonly #context: LockContext & { closed: boolean };
   #closing: Promise<void> | undefined;
+  /** Aborted by close(): attempts in flight stop waiting for their replies and give their grants back. */
+  readonly #closeSignal = new AbortController();
+  /** Commands whose outcome close() waits for: give-backs of grants and purges of lost holds. */
+  readonly #inFlight = new Set<Promise<unknown>>();
 
   constructor(redis: RedisClient, options: LockClientOptions = {}) {
     super();
     const resolved = resolveClientOptions(options);
     this.clientId = resolved.clientId;
     const scripts = new LockScripts(redis);
+    const track = (work: Promise<unknown>): void => {
+      const forget = (): void => void this.#inFlight.delete(settled);
+      const settled: Promise<void> = work.then(forget, forget);
+      this.#inFlight.add(settled);
+    };
     const watchdog = new Watchdog({
       scripts,
       watchdogTimeout: resolved.watchdogTimeout,
@@ -50,6 +63,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       onLost: (hold, error) => {
         this.#report({ name: hold.name, fencingToken: hold.fencingToken, error });
       },
+      track,
     });
     this.#context = {
       redis,
@@ -61,6 +75,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       watchdogTimeout: resolved.watchdogTimeout,
       cluster: isCluster(redis),
       closed: false,
+      closeSignal: this.#closeSignal.signal,
+      track,
       replicaSync: resolved.syncReplicas && new ReplicaSync(redis, resolved.syncReplicas),
       firstUse: () => {
         this.#warnIfEvictable();
@@ -96,9 +112,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /**
-   * Ends pending waits (they reject with LockClientClosedError), stops the watchdog, releases every hold
+   * Ends pending waits and attempts (they reject with LockClientClosedError), stops the watchdog, waits
+   * for attempts already sent to be answered and gives back what they were granted, releases every hold
    * this client still has (their signals abort with a LockLostError), and closes the subscriber
-   * connection. The ioredis client passed in stays open: it is the caller's.
+   * connection. When it resolves, nothing more is sent: the caller may quit the ioredis client, which
+   * stays open until then (it is the caller's). While Redis does not answer, it waits for those replies at
+   * most `watchdogTimeout`; a grant that comes later still expires with its lease.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -108,16 +127,31 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   async #close(): Promise<void> {
     const { watchdog, waits, scripts } = this.#context;
     this.#context.closed = true;
+    this.#closeSignal.abort(new LockClientClosedError());
     this.#context.replicaSync?.dispose();
     watchdog.stop();
-    const holds = watchdog.all();
     await waits.close();
+    await this.#settleInFlight();
+    const holds = watchdog.all();
     // No detection while closing: a client that never learnt the mode announces classically.
     const pubsub = scripts.knownPubsubMode;
     await Promise.allSettled(
       holds.map((hold) => scripts.release(hold.keys, 'all', [hold.owner], { repair: true, pubsub })),
     );
     for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
+  }
+
+  /** Waits until no tracked command is in flight (a give-back may start another), at most watchdogTimeout. */
+  async #settleInFlight(): Promise<void> {
+    const deadline = monotonicNow() + this.#context.watchdogTimeout;
+    while (this.#inFlight.size > 0 && monotonicNow() < deadline) {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((resolve) => {
+        timer = clampedTimeout(resolve, deadline - monotonicNow());
+      });
+      await Promise.race([Promise.allSettled([...this.#inFlight]), timeout]);
+      clearTimeout(timer);
+    }
   }
 
   #evictionChecked = false;

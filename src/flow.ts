@@ -46,6 +46,15 @@ export function ownerChain(clientId: string, flow: Flow): string[] {
   return owners;
 }
 
+/**
+ * Runs `fn` outside every flow. Timers and event listeners run in the flow that was current when they were
+ * created or fired: the library's own timers and loss notifications must not lend a caller's flow (and its
+ * holds) to a listener that has none.
+ */
+export function outsideFlows<T>(fn: () => T): T {
+  return registry.storage.exit(fn);
+}
+
 /** Runs `fn` in `flow` (an existing flow, such as one a lease owns), not in a new one. */
 export function runInFlow<T>(flow: Flow, fn: () => T): T {
   return registry.storage.run(flow, fn);

@@ -40,6 +40,10 @@ export interface LockContext {
   /** The client is an ioredis Cluster: every key and the channel of one lock must share its slot. */
   readonly cluster: boolean;
   readonly closed: boolean;
+  /** Aborted when the client closes: attempts in flight stop waiting and give their grants back. */
+  readonly closeSignal: AbortSignal;
+  /** Registers a command whose outcome close() must wait for (a give-back, an undo). */
+  readonly track: (work: Promise<unknown>) => void;
   /** Set when `syncReplicas` is on: every grant is confirmed by WAIT, or undone. */
   readonly replicaSync: ReplicaSync | undefined;
   /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
@@ -63,7 +67,21 @@ export interface LockLease extends AsyncDisposable {
  */
 const YIELD_MS = 20;
 
-type AttemptResult = { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number };
+/**
+ * What a queued newcomer keeps of its wait time for its one attempt (a round trip) when its turn has not
+ * come: it asks Redis once before its wait ends, never after.
+ */
+const LAST_ATTEMPT_RESERVE_MS = 20;
+
+/** The longest pause before asking again after grants that came too late to be held. */
+const LATE_GRANT_MAX_PAUSE_MS = 1000;
+
+/**
+ * A failed attempt: `pttl` is the holder's TTL; `late` is set when the lock was granted but the reply came
+ * after the lease could have run out (it was given back), with the round trip that took, in ms.
+ */
+type AttemptResult =
+  { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number; readonly late?: number };
 
 export class RLock {
   readonly name: string;
@@ -206,34 +224,42 @@ export class RLock {
     // instead of winning every race by a round trip (which starves other processes).
     const yielding =
       !reentry && (waitTime === undefined || waitTime >= YIELD_MS) && !queued && waits.othersWoken(this.#keys.channel);
-    const queueFirst = !reentry && waitTime !== 0 && (queued || yielding);
     // waitTime bounds every attempt, the first included (a stalled Redis must not stretch it); an attempt
     // with nothing to wait for runs to its reply.
     const attemptDeadline = waitTime === 0 ? Infinity : deadline;
-    let attempted = false;
     let waiter: Waiter | undefined;
+    if (!reentry && waitTime !== 0 && (queued || yielding)) {
+      waiter = waits.enter(this.#keys.channel);
+      if (yielding) waiter.noteHolderTtl(YIELD_MS);
+    }
+    let attempted = false;
+    let lateGrants = 0;
     try {
-      if (!queueFirst) {
-        const first = await this.#attempt(owners, options, attemptDeadline);
-        if (first.hold) return first.hold;
-        attempted = true;
-        if (deadline - monotonicNow() <= 0) return undefined;
-        waiter = waits.enter(this.#keys.channel);
-        waiter.noteHolderTtl(first.pttl);
-      } else {
-        waiter = waits.enter(this.#keys.channel);
-        if (yielding) waiter.noteHolderTtl(YIELD_MS);
-      }
       for (;;) {
-        const remaining = deadline - monotonicNow();
-        if (remaining > 0) await waiter.park(Math.min(remaining, waiter.holderTtl()), signal);
-        const expired = deadline - monotonicNow() <= 0;
-        // A queued newcomer whose wait ran out before its turn still asks Redis once.
-        if (expired && attempted) return undefined;
-        waiter.attempting();
-        const result = await this.#attempt(owners, options, expired ? Infinity : attemptDeadline);
-        if (result.hold || expired) return result.hold;
+        if (waiter) {
+          const remaining = deadline - monotonicNow();
+          // Until its first attempt a queued newcomer keeps back time for one, so that it asks Redis once
+          // within its wait even when its turn never comes.
+          const parkFor = attempted ? remaining : remaining - Math.min(remaining / 2, LAST_ATTEMPT_RESERVE_MS);
+          if (parkFor > 0) await waiter.park(Math.min(parkFor, waiter.holderTtl()), signal);
+          if (deadline - monotonicNow() <= 0) return undefined;
+          waiter.attempting();
+        }
+        const result = await this.#attempt(owners, options, attemptDeadline);
+        if (result.hold) return result.hold;
         attempted = true;
+        const remaining = deadline - monotonicNow();
+        if (remaining <= 0) return undefined;
+        if (result.late !== undefined) {
+          // Granted, but too late to hold: the lease is about as short as a round trip (a slow link or a
+          // stalled server). Ask again, but not at once every time, or a short lease becomes a hot loop.
+          const pause = Math.min(remaining, LATE_GRANT_MAX_PAUSE_MS, result.late * 2 ** lateGrants);
+          lateGrants++;
+          if (lateGrants > 1) await abortableDelay(pause, signal, this.#context.closeSignal);
+          continue;
+        }
+        lateGrants = 0;
+        waiter ??= waits.enter(this.#keys.channel);
         waiter.noteHolderTtl(result.pttl);
       }
     } finally {
@@ -245,8 +271,13 @@ export class RLock {
    * One acquire script call. If the caller gives up while it is in flight (abort, wait time over, client
    * closed), a grant that arrives later is released at once, and never renewed.
    */
-  async #attempt(owners: readonly string[], options: ResolvedAcquire, deadline: number): Promise<AttemptResult> {
-    const { watchdog, watchdogTimeout } = this.#context;
+  async #attempt(
+    owners: readonly string[],
+    options: ResolvedAcquire,
+    deadline: number,
+    retriedStale = false,
+  ): Promise<AttemptResult> {
+    const { watchdog, watchdogTimeout, closeSignal, track } = this.#context;
     const lease = options.leaseTime === -1 ? watchdogTimeout : options.leaseTime;
     this.#context.firstUse();
     const sentAt = monotonicNow();
@@ -254,20 +285,22 @@ export class RLock {
     const pending = this.#grant(owners, lease, requestId);
     let outcome: Settled<AcquireReply>;
     try {
-      outcome = await settleBy(pending, deadline, options.signal);
+      outcome = await settleBy(pending, deadline, options.signal, closeSignal);
     } catch (error) {
       // No reply (connection lost without a resend, command timeout): the script may have run anyway.
       // Undo exactly that acquisition if it did, so that no hold is left that nobody believes it has.
       // (#grant already undid a grant too few replicas acknowledged.)
-      if (!(error instanceof LockNotReplicatedError)) void this.#undo(owners, requestId);
+      if (!(error instanceof LockNotReplicatedError)) track(this.#undo(owners, requestId));
       throw error;
     }
     if (outcome.kind !== 'reply' || this.#context.closed) {
       // Given up on: a grant that still arrives is given back; an error leaves the outcome unknown, so the
-      // acquisition is undone by its request id if it ran.
-      void pending.then(
-        (reply) => reply.acquired && this.#releaseQuietly(owners[reply.ownerIndex]),
-        () => void this.#undo(owners, requestId),
+      // acquisition is undone by its request id if it ran. close() waits for either.
+      track(
+        pending.then(
+          (reply) => (reply.acquired ? this.#releaseQuietly(owners[reply.ownerIndex]) : undefined),
+          () => this.#undo(owners, requestId),
+        ),
       );
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (this.#context.closed) throw new LockClientClosedError(this.name);
@@ -276,13 +309,22 @@ export class RLock {
     const reply = outcome.value;
     if (!reply.acquired) return { hold: undefined, pttl: reply.pttl };
     const owner = owners[reply.ownerIndex] ?? owners[0] ?? '';
-    if (reply.holdCount === 1 && sentAt + lease - driftMs(lease) <= monotonicNow()) {
-      // The grant arrived after its own lease could have run out (a stalled server or network): the lock
-      // may already be someone else's, so it is not held. Give it back and let the caller try again.
-      this.#releaseQuietly(owner);
+    if (reply.holdCount > 1 && watchdog.find(this.#keys.lockKey, owner) === undefined) {
+      // Re-entered a hold this client does not know: one it declared lost whose purge has not reached
+      // Redis (or failed). Counting on from it would leave a count nobody releases. Drop it with this
+      // acquisition and take the lock afresh.
+      await this.#context.scripts.release(this.#keys, 'purge', [owner], { undoId: requestId, repair: true });
+      if (!retriedStale) return this.#attempt(owners, options, deadline, true);
       return { hold: undefined, pttl: 0 };
     }
-    const hold = watchdog.acquired(this.name, this.#keys, owner, reply, sentAt, options.leaseTime);
+    const roundTrip = monotonicNow() - sentAt;
+    if (reply.holdCount === 1 && roundTrip >= lease - driftMs(lease)) {
+      // The grant arrived after its own lease could have run out (a stalled server or network): the lock
+      // may already be someone else's, so it is not held. Give it back and let the caller try again.
+      track(this.#releaseQuietly(owner));
+      return { hold: undefined, pttl: 0, late: roundTrip };
+    }
+    const hold = watchdog.acquired(this.name, this.#keys, owner, reply, requestId, sentAt, options.leaseTime);
     return { hold };
   }
 
@@ -316,15 +358,16 @@ export class RLock {
     }
   }
 
-  #releaseQuietly(owner: string | undefined): void {
+  /** Gives back one hold of `owner` that its caller did not take; failures are left to the lease's expiry. */
+  async #releaseQuietly(owner: string | undefined): Promise<void> {
     if (owner === undefined) return;
-    this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true }).then(
-      (reply) => {
-        const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
-        if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
-      },
-      () => undefined,
-    );
+    try {
+      const reply = await this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true });
+      const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
+      if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
+    } catch {
+      // The connection is failing: the grant expires with its lease.
+    }
   }
 
   /**
@@ -393,25 +436,37 @@ export async function withLease<L extends { readonly signal: AbortSignal; releas
 type Settled<T> =
   | { readonly kind: 'reply'; readonly value: T }
   | { readonly kind: 'deadline' }
-  | { readonly kind: 'aborted'; readonly reason: unknown };
+  | { readonly kind: 'aborted'; readonly reason: unknown }
+  | { readonly kind: 'closed' };
 
-/** Awaits `promise`, but no later than `deadline` (monotonic ms) and no longer than `signal` allows. */
-function settleBy<T>(promise: Promise<T>, deadline: number, signal: AbortSignal | undefined): Promise<Settled<T>> {
-  if (deadline === Infinity && !signal) return promise.then((value) => ({ kind: 'reply', value }));
+/**
+ * Awaits `promise`, but no later than `deadline` (monotonic ms), no longer than `signal` allows, and not
+ * past the client's close.
+ */
+function settleBy<T>(
+  promise: Promise<T>,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  closeSignal: AbortSignal,
+): Promise<Settled<T>> {
   if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason as unknown });
+  if (closeSignal.aborted) return Promise.resolve({ kind: 'closed' });
   return new Promise((resolve, reject) => {
     const timer =
       deadline === Infinity ? undefined : clampedTimeout(() => done({ kind: 'deadline' }), deadline - monotonicNow());
     const onAbort = (): void => done({ kind: 'aborted', reason: signal?.reason });
+    const onClose = (): void => done({ kind: 'closed' });
     const cleanup = (): void => {
       if (timer) clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
+      closeSignal.removeEventListener('abort', onClose);
     };
     function done(outcome: Settled<T>): void {
       cleanup();
       resolve(outcome);
     }
     signal?.addEventListener('abort', onAbort, { once: true });
+    closeSignal.addEventListener('abort', onClose, { once: true });
     promise.then(
       (value) => done({ kind: 'reply', value }),
       (error: unknown) => {
@@ -419,5 +474,25 @@ function settleBy<T>(promise: Promise<T>, deadline: number, signal: AbortSignal 
         reject(error);
       },
     );
+  });
+}
+
+/** Waits `ms`; an abort of `signal` rejects with its reason, the client's close with LockClientClosedError. */
+function abortableDelay(ms: number, signal: AbortSignal | undefined, closeSignal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const finish = (error?: unknown): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      closeSignal.removeEventListener('abort', onClose);
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onAbort = (): void => finish(signal?.reason ?? new Error('aborted'));
+    const onClose = (): void => finish(new LockClientClosedError());
+    const timer = clampedTimeout(() => finish(), ms);
+    if (signal?.aborted) return onAbort();
+    if (closeSignal.aborted) return onClose();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    closeSignal.addEventListener('abort', onClose, { once: true });
   });
 }

@@ -59,6 +59,9 @@ export class RMultiLock {
       try {
         for (const member of this.#members) {
           const remaining = Math.max(0, Math.floor(deadline - monotonicNow()));
+          // A member's waitTime 0 would mean one attempt that runs to its reply, however long Redis takes:
+          // a multi-lock whose own wait has run out asks no further.
+          if (waitTime !== 0 && remaining === 0) throw new LockAcquireTimeoutError(member.name, 0);
           const memberOptions: AcquireOptions = {
             leaseTime,
             ...(deadline === Infinity ? {} : { waitTime: remaining }),

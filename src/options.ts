@@ -2,7 +2,7 @@
  * Every public option, its default, and the one place where input is validated and defaults are filled.
  * All checks run before any I/O and throw a TypeError or RangeError that names the argument.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 
 /** Options of `createLockClient`. */
@@ -14,8 +14,10 @@ export interface LockClientOptions {
    */
   readonly watchdogTimeout?: number;
   /**
-   * Identifies this client in owner ids (`<clientId>:<flowId>`). Must be unique among live clients.
-   * @default crypto.randomUUID()
+   * A label for this client in owner ids (`<clientId>:<flowId>`), such as the service's name. The client
+   * appends `:` and a random suffix of its own (see `LockClient.clientId`), so that two clients, or two
+   * processes, configured with the same label never share owner ids.
+   * @default crypto.randomUUID() (used as it is: already unique)
    */
   readonly clientId?: string;
   /**
@@ -61,7 +63,7 @@ export interface QuorumLockOptions {
    */
   readonly nodeTimeout?: number;
   /**
-   * Identifies this client in owner ids.
+   * A label for this client in owner ids; a random suffix is appended, as for `createLockClient`.
    * @default crypto.randomUUID()
    */
   readonly clientId?: string;
@@ -80,7 +82,7 @@ export interface AcquireOptions {
    */
   readonly waitTime?: number;
   /**
-   * Lease in milliseconds, after which Redis frees the lock; `-1` means watchdog mode.
+   * Lease in milliseconds (at least 30), after which Redis frees the lock; `-1` means watchdog mode.
    * @default -1 (watchdog mode: `watchdogTimeout`, renewed while the holder lives)
    */
   readonly leaseTime?: number;
@@ -93,7 +95,7 @@ export interface AcquireOptions {
 
 /** Options of `lock`. */
 export interface LockOptions {
-  /** @default -1 (watchdog mode) */
+  /** Lease in milliseconds (at least 30); `-1` means watchdog mode. @default -1 (watchdog mode) */
   readonly leaseTime?: number;
   /** @default undefined */
   readonly signal?: AbortSignal;
@@ -127,6 +129,16 @@ const MAX_NAME_BYTES = 512;
 const MAX_PREFIX_BYTES = 256;
 const MAX_CLIENT_ID_LENGTH = 128;
 const MIN_WATCHDOG_TIMEOUT = 30;
+/**
+ * The shortest lease. A grant counts as held only if its reply came within the lease less the drift
+ * allowance (1 % + 2 ms): a lease of a few milliseconds could never be held, and each grant would be given
+ * back and asked for again.
+ */
+const MIN_LEASE_TIME = 30;
+/** Names of the library's own keys start so (`<keyPrefix>flowlock:fence:...`): a lock name must not. */
+const RESERVED_NAME_PREFIX = 'flowlock:';
+/** Random bytes of the suffix appended to a clientId the user chose (72 bits, 12 base64url characters). */
+const CLIENT_SUFFIX_BYTES = 9;
 
 const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'clientId', 'keyPrefix', 'syncReplicas']);
 const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'nodeTimeout', 'clientId', 'keyPrefix']);
@@ -170,10 +182,22 @@ function checkWaitTime(value: unknown, argument = 'waitTime'): number {
 
 function checkLeaseTime(value: unknown, argument = 'leaseTime'): number {
   checkInteger(value, argument);
-  if (value !== -1 && value <= 0) {
-    throw new RangeError(`${argument} must be > 0 milliseconds, or -1 for watchdog mode, got ${value}`);
+  if (value !== -1 && value < MIN_LEASE_TIME) {
+    throw new RangeError(
+      `${argument} must be >= ${MIN_LEASE_TIME} milliseconds, or -1 for watchdog mode, got ${value}`,
+    );
   }
   return value;
+}
+
+/**
+ * Redis stores strings as UTF-8, where a lone UTF-16 surrogate (what `slice()` through an emoji leaves)
+ * becomes U+FFFD: two such names would be one key, and a channel name would not read back as it was sent.
+ */
+function checkWellFormed(value: string, argument: string): void {
+  if (!value.isWellFormed()) {
+    throw new RangeError(`${argument} must be well-formed Unicode: it contains a lone UTF-16 surrogate`);
+  }
 }
 
 function checkSignal(value: unknown, argument: string): AbortSignal | undefined {
@@ -185,6 +209,12 @@ function checkSignal(value: unknown, argument: string): AbortSignal | undefined 
 export function checkLockName(name: unknown): string {
   if (typeof name !== 'string') throw new TypeError(`name must be a string, got ${describe(name)}`);
   if (name.length === 0) throw new RangeError('name must not be empty');
+  checkWellFormed(name, 'name');
+  if (name.startsWith(RESERVED_NAME_PREFIX)) {
+    throw new RangeError(
+      `name must not start with "${RESERVED_NAME_PREFIX}": the library keeps its own keys there (fencing counters, release memos)`,
+    );
+  }
   const bytes = Buffer.byteLength(name, 'utf8');
   if (bytes > MAX_NAME_BYTES) {
     throw new RangeError(`name must be at most ${MAX_NAME_BYTES} bytes in UTF-8, got ${bytes}`);
@@ -256,27 +286,36 @@ export function resolveQuorumOptions(
 }
 
 function checkCommonOptions(options: Record<string, unknown>): Omit<ResolvedClientOptions, 'syncReplicas'> {
-  const { watchdogTimeout = 30_000, clientId = randomUUID(), keyPrefix = '' } = options;
+  const { watchdogTimeout = 30_000, clientId, keyPrefix = '' } = options;
   checkInteger(watchdogTimeout, 'options.watchdogTimeout');
   if (watchdogTimeout < MIN_WATCHDOG_TIMEOUT) {
     throw new RangeError(`options.watchdogTimeout must be >= ${MIN_WATCHDOG_TIMEOUT} ms, got ${watchdogTimeout}`);
   }
-  if (typeof clientId !== 'string') {
-    throw new TypeError(`options.clientId must be a string, got ${describe(clientId)}`);
-  }
-  if (clientId.length === 0 || clientId.length > MAX_CLIENT_ID_LENGTH) {
-    throw new RangeError(`options.clientId must have 1 to ${MAX_CLIENT_ID_LENGTH} characters`);
+  if (clientId !== undefined) {
+    if (typeof clientId !== 'string') {
+      throw new TypeError(`options.clientId must be a string, got ${describe(clientId)}`);
+    }
+    if (clientId.length === 0 || clientId.length > MAX_CLIENT_ID_LENGTH) {
+      throw new RangeError(`options.clientId must have 1 to ${MAX_CLIENT_ID_LENGTH} characters`);
+    }
+    checkWellFormed(clientId, 'options.clientId');
   }
   if (typeof keyPrefix !== 'string') {
     throw new TypeError(`options.keyPrefix must be a string, got ${describe(keyPrefix)}`);
   }
+  checkWellFormed(keyPrefix, 'options.keyPrefix');
   if (Buffer.byteLength(keyPrefix, 'utf8') > MAX_PREFIX_BYTES) {
     throw new RangeError(`options.keyPrefix must be at most ${MAX_PREFIX_BYTES} bytes`);
   }
   if (/[{}]/.test(keyPrefix) && !/^[^{}]*\{[^{}]+\}[^{}]*$/.test(keyPrefix)) {
     throw new RangeError('options.keyPrefix may contain one complete hash tag like "{app}:" and no other braces');
   }
-  return { watchdogTimeout, clientId, keyPrefix };
+  // Owner ids are `<clientId>:<flowId>` and flow ids restart in every process: a label the user chose (a
+  // service name, the same in every replica) gets a suffix of this client's own, or two processes would
+  // hold one lock at once under one owner id.
+  const id =
+    clientId === undefined ? randomUUID() : `${clientId}:${randomBytes(CLIENT_SUFFIX_BYTES).toString('base64url')}`;
+  return { watchdogTimeout, clientId: id, keyPrefix };
 }
 
 function checkSyncReplicas(value: unknown): SyncReplicas | undefined {
@@ -341,4 +380,18 @@ export function resolveAcquireOptions(options: unknown, argument = 'options'): R
     leaseTime: options.leaseTime === undefined ? -1 : checkLeaseTime(options.leaseTime, `${argument}.leaseTime`),
     signal: checkSignal(options.signal, `${argument}.signal`),
   };
+}
+
+/**
+ * Options of a quorum lock's `acquire` and `withLock`: a fixed lease must be at least three node timeouts,
+ * or a quorum reached in time could leave no validity, and every acquisition would be given back.
+ */
+export function resolveQuorumAcquireOptions(options: unknown, nodeTimeout: number): ResolvedAcquire {
+  const resolved = resolveAcquireOptions(options);
+  if (resolved.leaseTime !== -1 && resolved.leaseTime < 3 * nodeTimeout) {
+    throw new RangeError(
+      `options.leaseTime must be at least 3 × nodeTimeout (${3 * nodeTimeout} ms), got ${resolved.leaseTime}`,
+    );
+  }
+  return resolved;
 }

@@ -15,11 +15,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { LockAcquireTimeoutError, LockClientClosedError, LockLostError, LockNotHeldError } from './errors.js';
+import { outsideFlows } from './flow.js';
 import { lockKeys, type LockKeys } from './keys.js';
 import { withLease } from './lock.js';
 import {
   checkLockName,
-  resolveAcquireOptions,
+  resolveQuorumAcquireOptions,
   resolveQuorumOptions,
   type AcquireOptions,
   type QuorumLockOptions,
@@ -334,7 +335,7 @@ export class QuorumLock {
    * `watchdogTimeout` while it is held.
    */
   async acquire(options?: AcquireOptions): Promise<QuorumLease> {
-    return this.#acquire(resolveAcquireOptions(options));
+    return this.#acquire(resolveQuorumAcquireOptions(options, this.#nodes.nodeTimeout));
   }
 
   async #acquire(resolved: ResolvedAcquire): Promise<QuorumLease> {
@@ -349,7 +350,7 @@ export class QuorumLock {
     options?: AcquireOptions,
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
-    const resolved = resolveAcquireOptions(options);
+    const resolved = resolveQuorumAcquireOptions(options, this.#nodes.nodeTimeout);
     return withLease(() => this.#acquire(resolved), fn);
   }
 }
@@ -421,17 +422,20 @@ class QuorumHold {
     const atValidityEnd = this.#validUntil - monotonicNow();
     const period = retrySoon ? this.#nodes.nodeTimeout : this.#leaseMs / 3;
     const delay = this.#autoExtend ? Math.min(period, atValidityEnd) : atValidityEnd;
-    this.#timer = clampedTimeout(() => {
-      this.#timer = undefined;
-      if (this.#validUntil <= monotonicNow()) {
-        void this.end(new LockLostError(this.name, VALIDITY_RAN_OUT));
-      } else if (this.#autoExtend) {
-        // The extension schedules the next one, or ends the lease itself (its signal aborts).
-        this.#extend(true).catch(() => undefined);
-      } else {
-        this.#schedule();
-      }
-    }, delay);
+    // Created outside every flow: extensions and the loss they may declare belong to no caller's flow.
+    this.#timer = outsideFlows(() =>
+      clampedTimeout(() => {
+        this.#timer = undefined;
+        if (this.#validUntil <= monotonicNow()) {
+          void this.end(new LockLostError(this.name, VALIDITY_RAN_OUT));
+        } else if (this.#autoExtend) {
+          // The extension schedules the next one, or ends the lease itself (its signal aborts).
+          this.#extend(true).catch(() => undefined);
+        } else {
+          this.#schedule();
+        }
+      }, delay),
+    );
     this.#timer.unref();
   }
 
@@ -504,7 +508,8 @@ class QuorumHold {
   /** Marks the lease lost and aborts its signal; false if it had already ended. */
   #lose(error: LockLostError): boolean {
     if (!this.#stop()) return false;
-    this.#controller.abort(error);
+    // Abort listeners run outside every flow, whoever noticed the loss (an extend() call, a timer).
+    outsideFlows(() => this.#controller.abort(error));
     return true;
   }
 

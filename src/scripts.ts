@@ -42,12 +42,12 @@ export function newRequestId(): string {
   return requestIdPrefix + (requestCounter++).toString(36);
 }
 
-export type ReleaseMode = 'one' | 'all' | 'undo';
+export type ReleaseMode = 'one' | 'all' | 'undo' | 'purge';
 
 export interface ReleaseOptions {
   /** Unique per call; a resend of the call carries the same one. Tests pass their own. */
   readonly requestId?: string;
-  /** Request id of the acquire to undo (mode 'undo'). */
+  /** Request id of the acquire to undo (modes 'undo' and 'purge'). */
   readonly undoId?: string;
   /** Send by EVAL at once (a repair made while the connection may be failing). */
   readonly repair?: boolean;
@@ -195,7 +195,8 @@ export class LockScripts {
 
   /**
    * `mode` 'one' drops one hold, 'all' every hold of the owner, 'undo' one hold only if the owner's last
-   * acquire had request id `undoId` (an acquire whose reply was lost). `repair` sends it by EVAL at once.
+   * acquire had request id `undoId` (an acquire whose reply was lost), 'purge' every hold of the owner on
+   * that same condition (a hold declared lost here). `repair` sends it by EVAL at once.
    */
   async release(
     keys: LockKeys,

@@ -4,9 +4,12 @@
  * slot and chunk); a hold is lost when renewal finds another owner, or when its local lease deadline
  * (monotonic, from the send time of the last successful acquire or renewal) passes. Fixed-lease holds are
  * never renewed and are lost at their deadline. Losing a hold aborts its signal with a LockLostError and
- * reports it; nothing is thrown from a timer.
+ * reports it, outside every flow; nothing is thrown from a timer. A hold lost at its local deadline may
+ * still be in Redis (the drift allowance, a stalled event loop): it is purged there, so that no hold is
+ * left in Redis that nobody here believes it has.
  */
 import { LockLostError } from './errors.js';
+import { outsideFlows } from './flow.js';
 import { keySlot, type LockKeys } from './keys.js';
 import type { LockScripts } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
@@ -29,8 +32,13 @@ export class Hold {
   readonly fencingToken: bigint;
   readonly controller = new AbortController();
   count = 0;
-  /** Renewed by the watchdog (some acquisition of it was in watchdog mode). */
-  renewing = false;
+  /**
+   * The lease time of each acquisition still held, oldest first (-1: watchdog mode). Releases drop the
+   * newest: an unlock undoes the latest acquisition, as nested calls do.
+   */
+  readonly leaseTimes: number[] = [];
+  /** Request id of the latest acquire script call that took or re-entered the hold (Redis's `<owner>:acq`). */
+  acquireId = '';
   /** Monotonic ms after which the hold must be presumed gone. */
   deadline = 0;
   state: HoldState = 'held';
@@ -45,6 +53,14 @@ export class Hold {
   get signal(): AbortSignal {
     return this.controller.signal;
   }
+
+  /**
+   * Renewed by the watchdog while some acquisition still held is in watchdog mode. Once the last of them is
+   * released a fixed lease is left: it is no longer renewed and runs out with the TTL it has.
+   */
+  get renewing(): boolean {
+    return this.leaseTimes.includes(-1);
+  }
 }
 
 export interface WatchdogOptions {
@@ -53,6 +69,8 @@ export interface WatchdogOptions {
   /** Group renewals by Cluster slot (a script call may only touch one slot there). */
   readonly perSlot: boolean;
   readonly onLost: (hold: Hold, error: LockLostError) => void;
+  /** Registers a command whose outcome the client's close() must wait for. */
+  readonly track: (work: Promise<unknown>) => void;
 }
 
 export class Watchdog {
@@ -94,15 +112,17 @@ export class Watchdog {
   }
 
   /**
-   * Records a successful acquire script call sent at `sentAt` for `leaseTime` (-1: watchdog mode).
-   * A hold count of 1 means a fresh hold: any older local record of that owner is stale and lost. A
-   * re-entry keeps the local hold and its token (the reply's token is 0 if the counter was evicted).
+   * Records a successful acquire script call (request id `requestId`) sent at `sentAt` for `leaseTime`
+   * (-1: watchdog mode). A hold count of 1 means a fresh hold: any older local record of that owner is stale
+   * and lost. A re-entry keeps the local hold and its token (the reply's token is 0 if the counter was
+   * evicted).
    */
   acquired(
     name: string,
     keys: LockKeys,
     owner: string,
     reply: { readonly token: bigint; readonly holdCount: number },
+    requestId: string,
     sentAt: number,
     leaseTime: number,
   ): Hold {
@@ -114,11 +134,12 @@ export class Watchdog {
       if (owners) owners.set(owner, hold);
       else this.#holds.set(keys.lockKey, new Map([[owner, hold]]));
     }
-    const watchdogMode = leaseTime === -1;
-    const lease = watchdogMode ? this.#options.watchdogTimeout : leaseTime;
+    const lease = leaseTime === -1 ? this.#options.watchdogTimeout : leaseTime;
+    // A resend answered from Redis's memo repeats a count already recorded: no new acquisition.
+    while (hold.leaseTimes.length < reply.holdCount) hold.leaseTimes.push(leaseTime);
     hold.count = reply.holdCount;
+    hold.acquireId = requestId;
     hold.state = 'held';
-    hold.renewing ||= watchdogMode;
     hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
     this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
     return hold;
@@ -128,6 +149,7 @@ export class Watchdog {
   released(hold: Hold, remaining: number): void {
     if (remaining > 0) {
       hold.count = remaining;
+      hold.leaseTimes.length = Math.min(hold.leaseTimes.length, remaining);
       if (hold.state === 'releasing') hold.state = 'held';
       return;
     }
@@ -143,13 +165,31 @@ export class Watchdog {
     if (owners.size === 0) this.#holds.delete(hold.keys.lockKey);
   }
 
-  /** Declares `hold` lost: aborts its signal with a LockLostError and reports it. Idempotent. */
-  lose(hold: Hold, reason: string, options: { cause?: unknown; report?: boolean } = {}): void {
+  /**
+   * Declares `hold` lost: aborts its signal with a LockLostError and reports it, outside every flow (a
+   * listener must not run in the flow of whichever call happened to detect the loss). `purge`: Redis may
+   * still have the hold, so it is dropped there. Idempotent.
+   */
+  lose(hold: Hold, reason: string, options: { cause?: unknown; report?: boolean; purge?: boolean } = {}): void {
     if (hold.state === 'lost' || hold.state === 'released') return;
     this.forget(hold, 'lost');
+    if (options.purge) this.#purge(hold);
     const error = new LockLostError(hold.name, reason, { cause: options.cause });
-    hold.controller.abort(error);
-    if (options.report !== false) this.#options.onLost(hold, error);
+    outsideFlows(() => {
+      hold.controller.abort(error);
+      if (options.report !== false) this.#options.onLost(hold, error);
+    });
+  }
+
+  /**
+   * Drops a hold that was declared lost here from Redis, every count of it, but only while its latest
+   * acquisition is the one this client knows: a later acquisition by the same owner is left alone.
+   */
+  #purge(hold: Hold): void {
+    const purging = this.#options.scripts
+      .release(hold.keys, 'purge', [hold.owner], { undoId: hold.acquireId, repair: true })
+      .catch(() => undefined); // Failing connection: the lease's own expiry ends it, as nobody renews it.
+    this.#options.track(purging);
   }
 
   stop(): void {
@@ -163,7 +203,8 @@ export class Watchdog {
     if (this.#stopped || at >= this.#nextTickAt) return;
     if (this.#timer) clearTimeout(this.#timer);
     this.#nextTickAt = at;
-    this.#timer = clampedTimeout(() => this.#tick(), at - monotonicNow());
+    // Created outside every flow: the tick, the renewals and the losses they find belong to no caller.
+    this.#timer = outsideFlows(() => clampedTimeout(() => this.#tick(), at - monotonicNow()));
     // A held lock must not keep the process alive: a process that exits simply lets its leases run out.
     this.#timer.unref();
   }
@@ -181,6 +222,7 @@ export class Watchdog {
           hold.renewing
             ? 'the watchdog could not renew it before its lease deadline'
             : 'its lease time ran out before it was released',
+          { purge: true },
         );
         continue;
       }

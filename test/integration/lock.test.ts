@@ -30,13 +30,16 @@ describe('RLock: holding, re-entry and release', () => {
 
   it('stores the hold Redisson-style: a hash field <clientId>:<flowId> with the count', async () => {
     const locks = redis.locks({ clientId: 'svc-a' });
+    // The label the user chose, then a suffix of this client's own.
+    expect(locks.clientId).toMatch(/^svc-a:[\w-]{12}$/);
     const name = uniqueName();
     const lock = locks.getLock(name);
     await locks.run(async () => {
       await lock.lock();
       await lock.lock();
       const fields = await redis.admin.hgetall(name);
-      const owners = Object.keys(fields).filter((f) => /^svc-a:\d+$/.test(f));
+      const prefix = `${locks.clientId}:`;
+      const owners = Object.keys(fields).filter((f) => f.startsWith(prefix) && /^\d+$/.test(f.slice(prefix.length)));
       expect(owners).toHaveLength(1);
       expect(fields[owners[0] ?? '']).toBe('2');
       await lock.unlock();

@@ -1,0 +1,274 @@
+/**
+ * Regression tests for nine ways a hostile user broke the lock (issue 9): each failed before its fix.
+ */
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import {
+  createLockClient,
+  createQuorumLockClient,
+  LockClientClosedError,
+  LockNotHeldError,
+  type LockLostEvent,
+} from '../../src/index.js';
+import { commandCalls, elapsedSince, newRedis, uniqueName, useRedis } from '../support/fixture.js';
+import { TcpProxy } from '../support/proxy.js';
+
+const redis = useRedis();
+
+/** `promise`'s outcome, or a rejection saying it was still pending after `ms` (a call that never returns). */
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function waitUntil(condition: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = performance.now() + ms;
+  while (performance.now() < deadline) {
+    if (await condition()) return true;
+    await sleep(20);
+  }
+  return condition();
+}
+
+/** Blocks the event loop for `ms`, as synchronous work does. */
+function busyWait(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+}
+
+/** Calls of EVALSHA and EVAL together, as the server counted them. */
+async function scriptCalls(): Promise<number> {
+  const calls = await commandCalls(redis.admin);
+  return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+}
+
+describe('hardening: nine ways the lock broke', () => {
+  it('1. rejects leases below 30 ms before any I/O (every grant of one counted as expired, in a hot loop)', async () => {
+    const locks = redis.locks();
+    const lock = locks.getLock(uniqueName());
+    const before = await scriptCalls();
+    await locks.run(async () => {
+      await expect(within(lock.lock({ leaseTime: 1 }), 2000)).rejects.toThrow(/options\.leaseTime must be >= 30/);
+      await expect(within(lock.tryLock(1000, 2), 2000)).rejects.toThrow(/leaseTime must be >= 30/);
+      await expect(lock.acquire({ leaseTime: 29 })).rejects.toBeInstanceOf(RangeError);
+      await expect(lock.withLock(() => 1, { leaseTime: 29 })).rejects.toBeInstanceOf(RangeError);
+    });
+    expect(await scriptCalls()).toBe(before);
+
+    const node = newRedis(redis.server);
+    const quorum = createQuorumLockClient([node], { nodeTimeout: 50 });
+    try {
+      const quorumLock = quorum.getLock(uniqueName());
+      await expect(within(quorumLock.acquire({ leaseTime: 1 }), 2000)).rejects.toBeInstanceOf(RangeError);
+      await expect(quorumLock.acquire({ leaseTime: 149 })).rejects.toThrow(/at least 3 × nodeTimeout/);
+    } finally {
+      await quorum.close();
+      await node.quit();
+    }
+  });
+
+  it('1. a lease about as short as the round trip is asked for again after growing pauses, not in a hot loop', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    const client = newRedis({ host: '127.0.0.1', port: proxy.port });
+    const locks = createLockClient(client);
+    try {
+      await client.ping();
+      // Every reply takes 40 ms: a 30 ms lease is always granted too late to be held, and given back.
+      proxy.latency = { toServer: 0, toClient: 40 };
+      const before = await scriptCalls();
+      const start = performance.now();
+      expect(await locks.run(() => locks.getLock(uniqueName()).tryLock(1500, 30))).toBe(false);
+      expect(elapsedSince(start)).toBeGreaterThanOrEqual(1400);
+      expect(elapsedSince(start)).toBeLessThan(2500);
+      // Acquire and give-back each: immediately asking again would make about 37 of each.
+      expect(await scriptCalls()).toBeLessThanOrEqual(before + 20);
+    } finally {
+      await locks.close();
+      client.disconnect();
+      await proxy.close();
+    }
+  });
+
+  it('2. close() waits for an attempt in flight and gives its grant back before it resolves', async () => {
+    const client = redis.redis();
+    const locks = createLockClient(client);
+    const name = uniqueName();
+    await client.ping();
+    const sleeping = redis.admin.call('DEBUG', 'SLEEP', '0.3');
+    await sleep(30);
+    const outcome = locks
+      .run(() => locks.getLock(name).tryLock())
+      .then(
+        (held) => held,
+        (error: unknown) => error,
+      );
+    await sleep(10);
+    await locks.close();
+    // As the README's quick start does: the caller quits its connection as soon as close() resolves.
+    await client.quit();
+    await sleeping;
+    expect(await outcome).toBeInstanceOf(LockClientClosedError);
+    expect(await redis.admin.exists(name)).toBe(0);
+  });
+
+  it('3. tryLock(waitTime) queued behind local waiters returns within its wait while the server stalls', async () => {
+    const holder = redis.locks();
+    const locks = redis.locks();
+    const name = uniqueName();
+    const lease = await holder.getLock(name).acquire();
+    const lock = locks.getLock(name);
+    // Another flow of the same process waits first: the newcomer below queues behind it.
+    const queued = locks.run(() => lock.tryLock(10_000));
+    await sleep(100);
+    const sleeping = redis.admin.call('DEBUG', 'SLEEP', '2');
+    await sleep(30);
+    const start = performance.now();
+    const attempt = locks.run(() => lock.tryLock(200));
+    // The event loop runs late, so the newcomer's wait ends just after its deadline.
+    busyWait(250);
+    expect(await attempt).toBe(false);
+    expect(elapsedSince(start)).toBeLessThan(800);
+    await sleeping;
+    await lease.release();
+    expect(await queued).toBe(true);
+  });
+
+  it('4. rejects names, key prefixes and client ids with a lone UTF-16 surrogate (Redis would merge them)', () => {
+    const locks = redis.locks();
+    for (const name of ['x\uD800', 'x\uDBFF', '\uDC00y', '😀'.slice(0, 1)]) {
+      expect(() => locks.getLock(name)).toThrow(/name must be well-formed Unicode/);
+    }
+    expect(() => locks.getMultiLock(['a', 'x\uD800'])).toThrow(RangeError);
+    expect(() => redis.locks({ keyPrefix: 'p\uD800:' })).toThrow(/options\.keyPrefix/);
+    expect(() => redis.locks({ clientId: 'c\uDFFF' })).toThrow(/options\.clientId/);
+    expect(locks.getLock('x😀').name).toBe('x😀');
+  });
+
+  it('5. runs lockLost listeners and lease-signal abort listeners outside any flow', async () => {
+    const locks = redis.locks();
+    const other = locks.getLock(uniqueName());
+    const short = locks.getLock(uniqueName());
+    const seen: string[] = [];
+    const observe = (where: string): void => {
+      // In a flow that holds `other`, these would see it held and take `short` again.
+      void other.isHeldByCurrentFlow().then((held) => seen.push(`${where}: held ${held}`));
+      short.tryLock().then(
+        () => seen.push(`${where}: tryLock ran`),
+        (error: unknown) => seen.push(`${where}: ${(error as Error).name}`),
+      );
+    };
+    locks.on('lockLost', () => observe('lockLost'));
+    await locks.run(async () => {
+      await other.lock();
+      const lease = await short.acquire({ leaseTime: 300 });
+      lease.signal.addEventListener('abort', () => observe('abort'));
+      await new Promise((resolve) => lease.signal.addEventListener('abort', resolve));
+    });
+    await sleep(100);
+    expect(seen.sort()).toEqual([
+      'abort: NoFlowError',
+      'abort: held false',
+      'lockLost: NoFlowError',
+      'lockLost: held false',
+    ]);
+  });
+
+  it('6. a hold lost at its local deadline while Redis still has it is purged there; the flow takes the lock afresh', async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const lock = locks.getLock(name);
+    await locks.run(async () => {
+      const lease = await lock.acquire({ leaseTime: 300 });
+      // Redis keeps the key past the local deadline, as after a stall that ends inside the drift allowance.
+      await redis.admin.pexpire(name, 60_000);
+      await new Promise((resolve) => lease.signal.addEventListener('abort', resolve));
+      await expect(lease.release()).rejects.toBeInstanceOf(LockNotHeldError);
+      expect(await waitUntil(async () => (await redis.admin.exists(name)) === 0, 1000)).toBe(true);
+      const again = await lock.acquire();
+      expect(await lock.getHoldCount()).toBe(1);
+      expect(again.fencingToken).toBeGreaterThan(lease.fencingToken);
+      await again.release();
+    });
+    expect(await redis.admin.exists(name)).toBe(0);
+  });
+
+  it('6. an acquire that re-enters a hold of its flow this client does not know drops it and takes the lock afresh', async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const lock = locks.getLock(name);
+    await locks.run(async () => {
+      const first = await lock.acquire();
+      const fields = await redis.admin.hgetall(name);
+      await first.release();
+      // The flow's own hold back in Redis, unknown to the client, as a purge that never arrived leaves it.
+      await redis.admin.hset(name, fields);
+      await redis.admin.pexpire(name, 60_000);
+      const lease = await lock.acquire();
+      expect(await lock.getHoldCount()).toBe(1);
+      expect(lease.fencingToken).toBeGreaterThan(first.fencingToken);
+      await lease.release();
+    });
+    expect(await redis.admin.exists(name)).toBe(0);
+  });
+
+  it('7. a fixed lease stops being renewed once a nested watchdog-mode re-entry is released', async () => {
+    const locks = redis.locks({ watchdogTimeout: 600 });
+    const name = uniqueName();
+    const lock = locks.getLock(name);
+    const lost: LockLostEvent[] = [];
+    locks.on('lockLost', (event) => lost.push(event));
+    await locks.run(async () => {
+      const lease = await lock.acquire({ leaseTime: 500 });
+      const start = performance.now();
+      // A helper's withLock re-enters in watchdog mode: renewed while it runs, and not after.
+      await lock.withLock(() => sleep(300));
+      await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(3000)]);
+      expect(lease.signal.aborted).toBe(true);
+      expect(elapsedSince(start)).toBeLessThan(1500);
+      expect(lost).toHaveLength(1);
+    });
+    expect(await waitUntil(async () => (await redis.admin.exists(name)) === 0, 1000)).toBe(true);
+  });
+
+  it("8. rejects lock names in the library's own key namespace (a fencing counter was lockable)", () => {
+    const locks = redis.locks();
+    expect(() => locks.getLock('flowlock:fence:{order:42}')).toThrow(/must not start with "flowlock:"/);
+    expect(() => locks.getMultiLock(['order:42', 'flowlock:released:{x}:1'])).toThrow(RangeError);
+    expect(locks.getLock('app:flowlock:x').name).toBe('app:flowlock:x');
+  });
+
+  it('9. two processes configured with the same clientId never share owner ids (they excluded nobody)', async () => {
+    const name = uniqueName();
+    const fixture = join(import.meta.dirname, '..', 'fixtures', 'same-client-id.mjs');
+    const replicas = [0, 1].map(() =>
+      fork(fixture, [redis.server.url, name], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
+    );
+    try {
+      const reports: { held: boolean; clientId: string }[] = [];
+      for (const replica of replicas) {
+        const [report] = (await once(replica, 'message')) as [{ held: boolean; clientId: string }];
+        reports.push(report);
+      }
+      expect(reports.map((r) => r.held).sort()).toEqual([false, true]);
+      const [a, b] = reports.map((r) => r.clientId);
+      expect(a).not.toBe(b);
+      expect(a).toMatch(/^billing-service:[\w-]{12}$/);
+    } finally {
+      for (const replica of replicas) replica.send('done');
+      await Promise.all(
+        replicas.map((replica) => (replica.exitCode === null ? once(replica, 'exit') : Promise.resolve())),
+      );
+    }
+    expect(await redis.admin.exists(name)).toBe(0);
+    // In one process too: two clients with one label have distinct ids.
+    expect(redis.locks({ clientId: 'svc' }).clientId).not.toBe(redis.locks({ clientId: 'svc' }).clientId);
+  });
+});
