@@ -2,7 +2,7 @@
  * The lock client: owns the shared subscriber connection, the watchdog and the wait queues of one ioredis
  * client, hands out RLock instances, starts flows, and shuts everything down in `close()`.
  */
-import { EventEmitter } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import { LockClientClosedError, type LockLostError } from './errors.js';
 import { runInNewFlow } from './flow.js';
 import { RLock, type LockContext } from './lock.js';
@@ -48,6 +48,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   constructor(redis: RedisClient, options: LockClientOptions = {}) {
     super();
+    // Every attempt in flight listens for the close: any number may, without Node 20's leak warning at 11.
+    setMaxListeners(0, this.#closeSignal.signal);
     const resolved = resolveClientOptions(options);
     this.clientId = resolved.clientId;
     const scripts = new LockScripts(redis);

@@ -70,6 +70,18 @@ try {
     });
     await lock.forceUnlock();
 
+    // Many attempts in flight at once on one client (each listens for the client's close): no warning.
+    const warnings = [];
+    const onWarning = (warning) => warnings.push(warning);
+    process.on('warning', onWarning);
+    const busy = await lock.acquire();
+    const many = Array.from({ length: 12 }, () => locks.run(() => lock.tryLock(200)));
+    assert.deepEqual(await Promise.all(many), Array(12).fill(false), `${label}: 12 waiters time out`);
+    await busy.release();
+    await sleep(10);
+    process.off('warning', onWarning);
+    assert.deepEqual(warnings.map(String), [], `${label}: no process warning`);
+
     // Node 20 has Symbol.asyncDispose but not the `await using` syntax: dispose by hand.
     const disposable = await lock.acquire({ leaseTime: 5000 });
     assert.equal(typeof disposable.fencingToken, 'bigint');
