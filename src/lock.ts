@@ -24,7 +24,7 @@ import {
 } from './options.js';
 import type { ReplicaSync } from './replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from './scripts.js';
-import { clampedTimeout, monotonicNow } from './time.js';
+import { abortableSleep, clampedTimeout, monotonicNow } from './time.js';
 import type { WaitQueues, Waiter } from './waiting.js';
 import { driftMs, type Hold, type Watchdog } from './watchdog.js';
 
@@ -255,7 +255,12 @@ export class RLock {
           // stalled server). Ask again, but not at once every time, or a short lease becomes a hot loop.
           const pause = Math.min(remaining, LATE_GRANT_MAX_PAUSE_MS, result.late * 2 ** lateGrants);
           lateGrants++;
-          if (lateGrants > 1) await abortableDelay(pause, signal, this.#context.closeSignal);
+          if (lateGrants > 1) {
+            const { closeSignal } = this.#context;
+            await abortableSleep(pause, signal ? [signal, closeSignal] : [closeSignal]);
+          }
+          // The lock was free: a waiter asks again without waiting for a holder.
+          waiter?.noteHolderTtl(0);
           continue;
         }
         lateGrants = 0;
@@ -474,25 +479,5 @@ function settleBy<T>(
         reject(error);
       },
     );
-  });
-}
-
-/** Waits `ms`; an abort of `signal` rejects with its reason, the client's close with LockClientClosedError. */
-function abortableDelay(ms: number, signal: AbortSignal | undefined, closeSignal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const finish = (error?: unknown): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      closeSignal.removeEventListener('abort', onClose);
-      if (error === undefined) resolve();
-      else reject(error);
-    };
-    const onAbort = (): void => finish(signal?.reason ?? new Error('aborted'));
-    const onClose = (): void => finish(new LockClientClosedError());
-    const timer = clampedTimeout(() => finish(), ms);
-    if (signal?.aborted) return onAbort();
-    if (closeSignal.aborted) return onClose();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    closeSignal.addEventListener('abort', onClose, { once: true });
   });
 }

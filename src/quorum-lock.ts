@@ -28,7 +28,7 @@ import {
   type ResolvedQuorumOptions,
 } from './options.js';
 import { LockScripts, newRequestId, type ReleaseReply } from './scripts.js';
-import { clampedTimeout, monotonicNow } from './time.js';
+import { abortableSleep, clampedTimeout, monotonicNow } from './time.js';
 import { WaitQueues, type Waiter } from './waiting.js';
 import { driftMs } from './watchdog.js';
 
@@ -219,7 +219,7 @@ class QuorumNodes {
           // A split vote (or a quorum that came too late): retry after a random delay, so that contenders
           // do not collide again in step. Release messages must not end it: the release just sent published
           // one on every node that had granted, and it would wake this very attempt at once.
-          await sleep(Math.min(remaining, jitter), sleepEnds);
+          await abortableSleep(Math.min(remaining, jitter), sleepEnds);
         } else {
           waiters ??= this.#nodes.map((node) => node.waits.enter(keys.channel));
           await parkAny(waiters, Math.min(remaining, this.#retryDelay(answers, jitter)), signal);
@@ -552,25 +552,6 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
         resolve(undefined);
       },
     );
-  });
-}
-
-/** Waits `ms`, which only an abort of one of `signals` ends early: it then rejects with that signal's reason. */
-function sleep(ms: number, signals: readonly AbortSignal[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const aborted = signals.find((signal) => signal.aborted);
-    if (aborted) {
-      reject(aborted.reason as Error);
-      return;
-    }
-    const finish = (settle: () => void): void => {
-      clearTimeout(timer);
-      for (const signal of signals) signal.removeEventListener('abort', onAbort);
-      settle();
-    };
-    const onAbort = (event: Event): void => finish(() => reject((event.target as AbortSignal).reason as Error));
-    const timer = setTimeout(() => finish(resolve), ms);
-    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
   });
 }
 

@@ -31,7 +31,6 @@ export class Hold {
   readonly owner: string;
   readonly fencingToken: bigint;
   readonly controller = new AbortController();
-  count = 0;
   /**
    * The lease time of each acquisition still held, oldest first (-1: watchdog mode). Releases drop the
    * newest: an unlock undoes the latest acquisition, as nested calls do.
@@ -60,6 +59,11 @@ export class Hold {
    */
   get renewing(): boolean {
     return this.leaseTimes.includes(-1);
+  }
+
+  /** The hold count, as Redis has it. */
+  get count(): number {
+    return this.leaseTimes.length;
   }
 }
 
@@ -137,7 +141,7 @@ export class Watchdog {
     const lease = leaseTime === -1 ? this.#options.watchdogTimeout : leaseTime;
     // A resend answered from Redis's memo repeats a count already recorded: no new acquisition.
     while (hold.leaseTimes.length < reply.holdCount) hold.leaseTimes.push(leaseTime);
-    hold.count = reply.holdCount;
+    hold.leaseTimes.length = reply.holdCount;
     hold.acquireId = requestId;
     hold.state = 'held';
     hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
@@ -148,7 +152,6 @@ export class Watchdog {
   /** Records a release script reply for `hold`: `remaining` holds are left (0: the lock is free). */
   released(hold: Hold, remaining: number): void {
     if (remaining > 0) {
-      hold.count = remaining;
       hold.leaseTimes.length = Math.min(hold.leaseTimes.length, remaining);
       if (hold.state === 'releasing') hold.state = 'held';
       return;
