@@ -181,6 +181,34 @@ describe('hardening: nine ways the lock broke', () => {
     ]);
   });
 
+  it('5. runs multi-lock and quorum lease abort listeners outside any flow too', async () => {
+    const locks = redis.locks();
+    const held = locks.getLock(uniqueName());
+    const node = newRedis(redis.server);
+    const quorum = createQuorumLockClient([node], { nodeTimeout: 20 });
+    const seen: string[] = [];
+    const observe = (where: string): void => {
+      void held.isHeldByCurrentFlow().then((flowHolds) => seen.push(`${where}: held ${flowHolds}`));
+    };
+    try {
+      await locks.run(async () => {
+        await held.lock();
+        const multi = await locks.getMultiLock([uniqueName(), uniqueName()]).acquire({ leaseTime: 300 });
+        const quorumLease = await quorum.getLock(uniqueName()).acquire({ leaseTime: 300 });
+        multi.signal.addEventListener('abort', () => observe('multi'));
+        quorumLease.signal.addEventListener('abort', () => observe('quorum'));
+        await Promise.all(
+          [multi.signal, quorumLease.signal].map((signal) => new Promise((r) => signal.addEventListener('abort', r))),
+        );
+      });
+      await sleep(100);
+      expect(seen.sort()).toEqual(['multi: held false', 'quorum: held false']);
+    } finally {
+      await quorum.close();
+      await node.quit();
+    }
+  });
+
   it('6. a hold lost at its local deadline while Redis still has it is purged there; the flow takes the lock afresh', async () => {
     const locks = redis.locks();
     const name = uniqueName();
