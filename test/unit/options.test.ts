@@ -5,6 +5,7 @@ import {
   resolveAcquireOptions,
   resolveClientOptions,
   resolveLockArgs,
+  resolveQuorumAcquireOptions,
   resolveTryLockArgs,
 } from '../../src/options.js';
 
@@ -16,6 +17,17 @@ describe('options: bad input fails before any I/O with an error naming the argum
     ['name empty', () => checkLockName(''), RangeError, /name must not be empty/],
     ['name too long', () => checkLockName('x'.repeat(513)), RangeError, /name must be at most 512 bytes/],
     ['name too long in UTF-8', () => checkLockName('é'.repeat(257)), RangeError, /512 bytes/],
+    ['name with a lone high surrogate', () => checkLockName('x\uD800'), RangeError, /lone UTF-16 surrogate/],
+    ['name with a lone low surrogate', () => checkLockName('\uDC00x'), RangeError, /lone UTF-16 surrogate/],
+    ['name in the reserved namespace', () => checkLockName('flowlock:fence:{a}'), RangeError, /"flowlock:"/],
+    ['clientId with a lone surrogate', () => resolveClientOptions({ clientId: 'a\uDBFF' }), RangeError, /clientId/],
+    ['keyPrefix with a lone surrogate', () => resolveClientOptions({ keyPrefix: '\uD83D:' }), RangeError, /keyPrefix/],
+    [
+      'quorum fixed lease under 3 node timeouts',
+      () => resolveQuorumAcquireOptions({ leaseTime: 299 }, 100),
+      RangeError,
+      /options\.leaseTime must be at least 3 × nodeTimeout \(300 ms\)/,
+    ],
     ['client not ioredis', () => checkRedisClient({}), TypeError, /ioredis/],
     ['client null', () => checkRedisClient(null), TypeError, /ioredis/],
     [
@@ -90,5 +102,17 @@ describe('options: bad input fails before any I/O with an error naming the argum
     expect(resolveLockArgs([500])).toEqual({ waitTime: undefined, leaseTime: 500, signal: undefined });
     expect(resolveAcquireOptions({ waitTime: 0 })).toEqual({ waitTime: 0, leaseTime: -1, signal: undefined });
     expect(resolveClientOptions({ keyPrefix: '{app}:' }).keyPrefix).toBe('{app}:');
+    expect(resolveLockArgs([30])).toEqual({ waitTime: undefined, leaseTime: 30, signal: undefined });
+    expect(resolveQuorumAcquireOptions({ leaseTime: 300 }, 100).leaseTime).toBe(300);
+    expect(checkLockName('a😀')).toBe('a😀');
+    expect(checkLockName('app:flowlock:x')).toBe('app:flowlock:x');
+  });
+
+  it('gives a clientId the user chose a suffix of its own, so two clients never share owner ids', () => {
+    const a = resolveClientOptions({ clientId: 'billing-service' }).clientId;
+    const b = resolveClientOptions({ clientId: 'billing-service' }).clientId;
+    expect(a).toMatch(/^billing-service:[\w-]{12}$/);
+    expect(b).toMatch(/^billing-service:[\w-]{12}$/);
+    expect(a).not.toBe(b);
   });
 });
