@@ -43,13 +43,24 @@ export class LockNotHeldError extends LockError {
   }
 }
 
-/** A hold ended without being released: the lease lapsed, renewal found another owner, or the client closed. */
+/**
+ * A hold ended without being released: the lease lapsed, renewal found another owner, or the client closed.
+ * A scoped call (`withLock`) whose hold was lost while its function ran rejects with one after the function
+ * resolved: `result` is then what the function returned (its work ran, unprotected for part of it), and
+ * `cause` is the loss its lease's signal reported.
+ */
 export class LockLostError extends LockError {
   override readonly name = 'LockLostError';
   readonly code = 'LOCK_LOST';
+  /** Why the hold was lost. */
+  readonly reason: string;
+  /** What the scoped function returned, when this error reports a loss after it resolved. */
+  readonly result: unknown;
 
-  constructor(lockName: string, reason: string, options?: { cause?: unknown }) {
+  constructor(lockName: string, reason: string, options?: { cause?: unknown; result?: unknown }) {
     super(`Lock "${lockName}" was lost: ${reason}`, lockName, options);
+    this.reason = reason;
+    this.result = options?.result;
   }
 }
 

@@ -7,6 +7,7 @@
 import {
   LockAcquireTimeoutError,
   LockClientClosedError,
+  LockLostError,
   LockNotHeldError,
   LockNotReplicatedError,
   NoFlowError,
@@ -420,7 +421,9 @@ export class RLock {
 
 /**
  * Runs `fn` holding the lease that `acquire` takes (in the current flow), and releases it afterwards: when
- * `fn` throws, its error wins over a failed release; otherwise a failed release (the hold was lost) rejects.
+ * `fn` throws, its error wins over a failed release. When the hold was lost while `fn` ran, the call rejects
+ * with a LockLostError whose `result` is `fn`'s value, so that a caller can tell "the work ran, unprotected"
+ * from "the work did not run" (and does not blindly run it again); any other failed release rejects as it is.
  */
 export async function withLease<L extends { readonly signal: AbortSignal; release(): Promise<void> }, T>(
   acquire: () => Promise<L>,
@@ -434,7 +437,17 @@ export async function withLease<L extends { readonly signal: AbortSignal; releas
     await lease.release().catch(() => undefined);
     throw error;
   }
-  await lease.release();
+  try {
+    await lease.release();
+  } catch (error) {
+    // A release that finds the hold gone declares it lost first, so the signal tells a loss from a failure.
+    const lost: unknown = lease.signal.aborted ? lease.signal.reason : undefined;
+    if (!(lost instanceof LockLostError) || lost.lockName === undefined) throw error;
+    throw new LockLostError(lost.lockName, `${lost.reason} (while the scoped function ran; it finished)`, {
+      cause: lost,
+      result,
+    });
+  }
   return result;
 }
 

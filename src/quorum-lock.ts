@@ -295,18 +295,21 @@ class QuorumNodes {
 
   /**
    * Drops `owner`'s key on every node that is up; resolves (after at most the node timeout) to how many
-   * nodes confirmed they had it. A node that does not answer in time still runs it when it can; a node that
-   * is down keeps the key until its lease runs out.
+   * nodes confirmed they had it, and how many answered that they did not. A node that does not answer in
+   * time still runs it when it can; a node that is down keeps the key until its lease runs out.
    */
-  async releaseEverywhere(keys: LockKeys, owner: string): Promise<number> {
-    const released = await Promise.all(
+  async releaseEverywhere(keys: LockKeys, owner: string): Promise<{ released: number; notHeld: number }> {
+    const answers = await Promise.all(
       this.#nodes.map(async (node) => {
-        if (!node.isUp()) return false;
+        if (!node.isUp()) return undefined;
         const reply = await within(node.release(keys, owner), this.#options.nodeTimeout);
-        return reply !== undefined && reply.remaining >= 0;
+        return reply && reply.remaining >= 0;
       }),
     );
-    return released.filter(Boolean).length;
+    return {
+      released: answers.filter((answer) => answer === true).length,
+      notHeld: answers.filter((answer) => answer === false).length,
+    };
   }
 
   /** The hold ended: close() no longer needs to release it. */
@@ -524,8 +527,14 @@ class QuorumHold {
 
   async #release(): Promise<void> {
     if (!this.#stop()) throw this.#notHeld();
-    const released = await this.#nodes.releaseEverywhere(this.#keys, this.#owner);
-    if (released === 0) throw new LockNotHeldError(this.name);
+    const { released, notHeld } = await this.#nodes.releaseEverywhere(this.#keys, this.#owner);
+    if (released > 0) return;
+    if (notHeld >= this.#nodes.quorum) {
+      // A majority no longer had it (a fixed lease ran out unnoticed, the keys were deleted): it was lost.
+      const error = new LockLostError(this.name, 'a majority of nodes did not hold it when it was released');
+      outsideFlows(() => this.#controller.abort(error));
+    }
+    throw this.#notHeld();
   }
 
   #notHeld(): LockNotHeldError {

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { LockNotHeldError, NoFlowError } from '../../src/index.js';
+import { LockLostError, LockNotHeldError, NoFlowError } from '../../src/index.js';
 import { commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -294,5 +294,49 @@ describe('RLock: regressions found in review', () => {
     expect(await locks.run(() => locks.getLock(name).tryLock())).toBe(true);
     await locks.run(() => locks.getLock(name).forceUnlock());
     await parked;
+  });
+});
+
+describe('withLock whose hold was lost while fn ran', () => {
+  it("rejects with LockLostError carrying fn's result when the loss was signalled during fn", async () => {
+    const locks = redis.locks({ watchdogTimeout: 600 });
+    const name = uniqueName();
+    const error = await locks
+      .getLock(name)
+      .withLock(async (signal) => {
+        await redis.admin.del(name);
+        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        return 42;
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+    expect(error).toMatchObject({ code: 'LOCK_LOST', lockName: name, result: 42 });
+    expect((error as LockLostError).cause).toBeInstanceOf(LockLostError);
+  });
+
+  it("rejects with LockLostError carrying fn's result when only the release finds the hold gone", async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const error = await locks
+      .getLock(name)
+      .withLock(async () => {
+        await redis.admin.del(name);
+        return { charged: true };
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+    expect((error as LockLostError).result).toEqual({ charged: true });
+  });
+
+  it("lets fn's own error win over the loss", async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const failure = new Error('fn failed');
+    await expect(
+      locks.getLock(name).withLock(async () => {
+        await redis.admin.del(name);
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
   });
 });

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { LockAcquireTimeoutError } from '../../src/index.js';
+import { LockAcquireTimeoutError, LockLostError } from '../../src/index.js';
 import { uniqueName, useRedis } from '../support/fixture.js';
 import { recordFigures, soak } from '../support/figures.js';
 
@@ -117,5 +117,20 @@ describe('RMultiLock', () => {
     expect(() => locks.getMultiLock([])).toThrow(RangeError);
     expect(() => locks.getMultiLock('a' as unknown as string[])).toThrow(TypeError);
     expect(() => locks.getMultiLock(['ok', ''])).toThrow(/name must not be empty/);
+  });
+
+  it("withLock rejects with LockLostError carrying fn's result when a member was lost while fn ran", async () => {
+    const locks = redis.locks();
+    const [a, b] = [uniqueName(), uniqueName()];
+    const error = await locks
+      .getMultiLock([a, b])
+      .withLock(async () => {
+        await redis.admin.del(b);
+        return 'sent';
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+    expect(error).toMatchObject({ code: 'LOCK_LOST', lockName: b, result: 'sent' });
+    expect(await redis.admin.exists(a, b)).toBe(0);
   });
 });

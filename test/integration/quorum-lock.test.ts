@@ -440,4 +440,18 @@ describe('quorum lock', () => {
       redis.disconnect();
     }
   });
+
+  it("withLock rejects with LockLostError carrying fn's result when the lease was lost while fn ran", async () => {
+    const quorum = quorumClient();
+    const name = uniqueName('quorum');
+    const error = await quorum
+      .getLock(name)
+      .withLock(async () => {
+        await Promise.all(admins.map((admin) => admin.del(name)));
+        return 7;
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+    expect(error).toMatchObject({ code: 'LOCK_LOST', lockName: name, result: 7 });
+  });
 });
