@@ -131,6 +131,7 @@ describe('RMultiLock', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockLostError);
     expect(error).toMatchObject({ code: 'LOCK_LOST', lockName: b, result: 'sent' });
-    expect(await redis.admin.exists(a, b)).toBe(0);
+    // One key at a time: on a cluster the members live in different slots.
+    expect((await redis.admin.exists(a)) + (await redis.admin.exists(b))).toBe(0);
   });
 });
