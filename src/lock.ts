@@ -304,7 +304,7 @@ export class RLock {
       // acquisition is undone by its request id if it ran. close() waits for either.
       track(
         pending.then(
-          (reply) => (reply.acquired ? this.#releaseQuietly(owners[reply.ownerIndex]) : undefined),
+          (reply) => (reply.acquired ? this.#giveBack(owners[reply.ownerIndex], requestId) : undefined),
           () => this.#undo(owners, requestId),
         ),
       );
@@ -327,7 +327,7 @@ export class RLock {
     if (reply.holdCount === 1 && roundTrip >= lease - driftMs(lease)) {
       // The grant arrived after its own lease could have run out (a stalled server or network): the lock
       // may already be someone else's, so it is not held. Give it back and let the caller try again.
-      track(this.#releaseQuietly(owner));
+      track(this.#giveBack(owner, requestId));
       return { hold: undefined, pttl: 0, late: roundTrip };
     }
     const hold = watchdog.acquired(this.name, this.#keys, owner, reply, requestId, sentAt, options.leaseTime);
@@ -364,13 +364,22 @@ export class RLock {
     }
   }
 
-  /** Gives back one hold of `owner` that its caller did not take; failures are left to the lease's expiry. */
-  async #releaseQuietly(owner: string | undefined): Promise<void> {
+  /**
+   * Gives back the grant of acquisition `requestId` of `owner`, which its caller did not take (gave up on,
+   * or got too late). While this client has the owner's hold, that one count is dropped, and the hold's
+   * latest acquisition in Redis (`<owner>:acq`) is now this one: a later purge must name it. Without a hold
+   * here every count of the owner is stale (its hold was lost meanwhile), so all of them go. Failures are
+   * left to the lease's expiry.
+   */
+  async #giveBack(owner: string | undefined, requestId: string): Promise<void> {
     if (owner === undefined) return;
+    const { watchdog, scripts } = this.#context;
+    const hold = watchdog.find(this.#keys.lockKey, owner);
+    if (hold) hold.acquireId = requestId;
     try {
-      const reply = await this.#context.scripts.release(this.#keys, 'one', [owner], { repair: true });
-      const hold = this.#context.watchdog.find(this.#keys.lockKey, owner);
-      if (hold && reply.remaining >= 0) this.#context.watchdog.released(hold, reply.remaining);
+      const mode = hold ? 'one' : 'purge';
+      const reply = await scripts.release(this.#keys, mode, [owner], { undoId: requestId, repair: true });
+      if (hold && reply.remaining >= 0) watchdog.released(hold, reply.remaining);
     } catch {
       // The connection is failing: the grant expires with its lease.
     }

@@ -247,6 +247,25 @@ describe('hardening: nine ways the lock broke', () => {
     expect(await redis.admin.exists(name)).toBe(0);
   });
 
+  it('6. a re-entry given up behind a stalled server, whose hold is lost meanwhile, leaves nothing in Redis', async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const lock = locks.getLock(name);
+    await locks.run(async () => {
+      const lease = await lock.acquire({ leaseTime: 400 });
+      // Redis keeps the key past the local deadline (as for a grant that waited behind a stalled server).
+      await redis.admin.pexpire(name, 5000);
+      // The hold's local deadline passes while the server sleeps: its purge queues behind the re-entry below,
+      // which still runs when the server wakes (moving the owner's last-acquire memo) and is given back.
+      const sleeping = redis.admin.call('DEBUG', 'SLEEP', '0.45');
+      await sleep(10);
+      expect(await lock.tryLock(20, 2000)).toBe(false);
+      await sleeping;
+      expect(lease.signal.aborted).toBe(true);
+      expect(await waitUntil(async () => (await redis.admin.exists(name)) === 0, 300)).toBe(true);
+    });
+  });
+
   it('7. a fixed lease stops being renewed once a nested watchdog-mode re-entry is released', async () => {
     const locks = redis.locks({ watchdogTimeout: 600 });
     const name = uniqueName();
