@@ -1,0 +1,612 @@
+/**
+ * The real side of the model-based lock test: two lock clients on their own ioredis connections, six flows
+ * ("actors", three per client) that run lock operations inside their own flows, and the fault injectors.
+ * Nothing here judges: it acts and records (timestamps, outcomes, listener contexts); model.ts judges.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { currentFlow } from '../../src/flow.js';
+import { createLockClient, type LockClient, type LockLease, type RLock } from '../../src/index.js';
+import { lockKeys, type LockKeys } from '../../src/keys.js';
+import { luaSources } from '../../src/lua-scripts.generated.js';
+import { newRedis, type Redis } from '../support/fixture.js';
+import type { Hold } from './model.js';
+
+export const now = (): number => performance.now();
+
+/** MODEL_DEBUG=1: a timestamped trace of the run, printed with a violation. */
+export const tracing = process.env['MODEL_DEBUG'] === '1' || process.env['MODEL_DEBUG'] === '2';
+/** MODEL_DEBUG=2: the server's MONITOR feed too (ioredis' monitor mode may not survive a reconnect). */
+const monitoring = process.env['MODEL_DEBUG'] === '2';
+export const traceLog: string[] = [];
+let traceOrigin = 0;
+export function trace(message: string): void {
+  if (!tracing) return;
+  if (traceLog.length === 0) traceOrigin = now();
+  traceLog.push(`${(now() - traceOrigin).toFixed(1).padStart(8)} ${message}`);
+}
+
+/** Blocks the event loop for `ms` (timers, replies and the watchdog all wait). */
+export function busyWait(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // spinning on purpose
+  }
+}
+
+/** One macrotask turn: everything already queued (a command written to a socket, microtasks) runs first. */
+export const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Resolves to whether `promise` settled within `ms`. */
+export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([
+      promise.then(
+        () => true as const,
+        () => true as const,
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Lease of an acquisition: a fixed lease in ms, or -1 for watchdog mode. */
+export type LeaseSpec = number;
+
+export const leaseLabel = (lease: LeaseSpec): string => (lease === -1 ? 'watchdog' : `${lease}ms`);
+
+export type Op =
+  | { readonly kind: 'tryLock'; readonly lock: number; readonly wait: number; readonly lease: LeaseSpec }
+  | { readonly kind: 'lock'; readonly lock: number; readonly lease: LeaseSpec }
+  | {
+      readonly kind: 'acquire' | 'withLock';
+      readonly lock: number;
+      readonly wait: number | undefined;
+      readonly lease: LeaseSpec;
+    }
+  | { readonly kind: 'release' }
+  | { readonly kind: 'holdCount'; readonly lock: number }
+  | { readonly kind: 'stop' };
+
+export type AcquireOp = Extract<Op, { lease: LeaseSpec }>;
+
+export interface Outcome {
+  readonly ok: boolean;
+  /** tryLock: whether held; holdCount: the count. */
+  readonly value?: unknown;
+  readonly error?: unknown;
+  readonly at: number;
+}
+
+/** A held acquisition as the actor sees it (one entry of its stack). */
+export interface Frame {
+  readonly kind: 'imperative' | 'lease' | 'scoped';
+  readonly lock: number;
+  readonly rlock: RLock;
+  readonly lease: LockLease | undefined;
+  /** The flow current inside the frame: a scoped frame's own child flow, else the flow that acquired. */
+  readonly flow: number;
+  /** Serve level whose loop runs inside a scoped frame's body. */
+  readonly level: number;
+  readonly client: ClientHandle;
+  readonly spec: LeaseSpec;
+  readonly takenAt: number;
+  abortedAt: number | undefined;
+  /** The flow the abort listener ran in (it should run outside any flow). */
+  abortedInFlow: number | undefined;
+  abortReason: unknown;
+  /** The model's hold this frame counts on; set when the model adopted the acquisition. */
+  hold: Hold | undefined;
+}
+
+export class Job {
+  readonly op: Op;
+  readonly actor: Actor;
+  readonly client: ClientHandle;
+  /** The actor's flow chain when the job was posted, base flow first. */
+  readonly chain: readonly number[];
+  readonly startedAt = now();
+  readonly controller = new AbortController();
+  readonly done: Promise<Outcome>;
+  aborted = false;
+  /** A fault overlapped the call: its outcome and timing are judged loosely. */
+  faulted = false;
+  outcome: Outcome | undefined;
+  /** An acquisition's new frame. */
+  frame: Frame | undefined;
+  /** A release's popped frame. */
+  popped: Frame | undefined;
+  adopted = false;
+  #resolve: (outcome: Outcome) => void = () => undefined;
+
+  constructor(actor: Actor, op: Op) {
+    this.actor = actor;
+    this.op = op;
+    this.client = actor.client;
+    this.chain = actor.chain();
+    this.done = new Promise<Outcome>((resolve) => {
+      this.#resolve = resolve;
+    });
+  }
+
+  finish(outcome: Omit<Outcome, 'at'>): void {
+    if (this.outcome) return;
+    this.outcome = { ...outcome, at: now() };
+    trace(
+      `${this.actor.name} ${this.op.kind}${'lock' in this.op ? ` L${this.op.lock}` : ''} -> ${outcome.ok ? `ok ${typeof outcome.value === 'boolean' || typeof outcome.value === 'number' ? String(outcome.value) : ''}` : `error ${String(outcome.error)}`}`,
+    );
+    this.#resolve(this.outcome);
+  }
+
+  get settled(): boolean {
+    return this.outcome !== undefined;
+  }
+
+  get isAcquire(): boolean {
+    return 'lease' in this.op;
+  }
+}
+
+export interface LostRecord {
+  readonly name: string;
+  readonly token: bigint;
+  readonly at: number;
+  readonly flow: number | undefined;
+  readonly message: string;
+  matched: boolean;
+}
+
+const renewSha = luaSources.renew.sha1;
+
+/** One lock client with its own ioredis connection; replaced by a fresh one after `close()`. */
+export class ClientHandle {
+  readonly slot: number;
+  readonly gen: number;
+  readonly label: string;
+  readonly redis: Redis;
+  readonly locks: LockClient;
+  readonly watchdogTimeout: number;
+  readonly lost: LostRecord[] = [];
+  /** Called once, synchronously, right after the watchdog sends its next renewal on this client. */
+  renewHook: (() => void) | undefined;
+  closed = false;
+
+  constructor(server: { host: string; port: number }, slot: number, gen: number, watchdogTimeout: number) {
+    this.slot = slot;
+    this.gen = gen;
+    this.label = `${'AB'[slot] ?? '?'}${gen > 0 ? `#${gen}` : ''}`;
+    this.watchdogTimeout = watchdogTimeout;
+    this.redis = newRedis(server);
+    this.redis.on('error', () => undefined);
+    // Timing hook for the fault "stall right after a renewal was sent": wraps this connection's EVALSHA.
+    const evalsha = this.redis.evalsha.bind(this.redis) as (...args: unknown[]) => Promise<unknown>;
+    (this.redis as unknown as { evalsha: (...args: unknown[]) => Promise<unknown> }).evalsha = (...args) => {
+      const reply = evalsha(...args);
+      const hook = this.renewHook;
+      if (hook && args[0] === renewSha) {
+        this.renewHook = undefined;
+        hook();
+      }
+      return reply;
+    };
+    this.locks = createLockClient(this.redis, { watchdogTimeout });
+    this.locks.on('lockLost', (event) => {
+      trace(`${this.label} lockLost ${event.name} token ${event.fencingToken}: ${event.error.message}`);
+      this.lost.push({
+        name: event.name,
+        token: event.fencingToken,
+        at: now(),
+        flow: currentFlow()?.id,
+        message: event.error.message,
+        matched: false,
+      });
+    });
+  }
+
+  get clientId(): string {
+    return this.locks.clientId;
+  }
+
+  get period(): number {
+    return Math.floor(this.watchdogTimeout / 3);
+  }
+}
+
+/**
+ * A flow that executes lock operations posted to it, one at a time, in its own flow (`locks.run`); a
+ * `withLock` body serves the following operations in the body's child flow until its frame is released.
+ */
+export class Actor {
+  readonly index: number;
+  readonly name: string;
+  readonly slot: number;
+  readonly world: World;
+  readonly frames: Frame[] = [];
+  baseFlow = -1;
+  /** The last job posted; the actor is busy until it settles. */
+  last: Job | undefined;
+  readonly #queue: Job[] = [];
+  #wake: (() => void) | undefined;
+  #loop: Promise<void> = Promise.resolve();
+
+  constructor(world: World, index: number, slot: number, name: string) {
+    this.world = world;
+    this.index = index;
+    this.slot = slot;
+    this.name = name;
+  }
+
+  start(): Promise<void> {
+    let started!: () => void;
+    const ready = new Promise<void>((resolve) => (started = resolve));
+    this.#loop = this.client.locks
+      .run(async () => {
+        this.baseFlow = currentFlow()?.id ?? -1;
+        started();
+        await this.#serve(0);
+      })
+      .catch((error: unknown) => {
+        this.world.harnessErrors.push(`${this.name}: actor loop failed: ${String(error)}`);
+      });
+    return ready;
+  }
+
+  get client(): ClientHandle {
+    const client = this.world.clients[this.slot];
+    if (!client) throw new Error(`no client in slot ${this.slot}`);
+    return client;
+  }
+
+  get busy(): boolean {
+    return this.last !== undefined && !this.last.settled;
+  }
+
+  /** Flow ids from the base flow to the innermost scoped frame's flow. */
+  chain(): number[] {
+    return [this.baseFlow, ...this.frames.filter((f) => f.kind === 'scoped').map((f) => f.flow)];
+  }
+
+  post(op: Op): Job {
+    const job = new Job(this, op);
+    if (op.kind !== 'holdCount') trace(`${this.name} post ${JSON.stringify(op)}`);
+    if (op.kind !== 'holdCount' && op.kind !== 'stop') this.last = job;
+    this.#queue.push(job);
+    this.#wake?.();
+    return job;
+  }
+
+  /** Waits for the actor's loop to end (after a 'stop' job at level 0), at most `ms`. */
+  async stopped(ms: number): Promise<boolean> {
+    return settlesWithin(this.#loop, ms);
+  }
+
+  async #next(): Promise<Job> {
+    for (;;) {
+      const job = this.#queue.shift();
+      if (job) return job;
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#wake = undefined;
+    }
+  }
+
+  /** Serves jobs at `level`; returns the job that ends the level (release of its scoped frame, or stop). */
+  async #serve(level: number): Promise<Job> {
+    for (;;) {
+      const job = await this.#next();
+      const top = this.frames.at(-1);
+      if (job.op.kind === 'stop') {
+        if (level === 0) job.finish({ ok: true });
+        return job;
+      }
+      if (job.op.kind === 'release' && top?.kind === 'scoped' && top.level === level) return job;
+      try {
+        await this.#execute(job, level);
+      } catch (error) {
+        job.finish({ ok: false, error });
+      }
+    }
+  }
+
+  #push(job: Job, kind: Frame['kind'], rlock: RLock, lease: LockLease | undefined, level: number): Frame {
+    const op = job.op as AcquireOp;
+    const frame: Frame = {
+      kind,
+      lock: op.lock,
+      rlock,
+      lease,
+      flow: currentFlow()?.id ?? -1,
+      level,
+      client: job.client,
+      spec: op.lease,
+      takenAt: now(),
+      abortedAt: undefined,
+      abortedInFlow: undefined,
+      abortReason: undefined,
+      hold: undefined,
+    };
+    if (lease) {
+      const record = (): void => {
+        trace(`${this.name} lease of L${op.lock} aborted: ${String(lease.signal.reason)}`);
+        frame.abortedAt ??= now();
+        frame.abortedInFlow = currentFlow()?.id;
+        frame.abortReason = lease.signal.reason;
+      };
+      if (lease.signal.aborted) record();
+      else lease.signal.addEventListener('abort', record, { once: true });
+    }
+    this.frames.push(frame);
+    job.frame = frame;
+    return frame;
+  }
+
+  async #execute(job: Job, level: number): Promise<void> {
+    const op = job.op;
+    const signal = job.controller.signal;
+    switch (op.kind) {
+      case 'tryLock': {
+        const rlock = this.world.rlock(job.client, op.lock);
+        const held = await rlock.tryLock(
+          op.wait > 0 ? { waitTime: op.wait, leaseTime: op.lease, signal } : { leaseTime: op.lease, signal },
+        );
+        if (held) this.#push(job, 'imperative', rlock, undefined, level);
+        job.finish({ ok: true, value: held });
+        return;
+      }
+      case 'lock': {
+        const rlock = this.world.rlock(job.client, op.lock);
+        await rlock.lock({ leaseTime: op.lease, signal });
+        this.#push(job, 'imperative', rlock, undefined, level);
+        job.finish({ ok: true });
+        return;
+      }
+      case 'acquire': {
+        const rlock = this.world.rlock(job.client, op.lock);
+        const lease = await rlock.acquire(
+          op.wait === undefined ? { leaseTime: op.lease, signal } : { waitTime: op.wait, leaseTime: op.lease, signal },
+        );
+        this.#push(job, 'lease', rlock, lease, level);
+        job.finish({ ok: true });
+        return;
+      }
+      case 'withLock': {
+        const rlock = this.world.rlock(job.client, op.lock);
+        // Set inside the body (a closure, which control-flow analysis does not follow).
+        const body: { entered: boolean; exit: Job | undefined } = { entered: false, exit: undefined };
+        try {
+          await rlock.withLock(
+            async (_signal, lease) => {
+              body.entered = true;
+              this.#push(job, 'scoped', rlock, lease, level + 1);
+              job.finish({ ok: true });
+              body.exit = await this.#serve(level + 1);
+            },
+            op.wait === undefined
+              ? { leaseTime: op.lease, signal }
+              : { waitTime: op.wait, leaseTime: op.lease, signal },
+          );
+          if (body.entered) this.#exited(body.exit, { ok: true });
+        } catch (error) {
+          if (body.entered) this.#exited(body.exit, { ok: false, error });
+          else job.finish({ ok: false, error });
+        }
+        return;
+      }
+      case 'release': {
+        const top = this.frames.pop();
+        job.popped = top;
+        if (!top) throw new Error('nothing to release');
+        if (top.kind === 'imperative') await top.rlock.unlock();
+        else await top.lease?.release();
+        job.finish({ ok: true });
+        return;
+      }
+      case 'holdCount': {
+        const count = await this.world.rlock(job.client, op.lock).getHoldCount();
+        job.finish({ ok: true, value: count });
+        return;
+      }
+      default:
+        throw new Error(`unexpected job ${op.kind}`);
+    }
+  }
+
+  /** A scoped frame's body returned (its withLock released the lock, or failed to): settle its release job. */
+  #exited(exit: Job | undefined, outcome: Omit<Outcome, 'at'>): void {
+    const frame = this.frames.pop();
+    if (!exit) return;
+    exit.popped = frame;
+    if (exit.op.kind === 'stop') {
+      // Teardown stopped a nested level: pass the stop on to the level below.
+      this.#queue.unshift(exit);
+      return;
+    }
+    exit.finish(outcome);
+  }
+}
+
+export interface LockSnapshot {
+  /** Owner fields (memo fields `:acq`/`:rel` left out) and their counts. */
+  readonly owners: ReadonlyMap<string, number>;
+  readonly exists: boolean;
+  readonly pttl: number;
+  /** Local time before the read was sent and after its reply. */
+  readonly sentAt: number;
+  readonly at: number;
+}
+
+export interface ServerInfo {
+  readonly host: string;
+  readonly port: number;
+}
+
+export const WATCHDOG_TIMEOUTS = [600, 900] as const;
+export const ACTOR_NAMES = ['A0', 'A1', 'A2', 'B0', 'B1', 'B2'] as const;
+export const ACTORS_PER_CLIENT = 3;
+
+/** Everything one generated sequence runs against. */
+export class World {
+  readonly server: ServerInfo;
+  readonly admin: Redis;
+  readonly fault: Redis;
+  readonly names: readonly string[];
+  readonly keys: readonly LockKeys[];
+  readonly clients: ClientHandle[] = [];
+  readonly actors: Actor[] = [];
+  /** Old clients, kept to quit their connections at the end. */
+  readonly retired: ClientHandle[] = [];
+  /** Problems of the harness itself (reported as failures too). */
+  readonly harnessErrors: string[] = [];
+  /** A fault still running in the background (DEBUG SLEEP). */
+  faultInFlight: Promise<unknown> | undefined;
+
+  private constructor(server: ServerInfo, admin: Redis, names: readonly string[]) {
+    this.server = server;
+    this.admin = admin;
+    this.fault = newRedis(server);
+    this.fault.on('error', () => undefined);
+    this.names = names;
+    this.keys = names.map((name) => lockKeys('', name));
+  }
+
+  static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<World> {
+    const world = new World(server, admin, names);
+    if (monitoring) await world.#monitor();
+    for (let slot = 0; slot < WATCHDOG_TIMEOUTS.length; slot++) {
+      world.clients.push(new ClientHandle(server, slot, 0, WATCHDOG_TIMEOUTS[slot] ?? 600));
+    }
+    // A command sent while the connection is still being set up waits in ioredis' offline queue and reaches
+    // Redis later than the model assumes: start on ready connections.
+    await Promise.all([world.fault, ...world.clients.map((c) => c.redis)].map((r) => r.ping()));
+    ACTOR_NAMES.forEach((name, i) => world.actors.push(new Actor(world, i, Math.floor(i / ACTORS_PER_CLIENT), name)));
+    await Promise.all(world.actors.map((actor) => actor.start()));
+    return world;
+  }
+
+  /** MODEL_DEBUG: the server's MONITOR feed in the trace (script calls by name, with their keys and args). */
+  async #monitor(): Promise<void> {
+    const scripts = new Map<string, string>(Object.entries(luaSources).map(([name, s]) => [s.sha1, name]));
+    const bySource = new Map<string, string>(Object.entries(luaSources).map(([name, s]) => [s.source, name]));
+    const connection = newRedis(this.server);
+    connection.on('error', () => undefined);
+    const monitor = await connection.monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const [command = '', first = '', ...rest] = args;
+      const lower = command.toLowerCase();
+      if (lower === 'evalsha' || lower === 'eval') {
+        const script = (lower === 'evalsha' ? scripts.get(first) : bySource.get(first)) ?? '?';
+        trace(`   redis ${lower} ${script} ${rest.map((a) => a.replace(/^[0-9a-f-]{36}/, 'id')).join(' ')}`);
+      } else if (!['hgetall', 'pttl', 'multi', 'exec', 'get', 'info', 'scan', 'pubsub'].includes(lower)) {
+        trace(`   redis ${args.join(' ')}`);
+      }
+    });
+    this.monitorConnection = monitor;
+  }
+
+  monitorConnection: Redis | undefined;
+
+  rlock(client: ClientHandle, lock: number): RLock {
+    return client.locks.getLock(this.names[lock] ?? '');
+  }
+
+  /** A fresh client in `slot` (after the old one was closed), on a ready connection. */
+  async replaceClient(slot: number): Promise<ClientHandle> {
+    const old = this.clients[slot];
+    if (!old) throw new Error(`no client in slot ${slot}`);
+    this.retired.push(old);
+    const fresh = new ClientHandle(this.server, slot, old.gen + 1, old.watchdogTimeout);
+    this.clients[slot] = fresh;
+    await fresh.redis.ping();
+    return fresh;
+  }
+
+  async snapshot(lock: number): Promise<LockSnapshot> {
+    const key = this.keys[lock]?.lockKey ?? '';
+    const sentAt = now();
+    const replies = await this.admin.multi().hgetall(key).pttl(key).exec();
+    const at = now();
+    const fields = (replies?.[0]?.[1] ?? {}) as Record<string, string>;
+    const pttl = Number(replies?.[1]?.[1] ?? -2);
+    const owners = new Map<string, number>();
+    for (const [field, value] of Object.entries(fields)) {
+      if (field.endsWith(':acq') || field.endsWith(':rel')) continue;
+      owners.set(field, Number(value));
+    }
+    return { owners, exists: Object.keys(fields).length > 0, pttl, sentAt, at };
+  }
+
+  async fence(lock: number): Promise<bigint | undefined> {
+    const value = await this.admin.get(this.keys[lock]?.fenceKey ?? '');
+    return value === null ? undefined : BigInt(value);
+  }
+
+  /**
+   * Fires `DEBUG SLEEP` on its own connection; resolves once the server has had time to start sleeping, to
+   * `done` (wrapped: an async function would flatten a returned promise), which settles when it woke up.
+   */
+  async serverSleep(ms: number): Promise<{ readonly done: Promise<unknown> }> {
+    const done = this.fault.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3)).then(
+      () => undefined,
+      (error: unknown) => {
+        this.harnessErrors.push(`DEBUG SLEEP failed: ${String(error)}`);
+      },
+    );
+    this.faultInFlight = done;
+    await sleep(5);
+    return { done };
+  }
+
+  /** Subscriber connections of the run's lock channels (0 when nobody waits). */
+  async subscribers(): Promise<number> {
+    const reply = (await this.admin.pubsub('NUMSUB', ...this.keys.map((k) => k.channel))) as (string | number)[];
+    let total = 0;
+    for (let i = 1; i < reply.length; i += 2) total += Number(reply[i]);
+    return total;
+  }
+
+  /** Keys of the run's locks left on the server, the fencing counters and release memos left out. */
+  async leftoverKeys(): Promise<string[]> {
+    const found: string[] = [];
+    for (const name of this.names) {
+      let cursor = '0';
+      do {
+        const [next, batch] = await this.admin.scan(cursor, 'MATCH', `*${name}*`, 'COUNT', 1000);
+        cursor = next;
+        found.push(...batch.filter((key) => !/flowlock:(fence|released):/.test(key)));
+      } while (cursor !== '0');
+    }
+    return found;
+  }
+
+  /** Best effort, no judging: end every wait and hold, stop the actors, close and quit everything. */
+  async teardown(): Promise<void> {
+    await this.faultInFlight?.catch(() => undefined);
+    for (const client of this.clients) client.renewHook = undefined;
+    for (const actor of this.actors) {
+      if (actor.last && !actor.last.settled) {
+        actor.last.aborted = true;
+        actor.last.controller.abort();
+        await settlesWithin(actor.last.done, 3000);
+      }
+      for (let guard = 0; actor.frames.length > 0 && guard < 20; guard++) {
+        await settlesWithin(actor.post({ kind: 'release' }).done, 3000);
+      }
+      actor.post({ kind: 'stop' });
+      if (!(await actor.stopped(3000))) this.harnessErrors.push(`${actor.name}: did not stop`);
+    }
+    for (const client of [...this.clients, ...this.retired]) {
+      await settlesWithin(
+        client.locks.close().catch(() => undefined),
+        5000,
+      );
+      await client.redis.quit().catch(() => client.redis.disconnect());
+    }
+    await this.fault.quit().catch(() => this.fault.disconnect());
+    this.monitorConnection?.disconnect();
+    await this.admin.del(...this.keys.map((k) => k.lockKey)).catch(() => undefined);
+  }
+}
