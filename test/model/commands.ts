@@ -538,8 +538,11 @@ class SequenceCommand implements HarnessCommand {
   }
 }
 
-/** Blocks the event loop for `ms` while the steps are in flight. */
-class StallCommand extends CompositeCommand {
+/**
+ * A fault injected while the steps are in flight: the model judges them loosely meanwhile, then waits
+ * until the system is determinate again.
+ */
+abstract class FaultCommand extends CompositeCommand {
   readonly ms: number;
 
   constructor(ms: number, steps: readonly Step[]) {
@@ -547,16 +550,23 @@ class StallCommand extends CompositeCommand {
     this.ms = ms;
   }
 
+  /** The step kind counted in the statistics, and the name in the printed sequence. */
+  protected abstract readonly kind: string;
+  protected abstract readonly title: string;
+  /** What the steps' judges are told about the fault. */
+  protected abstract readonly context: FinishContext;
+  /** Starts the steps with the fault around them; resolves, once the fault is over, to the steps started. */
+  protected abstract inject(h: Harness): Promise<readonly Step[]>;
+
   async run(h: Harness): Promise<void> {
     trace(`== ${this.toString()}`);
-    count('Stall', 'step');
+    count(this.kind, 'step');
     await h.model.adoptFinished();
     h.model.faultActive = true;
     try {
       h.model.markFault(Infinity);
-      const started = await this.startSteps(h);
-      busyWait(this.ms);
-      await this.finishSteps(h, started, { stallMs: this.ms, sleepMs: 0 });
+      const started = await this.inject(h);
+      await this.finishSteps(h, started, this.context);
     } finally {
       h.model.faultActive = false;
     }
@@ -565,40 +575,39 @@ class StallCommand extends CompositeCommand {
   }
 
   toString(): string {
-    return `stallEventLoop(${this.ms}ms${this.steps.length > 0 ? `, during: ${this.inner()}` : ''})`;
+    return `${this.title}(${this.ms}ms${this.steps.length > 0 ? `, during: ${this.inner()}` : ''})`;
+  }
+}
+
+/** Blocks the event loop for `ms` while the steps are in flight. */
+class StallCommand extends FaultCommand {
+  protected readonly kind = 'Stall';
+  protected readonly title = 'stallEventLoop';
+  protected get context(): FinishContext {
+    return { stallMs: this.ms, sleepMs: 0 };
+  }
+
+  protected async inject(h: Harness): Promise<readonly Step[]> {
+    const started = await this.startSteps(h);
+    busyWait(this.ms);
+    return started;
   }
 }
 
 /** `DEBUG SLEEP` on the server while the steps are in flight. */
-class ServerSleepCommand extends CompositeCommand {
-  readonly ms: number;
-
-  constructor(ms: number, steps: readonly Step[]) {
-    super(steps);
-    this.ms = ms;
+class ServerSleepCommand extends FaultCommand {
+  protected readonly kind = 'ServerSleep';
+  protected readonly title = 'serverSleep';
+  protected get context(): FinishContext {
+    return { stallMs: 0, sleepMs: this.ms };
   }
 
-  async run(h: Harness): Promise<void> {
-    trace(`== ${this.toString()}`);
-    count('ServerSleep', 'step');
-    await h.model.adoptFinished();
-    h.model.faultActive = true;
-    try {
-      h.model.markFault(Infinity);
-      const sleeping = await h.world.serverSleep(this.ms);
-      const started = await this.startSteps(h);
-      await sleeping.done;
-      h.world.faultInFlight = undefined;
-      await this.finishSteps(h, started, { stallMs: 0, sleepMs: this.ms });
-    } finally {
-      h.model.faultActive = false;
-    }
-    h.model.markFault(h.faultSettleAt());
-    await h.model.settle();
-  }
-
-  toString(): string {
-    return `serverSleep(${this.ms}ms${this.steps.length > 0 ? `, during: ${this.inner()}` : ''})`;
+  protected async inject(h: Harness): Promise<readonly Step[]> {
+    const sleeping = await h.world.serverSleep(this.ms);
+    const started = await this.startSteps(h);
+    await sleeping.done;
+    h.world.faultInFlight = undefined;
+    return started;
   }
 }
 
