@@ -511,9 +511,13 @@ class QuorumHold {
   /** Marks the lease lost and aborts its signal; false if it had already ended. */
   #lose(error: LockLostError): boolean {
     if (!this.#stop()) return false;
-    // Abort listeners run outside every flow, whoever noticed the loss (an extend() call, a timer).
-    outsideFlows(() => this.#controller.abort(error));
+    this.#abort(error);
     return true;
+  }
+
+  /** Aborts the lease's signal outside every flow, whoever noticed the loss (an extend() call, a timer). */
+  #abort(error: LockLostError): void {
+    outsideFlows(() => this.#controller.abort(error));
   }
 
   /** Ends the lease here: no more timers, and close() has nothing left to release; false if already ended. */
@@ -531,8 +535,7 @@ class QuorumHold {
     if (released > 0) return;
     if (notHeld >= this.#nodes.quorum) {
       // A majority no longer had it (a fixed lease ran out unnoticed, the keys were deleted): it was lost.
-      const error = new LockLostError(this.name, 'a majority of nodes did not hold it when it was released');
-      outsideFlows(() => this.#controller.abort(error));
+      this.#abort(new LockLostError(this.name, 'a majority of nodes did not hold it when it was released'));
     }
     throw this.#notHeld();
   }
