@@ -5,6 +5,7 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { LockClientClosedError, type LockLostError } from './errors.js';
 import { runInNewFlow } from './flow.js';
+import { RFairLock } from './fair-lock.js';
 import { RLock, type LockContext } from './lock.js';
 import { RMultiLock } from './multi-lock.js';
 import {
@@ -15,6 +16,7 @@ import {
   type LockClientOptions,
   type RedisClient,
 } from './options.js';
+import { RReadWriteLock } from './read-write-lock.js';
 import { ReplicaSync } from './replication.js';
 import { LockScripts } from './scripts.js';
 import { WaitQueues } from './waiting.js';
@@ -91,6 +93,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     return new RLock(this.#context, checkLockName(name));
   }
 
+  /** A fair lock for `name` (RLock's interface; grants in arrival order across all clients); no I/O. */
+  getFairLock(name: string): RFairLock {
+    return new RFairLock(this.#context, checkLockName(name));
+  }
+
+  /** A read-write lock for `name`: `readLock()` and `writeLock()`; no I/O. */
+  getReadWriteLock(name: string): RReadWriteLock {
+    return new RReadWriteLock(this.#context, checkLockName(name));
+  }
+
   /**
    * A lock over several names, taken all-or-nothing in one global order (by Redis key) so that multi-locks
    * over overlapping names never deadlock. No I/O. Duplicate names count once.
@@ -137,9 +149,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const holds = watchdog.all();
     // No detection while closing: a client that never learnt the mode announces classically.
     const pubsub = scripts.knownPubsubMode;
-    await Promise.allSettled(
-      holds.map((hold) => scripts.release(hold.keys, 'all', [hold.owner], { repair: true, pubsub })),
-    );
+    await Promise.allSettled(holds.map((hold) => hold.protocol.release('all', [hold.owner], { repair: true, pubsub })));
     for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
   }
 

@@ -5,7 +5,8 @@ export type LockErrorCode =
   | 'LOCK_LOST'
   | 'LOCK_NO_FLOW'
   | 'LOCK_CLIENT_CLOSED'
-  | 'LOCK_NOT_REPLICATED';
+  | 'LOCK_NOT_REPLICATED'
+  | 'LOCK_UPGRADE';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {
@@ -108,5 +109,23 @@ export class LockNotReplicatedError extends LockError {
     );
     this.replicas = replicas;
     this.acknowledged = acknowledged;
+  }
+}
+
+/**
+ * A flow that holds a read-write lock only for reading asked for its write lock. Waiting would deadlock
+ * (the writer would wait for its own read hold; Redisson waits forever there): release the read hold first,
+ * or take the write lock first and then the read lock (a downgrade, which is allowed).
+ */
+export class LockUpgradeError extends LockError {
+  override readonly name = 'LockUpgradeError';
+  readonly code = 'LOCK_UPGRADE';
+
+  constructor(lockName: string) {
+    super(
+      `The current flow holds read-write lock "${lockName}" for reading and asked for its write lock: an ` +
+        'upgrade would wait for itself. Release the read lock first, or take the write lock before the read lock',
+      lockName,
+    );
   }
 }

@@ -1,6 +1,8 @@
 export { createLockClient } from './client.js';
 export type { LockClient, LockClientEvents, LockLostEvent } from './client.js';
 export type { RLock, LockLease } from './lock.js';
+export type { RFairLock } from './fair-lock.js';
+export type { RReadWriteLock, RReadLock, RWriteLock } from './read-write-lock.js';
 export type { RMultiLock, MultiLockLease } from './multi-lock.js';
 export { createQuorumLockClient } from './quorum-lock.js';
 export type { QuorumLock, QuorumLease, QuorumLockClient } from './quorum-lock.js';
@@ -13,5 +15,6 @@ export {
   NoFlowError,
   LockClientClosedError,
   LockNotReplicatedError,
+  LockUpgradeError,
 } from './errors.js';
 export type { LockErrorCode } from './errors.js';

@@ -66,25 +66,107 @@ function slotTag(lockKey: string): string {
 }
 
 /**
- * The keys of lock `name`. On Redis Cluster (`cluster`) the channel must share the lock's slot too, since
- * the release script names it in KEYS: Redisson's channel does when there is no prefix and the name has no
- * braces (the case where Redisson can share the lock); otherwise a slot-consistent variant is used there.
+ * Redisson's `prefixName(word, name)`: `word:{name}`, or `word:name` when the name already holds a `{`
+ * (so that a name with its own hash tag keeps it).
  */
-export function lockKeys(keyPrefix: string, name: string, cluster = false): LockKeys {
+export function redissonPrefixName(word: string, name: string): string {
+  return name.includes('{') ? `${word}:${name}` : `${word}:{${name}}`;
+}
+
+/** What every family member derives its names from: the lock hash, its slot tag and the key suffix. */
+interface NameBase {
+  readonly keyPrefix: string;
+  readonly name: string;
+  readonly lockKey: string;
+  readonly tag: string;
+  readonly suffix: string;
+  readonly cluster: boolean;
+}
+
+function nameBase(keyPrefix: string, name: string, cluster: boolean): NameBase {
   const lockKey = keyPrefix + name;
   const tag = slotTag(lockKey);
   // The tag alone names the lock when it is the whole key; otherwise append the key so that two locks
   // sharing a tag (`a{t}`, `b{t}`) never share auxiliary keys.
   const suffix = tag === lockKey ? '' : `:${lockKey}`;
-  const redissonChannel = `${keyPrefix}redisson_lock__channel:{${name}}`;
-  const channel =
-    cluster && keySlot(redissonChannel) !== keySlot(lockKey)
-      ? `${keyPrefix}redisson_lock__channel:{${tag}}${suffix}`
-      : redissonChannel;
+  return { keyPrefix, name, lockKey, tag, suffix, cluster };
+}
+
+/**
+ * A name Redisson shares (`<keyPrefix>` + `word:{name}`); on Cluster, where a script may name only keys and
+ * channels of one slot, a slot-consistent variant wherever Redisson's lands in another slot (a key prefix
+ * without a hash tag, a name with an unbalanced brace): Redisson cannot share those locks anyway.
+ */
+function redissonName(base: NameBase, word: string): string {
+  const redisson = base.keyPrefix + redissonPrefixName(word, base.name);
+  return base.cluster && keySlot(redisson) !== keySlot(base.lockKey)
+    ? `${base.keyPrefix}${word}:{${base.tag}}${base.suffix}`
+    : redisson;
+}
+
+function ownKeys(base: NameBase): Pick<LockKeys, 'fenceKey' | 'releaseMemoPrefix'> {
   return {
-    lockKey,
-    channel,
-    fenceKey: `${keyPrefix}flowlock:fence:{${tag}}${suffix}`,
-    releaseMemoPrefix: `${keyPrefix}flowlock:released:{${tag}}:`,
+    fenceKey: `${base.keyPrefix}flowlock:fence:{${base.tag}}${base.suffix}`,
+    releaseMemoPrefix: `${base.keyPrefix}flowlock:released:{${base.tag}}:`,
+  };
+}
+
+/**
+ * The keys of lock `name`. On Redis Cluster (`cluster`) the channel must share the lock's slot too, since
+ * the release script names it in KEYS: Redisson's channel does when there is no prefix and the name has no
+ * unbalanced braces (the cases where Redisson can share the lock); otherwise a slot-consistent variant is
+ * used there.
+ */
+export function lockKeys(keyPrefix: string, name: string, cluster = false): LockKeys {
+  const base = nameBase(keyPrefix, name, cluster);
+  return { lockKey: base.lockKey, channel: redissonName(base, 'redisson_lock__channel'), ...ownKeys(base) };
+}
+
+/** A fair lock's keys: RLock's hash, plus Redisson's FIFO of waiters and their deadlines. */
+export interface FairLockKeys extends LockKeys {
+  /** List of waiter ids, first come first served. */
+  readonly queueKey: string;
+  /** Sorted set: waiter id -> deadline (epoch ms) after which it is presumed gone. */
+  readonly timeoutKey: string;
+  /** Each waiter is woken on `<channel>:<waiter id>`; `channel` itself carries nothing. */
+  readonly channel: string;
+}
+
+export function fairLockKeys(keyPrefix: string, name: string, cluster = false): FairLockKeys {
+  const base = nameBase(keyPrefix, name, cluster);
+  return {
+    lockKey: base.lockKey,
+    channel: redissonName(base, 'redisson_lock__channel'),
+    queueKey: redissonName(base, 'redisson_lock_queue'),
+    timeoutKey: redissonName(base, 'redisson_lock_timeout'),
+    ...ownKeys(base),
+  };
+}
+
+/** A read-write lock's keys: one hash (`mode`, read and write holds) and one channel for both sides. */
+export interface ReadWriteLockKeys extends LockKeys {
+  /** Redisson's `redisson_rwlock:{name}`: "0" when the last reader leaves, "1" when the writer does. */
+  readonly channel: string;
+  /**
+   * Prefix of the per-read-hold timeout keys `<timeoutBase>:<owner>:rwlock_timeout:<k>` (Redisson's
+   * `{name}`); also names the slot in scripts that build them.
+   */
+  readonly timeoutBase: string;
+  /** Sorted set of this library's waiting writers (field -> deadline, epoch ms): new readers wait for them. */
+  readonly writersKey: string;
+}
+
+export function readWriteLockKeys(keyPrefix: string, name: string, cluster = false): ReadWriteLockKeys {
+  const base = nameBase(keyPrefix, name, cluster);
+  const redissonBase = keyPrefix + (name.includes('{') ? name : `{${name}}`);
+  return {
+    lockKey: base.lockKey,
+    channel: redissonName(base, 'redisson_rwlock'),
+    timeoutBase:
+      base.cluster && keySlot(redissonBase) !== keySlot(base.lockKey)
+        ? `${keyPrefix}{${base.tag}}${base.suffix}`
+        : redissonBase,
+    writersKey: `${keyPrefix}flowlock:writers:{${base.tag}}${base.suffix}`,
+    ...ownKeys(base),
   };
 }

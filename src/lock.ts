@@ -10,10 +10,11 @@ import {
   LockLostError,
   LockNotHeldError,
   LockNotReplicatedError,
+  LockUpgradeError,
   NoFlowError,
 } from './errors.js';
 import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from './flow.js';
-import { lockKeys, type LockKeys } from './keys.js';
+import { lockKeys } from './keys.js';
 import {
   resolveAcquireOptions,
   resolveLockArgs,
@@ -23,6 +24,7 @@ import {
   type RedisClient,
   type ResolvedAcquire,
 } from './options.js';
+import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
 import type { ReplicaSync } from './replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from './scripts.js';
 import { abortableSleep, clampedTimeout, monotonicNow } from './time.js';
@@ -74,6 +76,12 @@ const YIELD_MS = 20;
  */
 const LAST_ATTEMPT_RESERVE_MS = 20;
 
+/**
+ * How long a fair-lock waiter id's subscription stays open after its waiter is done: the next waiter of
+ * this process on that lock takes the same id and needs no SUBSCRIBE round trip.
+ */
+const LINGER_MS = 2000;
+
 /** The longest pause before asking again after grants that came too late to be held. */
 const LATE_GRANT_MAX_PAUSE_MS = 1000;
 
@@ -87,12 +95,17 @@ type AttemptResult =
 export class RLock {
   readonly name: string;
   readonly #context: LockContext;
-  readonly #keys: LockKeys;
+  readonly #protocol: LockProtocol;
 
-  constructor(context: LockContext, name: string) {
+  /** `protocol`: the kind of lock (the fair lock and the read-write lock's sides pass theirs). */
+  constructor(context: LockContext, name: string, protocol?: LockProtocol) {
     this.name = name;
     this.#context = context;
-    this.#keys = lockKeys(context.keyPrefix, name, context.cluster);
+    this.#protocol =
+      protocol ??
+      new PlainProtocol(context.scripts, lockKeys(context.keyPrefix, name, context.cluster), (key) =>
+        context.redis.exists(key),
+      );
   }
 
   /**
@@ -105,7 +118,7 @@ export class RLock {
   async tryLock(...args: unknown[]): Promise<boolean> {
     const options = resolveTryLockArgs(args);
     const flow = this.#requireFlow('tryLock');
-    const hold = await this.#take(ownerChain(this.#context.clientId, flow), {
+    const hold = await this.#take(this.#fields(flow), {
       ...options,
       waitTime: options.waitTime ?? 0,
     });
@@ -118,28 +131,29 @@ export class RLock {
   async lock(...args: unknown[]): Promise<void> {
     const options = resolveLockArgs(args);
     const flow = this.#requireFlow('lock');
-    await this.#take(ownerChain(this.#context.clientId, flow), options);
+    await this.#take(this.#fields(flow), options);
   }
 
   /** Drops one hold of the current flow (or the ancestor that holds it). Throws LockNotHeldError if none. */
   async unlock(): Promise<void> {
     const flow = this.#requireFlow('unlock');
-    await this.#release(ownerChain(this.#context.clientId, flow));
+    await this.#release(this.#fields(flow));
   }
 
   /** Frees the lock whoever holds it; resolves to whether it was held. Local holders lose it. */
   async forceUnlock(): Promise<boolean> {
     this.#checkOpen();
-    const freed = await this.#context.scripts.forceUnlock(this.#keys);
-    for (const hold of this.#context.watchdog.holdsOf(this.#keys.lockKey)) {
-      this.#context.watchdog.lose(hold, 'it was force-unlocked');
+    const freed = await this.#protocol.forceUnlock();
+    for (const hold of this.#context.watchdog.holdsOf(this.#protocol.keys.lockKey)) {
+      // A read-write lock's other side keeps its holds: the force-unlock of one side frees only that side.
+      if (hold.protocol.kind === this.#protocol.kind) this.#context.watchdog.lose(hold, 'it was force-unlocked');
     }
     return freed;
   }
 
   async isLocked(): Promise<boolean> {
     this.#checkOpen();
-    return (await this.#context.redis.exists(this.#keys.lockKey)) === 1;
+    return this.#protocol.isLocked();
   }
 
   /** Whether the current flow or an ancestor holds the lock (asks Redis). False outside any flow. */
@@ -152,13 +166,13 @@ export class RLock {
     this.#checkOpen();
     const flow = currentFlow();
     if (!flow) return 0;
-    return this.#context.scripts.holdCount(this.#keys, ownerChain(this.#context.clientId, flow));
+    return this.#context.scripts.holdCount(this.#protocol.keys, this.#fields(flow));
   }
 
   /** Milliseconds until the lock expires: -2 when not locked, -1 when it has no expiry. */
   async remainTimeToLive(): Promise<number> {
     this.#checkOpen();
-    return this.#context.redis.pttl(this.#keys.lockKey);
+    return this.#context.redis.pttl(this.#protocol.keys.lockKey);
   }
 
   /**
@@ -185,6 +199,11 @@ export class RLock {
     return this.#lease(currentFlow() ?? newFlow(), resolved);
   }
 
+  /** The hash fields of `flow` and its ancestors, nearest first. */
+  #fields(flow: Flow): string[] {
+    return ownerChain(this.#context.clientId, flow).map((owner) => this.#protocol.field(owner));
+  }
+
   #checkOpen(): void {
     if (this.#context.closed) throw new LockClientClosedError(this.name);
   }
@@ -197,7 +216,7 @@ export class RLock {
   }
 
   async #lease(flow: Flow, options: ResolvedAcquire): Promise<LockLease> {
-    const hold = await this.#take(ownerChain(this.#context.clientId, flow), options);
+    const hold = await this.#take(this.#fields(flow), options);
     if (!hold) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
     let released: Promise<void> | undefined;
     const release = (): Promise<void> => (released ??= this.#releaseLease(hold));
@@ -217,37 +236,58 @@ export class RLock {
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const { watchdog, waits } = this.#context;
-    const reentry = watchdog.nearest(this.#keys.lockKey, owners) !== undefined;
+    const protocol = this.#protocol;
+    const reentry = watchdog.nearest(protocol.keys.lockKey, owners) !== undefined;
+    // A waiter that may wait keeps a place in Redis where the kind of lock has one (the fair lock's queue,
+    // a waiting writer's registration); it listens on its own channel there, or on the lock's.
+    const ticket = !reentry && waitTime !== 0 ? protocol.ticket?.(owners) : undefined;
+    const channel = ticket?.channel ?? protocol.keys.channel;
+    const entry = {
+      broadcast: protocol.wake === 'all',
+      lingerMs: ticket && protocol.wake === 'ticket' ? LINGER_MS : 0,
+    };
+    const localOrder = protocol.wake === 'one';
     // A newcomer that may wait queues behind local waiters instead of racing them for a release one of
     // them is due; a single attempt (waitTime 0) just makes it.
-    const queued = waits.hasWaiters(this.#keys.channel);
+    const queued = localOrder && waits.hasWaiters(channel);
     // Right after this process freed the lock for waiters elsewhere, a newcomer lets them take it first
     // instead of winning every race by a round trip (which starves other processes).
     const yielding =
-      !reentry && (waitTime === undefined || waitTime >= YIELD_MS) && !queued && waits.othersWoken(this.#keys.channel);
+      localOrder &&
+      !reentry &&
+      (waitTime === undefined || waitTime >= YIELD_MS) &&
+      !queued &&
+      waits.othersWoken(channel);
     // waitTime bounds every attempt, the first included (a stalled Redis must not stretch it); an attempt
     // with nothing to wait for runs to its reply.
     const attemptDeadline = waitTime === 0 ? Infinity : deadline;
     let waiter: Waiter | undefined;
+    let parkFirst = false;
     if (!reentry && waitTime !== 0 && (queued || yielding)) {
-      waiter = waits.enter(this.#keys.channel);
+      waiter = waits.enter(channel, entry);
+      parkFirst = true;
       if (yielding) waiter.noteHolderTtl(YIELD_MS);
+    } else if (ticket && waits.isSubscribed(channel)) {
+      // Already listening on the ticket's channel (a reused fair-queue id): a release that this first
+      // attempt's place in line earns can no longer go unseen, so no second attempt is needed.
+      waiter = waits.enter(channel, entry);
     }
     let attempted = false;
     let lateGrants = 0;
+    let hold: Hold | undefined;
     try {
       for (;;) {
-        if (waiter) {
+        if (waiter && (attempted || parkFirst)) {
           const remaining = deadline - monotonicNow();
           // Until its first attempt a queued newcomer keeps back time for one, so that it asks Redis once
           // within its wait even when its turn never comes.
           const parkFor = attempted ? remaining : remaining - Math.min(remaining / 2, LAST_ATTEMPT_RESERVE_MS);
-          if (parkFor > 0) await waiter.park(Math.min(parkFor, waiter.holderTtl()), signal);
+          if (parkFor > 0) await waiter.park(Math.min(parkFor, waiter.holderTtl(), protocol.refreshMs), signal);
           if (deadline - monotonicNow() <= 0) return undefined;
           waiter.attempting();
         }
-        const result = await this.#attempt(owners, options, attemptDeadline);
-        if (result.hold) return result.hold;
+        const result = await this.#attempt(owners, options, attemptDeadline, ticket);
+        if (result.hold) return (hold = result.hold);
         attempted = true;
         const remaining = deadline - monotonicNow();
         if (remaining <= 0) return undefined;
@@ -265,11 +305,16 @@ export class RLock {
           continue;
         }
         lateGrants = 0;
-        waiter ??= waits.enter(this.#keys.channel);
+        waiter ??= waits.enter(channel, entry);
         waiter.noteHolderTtl(result.pttl);
       }
     } finally {
       waiter?.leave();
+      if (ticket) {
+        // A place in Redis that no hold came of is given up at once; its id is reused only afterwards.
+        if (ticket.sent && !hold) this.#context.track(ticket.leave().finally(() => ticket.dispose()));
+        else ticket.dispose();
+      }
     }
   }
 
@@ -281,6 +326,7 @@ export class RLock {
     owners: readonly string[],
     options: ResolvedAcquire,
     deadline: number,
+    ticket: WaitTicket | undefined,
     retriedStale = false,
   ): Promise<AttemptResult> {
     const { watchdog, watchdogTimeout, closeSignal, track } = this.#context;
@@ -288,7 +334,7 @@ export class RLock {
     this.#context.firstUse();
     const sentAt = monotonicNow();
     const requestId = newRequestId();
-    const pending = this.#grant(owners, lease, requestId);
+    const pending = this.#grant(owners, lease, requestId, ticket);
     let outcome: Settled<AcquireReply>;
     try {
       outcome = await settleBy(pending, deadline, options.signal, closeSignal);
@@ -313,14 +359,18 @@ export class RLock {
       return { hold: undefined, pttl: 0 };
     }
     const reply = outcome.value;
-    if (!reply.acquired) return { hold: undefined, pttl: reply.pttl };
+    if (!reply.acquired) {
+      if (reply.upgrade) throw new LockUpgradeError(this.name);
+      return { hold: undefined, pttl: reply.pttl };
+    }
+    const { lockKey } = this.#protocol.keys;
     const owner = owners[reply.ownerIndex] ?? owners[0] ?? '';
-    if (reply.holdCount > 1 && watchdog.find(this.#keys.lockKey, owner) === undefined) {
+    if (reply.holdCount > 1 && watchdog.find(lockKey, owner) === undefined) {
       // Re-entered a hold this client does not know: one it declared lost whose purge has not reached
       // Redis (or failed). Counting on from it would leave a count nobody releases. Drop it with this
       // acquisition and take the lock afresh.
-      await this.#context.scripts.release(this.#keys, 'purge', [owner], { undoId: requestId, repair: true });
-      if (!retriedStale) return this.#attempt(owners, options, deadline, true);
+      await this.#protocol.release('purge', [owner], { undoId: requestId, repair: true });
+      if (!retriedStale) return this.#attempt(owners, options, deadline, ticket, true);
       return { hold: undefined, pttl: 0 };
     }
     const roundTrip = monotonicNow() - sentAt;
@@ -330,7 +380,7 @@ export class RLock {
       track(this.#giveBack(owner, requestId));
       return { hold: undefined, pttl: 0, late: roundTrip };
     }
-    const hold = watchdog.acquired(this.name, this.#keys, owner, reply, requestId, sentAt, options.leaseTime);
+    const hold = watchdog.acquired(this.name, this.#protocol, owner, reply, requestId, sentAt, options.leaseTime);
     return { hold };
   }
 
@@ -338,14 +388,19 @@ export class RLock {
    * The acquire script; with `syncReplicas`, then WAIT for the grant (in the same attempt, so the wait time
    * and the signal bound it too). A grant too few replicas acknowledged is undone before this rejects.
    */
-  async #grant(owners: readonly string[], leaseMs: number, requestId: string): Promise<AcquireReply> {
-    const { scripts, replicaSync } = this.#context;
-    const ticket = replicaSync?.ticket(this.#keys.lockKey);
-    const reply = await scripts.acquire(this.#keys, leaseMs, requestId, owners);
-    if (!reply.acquired || !replicaSync || !ticket) return reply;
+  async #grant(
+    owners: readonly string[],
+    leaseMs: number,
+    requestId: string,
+    waitTicket: WaitTicket | undefined,
+  ): Promise<AcquireReply> {
+    const { replicaSync } = this.#context;
+    const syncTicket = replicaSync?.ticket(this.#protocol.keys.lockKey);
+    const reply = await this.#protocol.acquire(leaseMs, requestId, owners, waitTicket);
+    if (!reply.acquired || !replicaSync || !syncTicket) return reply;
     let acknowledged: number;
     try {
-      acknowledged = await replicaSync.acknowledged(ticket);
+      acknowledged = await replicaSync.acknowledged(syncTicket);
     } catch (error) {
       await this.#undo(owners, requestId);
       throw error;
@@ -358,7 +413,7 @@ export class RLock {
   /** Undoes the acquisition with request id `acquireId` if it ran; failures are left to the lease's expiry. */
   async #undo(owners: readonly string[], acquireId: string): Promise<void> {
     try {
-      await this.#context.scripts.release(this.#keys, 'undo', owners, { undoId: acquireId, repair: true });
+      await this.#protocol.release('undo', owners, { undoId: acquireId, repair: true });
     } catch {
       // The connection is failing: the grant, if it exists, expires with its lease.
     }
@@ -373,12 +428,12 @@ export class RLock {
    */
   async #giveBack(owner: string | undefined, requestId: string): Promise<void> {
     if (owner === undefined) return;
-    const { watchdog, scripts } = this.#context;
-    const hold = watchdog.find(this.#keys.lockKey, owner);
+    const { watchdog } = this.#context;
+    const hold = watchdog.find(this.#protocol.keys.lockKey, owner);
     if (hold) hold.acquireId = requestId;
     try {
       const mode = hold ? 'one' : 'purge';
-      const reply = await scripts.release(this.#keys, mode, [owner], { undoId: requestId, repair: true });
+      const reply = await this.#protocol.release(mode, [owner], { undoId: requestId, repair: true });
       if (hold && reply.remaining >= 0) watchdog.released(hold, reply.remaining);
     } catch {
       // The connection is failing: the grant expires with its lease.
@@ -390,7 +445,7 @@ export class RLock {
    * once that hold was lost or replaced (the same flow acquired afresh), it fails without sending anything.
    */
   async #releaseLease(hold: Hold): Promise<void> {
-    if (this.#context.watchdog.find(this.#keys.lockKey, hold.owner) !== hold) {
+    if (this.#context.watchdog.find(this.#protocol.keys.lockKey, hold.owner) !== hold) {
       const lost: unknown = hold.signal.aborted ? hold.signal.reason : undefined;
       throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
     }
@@ -399,23 +454,25 @@ export class RLock {
 
   /** Drops one hold of the nearest owner in `owners` that holds the lock. */
   async #release(owners: readonly string[], leaseHold?: Hold): Promise<void> {
-    const { watchdog, scripts } = this.#context;
-    const local = leaseHold ?? watchdog.nearest(this.#keys.lockKey, owners);
+    const { watchdog } = this.#context;
+    const { keys } = this.#protocol;
+    const local = leaseHold ?? watchdog.nearest(keys.lockKey, owners);
     // Mark the last hold as releasing before the call, so that a renewal racing it is not taken for a loss.
     const last = local !== undefined && local.state === 'held' && local.count <= 1;
     if (last) local.state = 'releasing';
     let reply;
     try {
-      reply = await scripts.release(this.#keys, 'one', owners);
+      reply = await this.#protocol.release('one', owners);
     } catch (error) {
       // Unknown outcome: stop renewing the last hold so that, at worst, it expires with its lease.
       if (last) watchdog.forget(local);
       throw error;
     }
     if (reply.remaining >= 0) {
-      const hold = watchdog.find(this.#keys.lockKey, owners[reply.ownerIndex] ?? '');
+      const hold = watchdog.find(keys.lockKey, owners[reply.ownerIndex] ?? '');
       if (hold) watchdog.released(hold, reply.remaining);
-      if (reply.remaining === 0) this.#context.waits.released(this.#keys.channel, reply.woken);
+      if (reply.remaining === 0 && this.#protocol.wake === 'one')
+        this.#context.waits.released(keys.channel, reply.woken);
     } else if (local) {
       // The caller learns it from the LockNotHeldError below; no separate lockLost event.
       watchdog.lose(local, 'it was not held when released', { report: false });

@@ -12,16 +12,33 @@ import { monotonicNow } from './time.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
 export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'>> = {
-  acquire: 2,
-  release: 3,
-  renew: 'variadic',
-  forceUnlock: 2,
-  holdCount: 1,
+  'lock/acquire': 2,
+  'lock/release': 3,
+  'lock/renew': 'variadic',
+  'lock/force-unlock': 2,
+  'lock/hold-count': 1,
+  'fair-lock/acquire': 4,
+  'fair-lock/release': 5,
+  'fair-lock/leave': 4,
+  'fair-lock/force-unlock': 4,
+  'read-write-lock/read-acquire': 4,
+  'read-write-lock/read-release': 4,
+  'read-write-lock/write-acquire': 3,
+  'read-write-lock/write-release': 3,
+  'read-write-lock/leave': 3,
+  'read-write-lock/force-unlock': 2,
 };
 
 export type AcquireReply =
   | { readonly acquired: true; readonly token: bigint; readonly holdCount: number; readonly ownerIndex: number }
-  | { readonly acquired: false; readonly pttl: number };
+  | { readonly acquired: false; readonly pttl: number; readonly upgrade?: true };
+
+/** One hold for the watchdog's renewal: its hash, its field, and for a read hold its timeout keys' prefix. */
+export interface RenewEntry {
+  readonly lockKey: string;
+  readonly field: string;
+  readonly timeoutBase?: string;
+}
 
 /** `remaining` -1: no owner of the chain held the lock. */
 export interface ReleaseReply {
@@ -31,7 +48,7 @@ export interface ReleaseReply {
   readonly woken: number;
 }
 
-type Arg = string | number;
+export type Arg = string | number;
 
 // Request ids only need to be unique among the calls that touch one lock: a random per-process prefix
 // (72 bits) and a counter give that in 13-20 characters, a third of a UUID, on every acquire and release.
@@ -94,11 +111,32 @@ function isRedirection(error: unknown): boolean {
   );
 }
 
-function integerAt(reply: unknown, index: number): number {
+export function integerAt(reply: unknown, index: number): number {
   const value = (reply as unknown[])[index];
   if (typeof value === 'number') return value;
   if (typeof value === 'string' || typeof value === 'bigint') return Number(value);
   throw new TypeError(`unexpected script reply ${JSON.stringify(reply)}`);
+}
+
+/** Decodes the reply every acquire script gives: {1, token, holdCount, ownerIndex}, {0, pttl} or {2}. */
+export function acquireReply(reply: unknown): AcquireReply {
+  const kind = integerAt(reply, 0);
+  if (kind === 1) {
+    return {
+      acquired: true,
+      token: BigInt(integerAt(reply, 1)),
+      holdCount: integerAt(reply, 2),
+      ownerIndex: integerAt(reply, 3) - 1,
+    };
+  }
+  if (kind === 2) return { acquired: false, pttl: 0, upgrade: true };
+  return { acquired: false, pttl: integerAt(reply, 1) };
+}
+
+/** Decodes the reply every release script gives: {remaining, ownerIndex[, woken]}. */
+export function releaseReply(reply: unknown): ReleaseReply {
+  const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
+  return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
 }
 
 export class LockScripts {
@@ -140,7 +178,7 @@ export class LockScripts {
    * by a command timeout and the repair would then never run. `resend` false: a redirection ioredis gave
    * up on fails the call at once.
    */
-  async #run(
+  async run(
     name: LuaScriptName,
     keys: readonly string[],
     args: readonly Arg[],
@@ -181,16 +219,7 @@ export class LockScripts {
   }
 
   async acquire(keys: LockKeys, leaseMs: number, requestId: string, owners: readonly string[]): Promise<AcquireReply> {
-    const reply = await this.#run('acquire', [keys.lockKey, keys.fenceKey], [leaseMs, requestId, ...owners]);
-    if (integerAt(reply, 0) === 1) {
-      return {
-        acquired: true,
-        token: BigInt(integerAt(reply, 1)),
-        holdCount: integerAt(reply, 2),
-        ownerIndex: integerAt(reply, 3) - 1,
-      };
-    }
-    return { acquired: false, pttl: integerAt(reply, 1) };
+    return acquireReply(await this.run('lock/acquire', [keys.lockKey, keys.fenceKey], [leaseMs, requestId, ...owners]));
   }
 
   /**
@@ -202,35 +231,60 @@ export class LockScripts {
     keys: LockKeys,
     mode: ReleaseMode,
     owners: readonly string[],
+    options: ReleaseOptions = {},
+  ): Promise<ReleaseReply> {
+    return this.releaseBy('lock/release', [keys.lockKey, keys.channel], keys.releaseMemoPrefix, mode, owners, options);
+  }
+
+  /**
+   * Runs release script `script` of any lock kind: they all take `keys` then the memo key (`memoPrefix` +
+   * request id), and ARGV requestId, memoMs, mode, undoId, publish command, owners.
+   */
+  async releaseBy(
+    script: LuaScriptName,
+    keys: readonly string[],
+    memoPrefix: string,
+    mode: ReleaseMode,
+    owners: readonly string[],
     { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
     // Off a Cluster the mode is known: the command goes out at once, in this tick.
-    const announce = publishCommand(pubsub ?? (this.#cluster ? await this.pubsubMode() : 'classic'));
-    const reply = await this.#run(
-      'release',
-      [keys.lockKey, keys.channel, keys.releaseMemoPrefix + requestId],
+    const pending = pubsub ? publishCommand(pubsub) : this.announce();
+    const announce = typeof pending === 'string' ? pending : await pending;
+    const reply = await this.run(
+      script,
+      [...keys, memoPrefix + requestId],
       [requestId, RELEASE_MEMO_MS, mode, undoId, announce, ...owners],
       { direct: repair },
     );
-    const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
-    return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
+    return releaseReply(reply);
   }
 
-  /** Renews each `lockKeys[i]` for `owners[i]`; resolves to whether each is still held. One slot per call. */
-  async renew(lockKeys: readonly string[], owners: readonly string[], leaseMs: number): Promise<boolean[]> {
+  /** Renews each hold of `entries` for its field; resolves to whether each is still held. One slot per call. */
+  async renew(entries: readonly RenewEntry[], leaseMs: number): Promise<boolean[]> {
+    const keys = entries.flatMap((entry) => [entry.lockKey, entry.timeoutBase ?? entry.lockKey]);
+    const args = entries.flatMap((entry) => [entry.field, entry.timeoutBase === undefined ? 'hash' : 'read']);
     // Not resent: the watchdog's next period retries, and a renewal held up in resends would hold up the
     // renewals of every other slot (one renewal round runs at a time).
-    const reply = (await this.#run('renew', lockKeys, [leaseMs, ...owners], { resend: false })) as unknown[];
+    const reply = (await this.run('lock/renew', keys, [leaseMs, ...args], { resend: false })) as unknown[];
     return reply.map((_, i) => integerAt(reply, i) === 1);
   }
 
+  /**
+   * The publish command that announces releases here ('SPUBLISH' on a Redis 7+ Cluster). Off a Cluster it is
+   * known at once: callers that do not await it send their command in the same tick.
+   */
+  announce(): string | Promise<string> {
+    return this.#cluster ? this.pubsubMode().then(publishCommand) : 'PUBLISH';
+  }
+
   async forceUnlock(keys: LockKeys): Promise<boolean> {
-    const announce = publishCommand(this.#cluster ? await this.pubsubMode() : 'classic');
-    return (await this.#run('forceUnlock', [keys.lockKey, keys.channel], [announce])) === 1;
+    const announce = await this.announce();
+    return (await this.run('lock/force-unlock', [keys.lockKey, keys.channel], [announce])) === 1;
   }
 
   /** Hold count of the nearest owner of the chain that holds the lock (0 if none). */
   async holdCount(keys: LockKeys, owners: readonly string[]): Promise<number> {
-    return integerAt(await this.#run('holdCount', [keys.lockKey], owners), 0);
+    return integerAt(await this.run('lock/hold-count', [keys.lockKey], owners), 0);
   }
 }

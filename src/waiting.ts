@@ -32,6 +32,11 @@ class ChannelQueue {
 
   /** Longest single wait while subscribed (sharded pub/sub can lose a subscription silently). */
   subscribedWaitMs = Infinity;
+  /** A message wakes every waiter (the read-write lock), not just the first. */
+  broadcast = false;
+  /** Keeps the subscription this long after the last waiter left (a fair-lock waiter id that is reused). */
+  lingerMs = 0;
+  lingerTimer: NodeJS.Timeout | undefined;
 
   /** The subscription became active (or failed): waiters try again, since a release may have gone unseen. */
   subscriptionSettled(active: boolean): void {
@@ -41,6 +46,10 @@ class ChannelQueue {
 
   /** A release happened: wake the first parked waiter, or leave a permit for one that is mid-attempt. */
   dispatch(): void {
+    if (this.broadcast) {
+      this.wakeAll();
+      return;
+    }
     const waiter = this.waiters.find((w) => w.isParked);
     if (waiter) waiter.wake();
     else this.permits = Math.min(this.permits + 1, this.waiters.length);
@@ -166,6 +175,8 @@ export class WaitQueues {
   readonly #redis: RedisClient;
   readonly #pubsubMode: () => Promise<PubSubMode>;
   readonly #queues = new Map<string, ChannelQueue>();
+  /** Waiter slots in use, per lock: fair-lock waiters reuse ids (and their subscriptions). */
+  readonly #slots = new Map<string, Set<number>>();
   /** Channels whose lock this process just freed while waiters in other processes were listening. */
   readonly #othersWokenAt = new Map<string, number>();
   #subscriber: Subscriber | undefined;
@@ -183,7 +194,28 @@ export class WaitQueues {
   }
 
   hasWaiters(channel: string): boolean {
-    return this.#queues.has(channel);
+    return (this.#queues.get(channel)?.waiters.length ?? 0) > 0;
+  }
+
+  /** Whether `channel` is subscribed right now (a message published from now on reaches this process). */
+  isSubscribed(channel: string): boolean {
+    return this.#queues.get(channel)?.subscription === 'active';
+  }
+
+  /** The lowest waiter slot of `key` not in use by this client; give it back with `releaseSlot`. */
+  takeSlot(key: string): number {
+    let used = this.#slots.get(key);
+    if (!used) this.#slots.set(key, (used = new Set()));
+    let slot = 0;
+    while (used.has(slot)) slot++;
+    used.add(slot);
+    return slot;
+  }
+
+  releaseSlot(key: string, slot: number): void {
+    const used = this.#slots.get(key);
+    used?.delete(slot);
+    if (used?.size === 0) this.#slots.delete(key);
   }
 
   /** This process freed the lock on `channel`; its release message reached `woken` subscriber connections. */
@@ -207,11 +239,20 @@ export class WaitQueues {
     return false;
   }
 
-  /** Joins the FIFO of `channel`, subscribing to it when this is its first waiter. */
-  enter(channel: string): Waiter {
+  /**
+   * Joins the FIFO of `channel`, subscribing to it when this is its first waiter. `broadcast`: a message
+   * wakes every waiter. `lingerMs`: the subscription outlives the last waiter by this long.
+   */
+  enter(channel: string, { broadcast = false, lingerMs = 0 }: { broadcast?: boolean; lingerMs?: number } = {}): Waiter {
     let queue = this.#queues.get(channel);
+    if (queue?.lingerTimer) {
+      clearTimeout(queue.lingerTimer);
+      queue.lingerTimer = undefined;
+    }
     if (!queue) {
       const created = new ChannelQueue();
+      created.broadcast = broadcast;
+      created.lingerMs = lingerMs;
       this.#queues.set(channel, created);
       this.#pubsubMode()
         .then(async (mode) => {
@@ -234,13 +275,29 @@ export class WaitQueues {
   /** Called by the last waiter of a channel as it leaves. */
   drop(channel: string, queue: ChannelQueue): void {
     if (this.#queues.get(channel) !== queue) return;
+    if (queue.lingerMs > 0 && !this.#closed && !queue.lingerTimer) {
+      queue.lingerTimer = clampedTimeout(() => {
+        queue.lingerTimer = undefined;
+        if (queue.waiters.length === 0) this.#unsubscribe(channel, queue);
+      }, queue.lingerMs);
+      queue.lingerTimer.unref();
+      return;
+    }
+    this.#unsubscribe(channel, queue);
+  }
+
+  #unsubscribe(channel: string, queue: ChannelQueue): void {
+    if (this.#queues.get(channel) !== queue) return;
     this.#queues.delete(channel);
     if (!this.#closed) this.#subscriber?.unsubscribe(channel).catch(() => undefined);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    for (const queue of this.#queues.values()) for (const waiter of [...queue.waiters]) waiter.close();
+    for (const queue of this.#queues.values()) {
+      if (queue.lingerTimer) clearTimeout(queue.lingerTimer);
+      for (const waiter of [...queue.waiters]) waiter.close();
+    }
     this.#queues.clear();
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;

@@ -11,6 +11,7 @@
 import { LockLostError } from './errors.js';
 import { outsideFlows } from './flow.js';
 import { keySlot, type LockKeys } from './keys.js';
+import type { LockProtocol } from './protocol.js';
 import type { LockScripts } from './scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 
@@ -27,7 +28,10 @@ export type HoldState = 'held' | 'releasing' | 'released' | 'lost';
 /** One owner's hold on one lock, shared by all its re-entrant acquisitions. */
 export class Hold {
   readonly name: string;
+  /** The kind of lock, its keys and scripts. */
+  readonly protocol: LockProtocol;
   readonly keys: LockKeys;
+  /** The owner's field in the lock hash (the owner id; for a write hold `<owner>:write`). */
   readonly owner: string;
   readonly fencingToken: bigint;
   readonly controller = new AbortController();
@@ -42,9 +46,10 @@ export class Hold {
   deadline = 0;
   state: HoldState = 'held';
 
-  constructor(name: string, keys: LockKeys, owner: string, fencingToken: bigint) {
+  constructor(name: string, protocol: LockProtocol, owner: string, fencingToken: bigint) {
     this.name = name;
-    this.keys = keys;
+    this.protocol = protocol;
+    this.keys = protocol.keys;
     this.owner = owner;
     this.fencingToken = fencingToken;
   }
@@ -123,20 +128,21 @@ export class Watchdog {
    */
   acquired(
     name: string,
-    keys: LockKeys,
+    protocol: LockProtocol,
     owner: string,
     reply: { readonly token: bigint; readonly holdCount: number },
     requestId: string,
     sentAt: number,
     leaseTime: number,
   ): Hold {
-    let hold = this.find(keys.lockKey, owner);
+    const { lockKey } = protocol.keys;
+    let hold = this.find(lockKey, owner);
     if (!hold || reply.holdCount === 1) {
       if (hold) this.lose(hold, 'its lease ended before this owner acquired the lock again');
-      hold = new Hold(name, keys, owner, reply.token);
-      const owners = this.#holds.get(keys.lockKey);
+      hold = new Hold(name, protocol, owner, reply.token);
+      const owners = this.#holds.get(lockKey);
       if (owners) owners.set(owner, hold);
-      else this.#holds.set(keys.lockKey, new Map([[owner, hold]]));
+      else this.#holds.set(lockKey, new Map([[owner, hold]]));
     }
     const lease = leaseTime === -1 ? this.#options.watchdogTimeout : leaseTime;
     // A resend answered from Redis's memo repeats a count already recorded: no new acquisition.
@@ -189,8 +195,8 @@ export class Watchdog {
    * acquisition is the one this client knows: a later acquisition by the same owner is left alone.
    */
   #purge(hold: Hold): void {
-    const purging = this.#options.scripts
-      .release(hold.keys, 'purge', [hold.owner], { undoId: hold.acquireId, repair: true })
+    const purging = hold.protocol
+      .release('purge', [hold.owner], { undoId: hold.acquireId, repair: true })
       .catch(() => undefined); // Failing connection: the lease's own expiry ends it, as nobody renews it.
     this.#options.track(purging);
   }
@@ -264,8 +270,7 @@ export class Watchdog {
     let renewed: boolean[];
     try {
       renewed = await this.#options.scripts.renew(
-        holds.map((h) => h.keys.lockKey),
-        holds.map((h) => h.owner),
+        holds.map((h) => h.protocol.renewEntry(h.owner)),
         lease,
       );
     } catch {

@@ -6,7 +6,14 @@ import { luaSources } from '../../src/lua-scripts.generated.js';
 import { scriptKeyCounts } from '../../src/scripts.js';
 
 const luaDir = join(import.meta.dirname, '..', '..', 'lua');
-const files = readdirSync(luaDir).filter((f) => f.endsWith('.lua'));
+const files = readdirSync(luaDir, { recursive: true })
+  .map((f) => String(f).replaceAll('\\', '/'))
+  .filter((f) => f.endsWith('.lua'));
+
+it('groups the scripts by primitive, and the registry lists exactly them', () => {
+  expect(files.every((f) => f.includes('/'))).toBe(true);
+  expect(Object.keys(scriptKeyCounts).sort()).toEqual(files.map((f) => f.replace(/\.lua$/, '')).sort());
+});
 
 function header(source: string): string {
   const match = /^--\[\[([\s\S]*?)\]\]/.exec(source);
@@ -28,14 +35,12 @@ function bodyKeys(body: string): number | 'variadic' {
 
 describe.each(files)('lua/%s', (file) => {
   const source = readFileSync(join(luaDir, file), 'utf8');
-  const name = file
-    .replace(/\.lua$/, '')
-    .replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof typeof luaSources;
+  const name = file.replace(/\.lua$/, '') as keyof typeof luaSources;
   const text = header(source);
   const body = source.slice(source.indexOf(']]') + 2);
 
   it('has a header with purpose, KEYS, ARGV, returns and side effects', () => {
-    expect(text.trim().split('\n')[0]).toMatch(new RegExp(`^${file.replace('.lua', '')}: `));
+    expect(text.trim().split('\n')[0]).toMatch(new RegExp(`^${file.replace(/^.*\//, '').replace('.lua', '')}: `));
     expect(text).toMatch(/^\s*Returns$/m);
     expect(text).toMatch(/^\s*Side effects$/m);
     expect(text).toMatch(/^\s*ARGV/m);

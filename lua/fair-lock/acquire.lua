@@ -1,0 +1,131 @@
+--[[
+  acquire: take a free fair lock when the caller's waiter is first in line (or nobody waits), re-enter it
+  for an owner of the calling flow chain, or else keep the caller's place in the FIFO of waiters.
+
+  KEYS[1] lockKey     hash: field <owner> = hold count, field <owner>:acq = id of the owner's last acquire;
+                      PEXPIRE = lease (RLock's layout)
+  KEYS[2] queueKey    list "redisson_lock_queue:{<name>}": waiter ids, first come first served
+  KEYS[3] timeoutKey  sorted set "redisson_lock_timeout:{<name>}": waiter id -> deadline in epoch ms after
+                      which the waiter is presumed gone (Redisson's entries use their client's clock)
+  KEYS[4] fenceKey    string counter: the fencing token (see lock/acquire.lua)
+
+  ARGV[1] leaseMs        integer > 0, milliseconds: the TTL this hold needs
+  ARGV[2] requestId      string: unique per call; a resend re-entering its own grant is answered from the
+                         memo field instead of counting twice
+  ARGV[3] waiterId       string "<clientId>:w<n>": the caller's place in the queue; "" for a single
+                         attempt, which never queues (tryLock without a wait time)
+  ARGV[4] waiterLeaseMs  integer > 0, milliseconds: how long the waiter's entry lives unless a later
+                         attempt of the same waiter refreshes it (the client re-attempts well within it)
+  ARGV[5] requeue        "1": the waiter had a place that is gone (a purge took it while it was first in
+                         line, e.g. after a Redisson acquisition shortened every deadline): it goes back to
+                         the head; "0": a new waiter goes to the tail
+  ARGV[6..n] owners      owner ids of the calling flow, then of its ancestors, nearest first
+
+  Returns
+    {1, token, holdCount, ownerIndex}  acquired (holdCount 1) or re-entered; ownerIndex 1-based
+    {0, waitMs}                        not acquired; waitMs: the holder's PTTL (-1: no expiry), or, when
+                                       the lock is free but another waiter is first, the time until that
+                                       waiter's deadline (it is purged then unless it takes the lock)
+
+  Side effects
+    first, every head entry whose deadline has passed (or that has none) is dropped from both keys
+    free -> held: LPOP queueKey when the caller was first; ZREM timeoutKey waiterId; fencing token as in
+                  lock/acquire.lua; HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs.
+                  Unlike Redisson, other waiters' deadlines are not shortened (they stay valid longer)
+    re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
+    requeue:      LPUSH queueKey waiterId and ZADD its deadline when it has no entry (before the rest)
+    queued:       RPUSH queueKey waiterId if absent, with deadline now + waiterLeaseMs, or the latest
+                  deadline of a Redisson waiter ahead + waiterLeaseMs; a queued waiter's deadline is raised
+                  to now + waiterLeaseMs, never lowered. This library's waiter ids end in ':w<n>'
+]]
+local lockKey = KEYS[1]
+local queueKey = KEYS[2]
+local timeoutKey = KEYS[3]
+local fenceKey = KEYS[4]
+local leaseMs = tonumber(ARGV[1])
+local requestId = ARGV[2]
+local waiterId = ARGV[3]
+local waiterLeaseMs = tonumber(ARGV[4])
+local requeue = ARGV[5] == '1'
+local firstOwner = 6
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- Entries first in line whose deadline passed belong to waiters presumed gone (Redisson's purge).
+local head = redis.call('LINDEX', queueKey, 0)
+while head do
+  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head))
+  if deadline and deadline > now then break end
+  redis.call('LPOP', queueKey)
+  redis.call('ZREM', timeoutKey, head)
+  head = redis.call('LINDEX', queueKey, 0)
+end
+
+-- A waiter that lost its place while first in line takes it back before anything else is decided.
+if requeue and waiterId ~= '' and not redis.call('ZSCORE', timeoutKey, waiterId) then
+  redis.call('LPUSH', queueKey, waiterId)
+  redis.call('ZADD', timeoutKey, now + waiterLeaseMs, waiterId)
+  head = waiterId
+end
+
+if redis.call('EXISTS', lockKey) == 0 then
+  if not head or (waiterId ~= '' and head == waiterId) then
+    if head then redis.call('LPOP', queueKey) end
+    if waiterId ~= '' then redis.call('ZREM', timeoutKey, waiterId) end
+    local token = redis.call('INCR', fenceKey)
+    local clock = time[1] .. string.format('%06d', tonumber(time[2]))
+    if token < tonumber(clock) then
+      redis.call('SET', fenceKey, clock)
+      token = tonumber(clock)
+    end
+    local owner = ARGV[firstOwner]
+    redis.call('HSET', lockKey, owner, 1, owner .. ':acq', requestId)
+    redis.call('PEXPIRE', lockKey, leaseMs)
+    return {1, token, 1, 1}
+  end
+else
+  for i = firstOwner, #ARGV do
+    local owner = ARGV[i]
+    local held = redis.call('HMGET', lockKey, owner, owner .. ':acq')
+    if held[1] then
+      local token = tonumber(redis.call('GET', fenceKey) or '0')
+      local ownerIndex = i - firstOwner + 1
+      if held[2] == requestId then
+        return {1, token, tonumber(held[1]), ownerIndex}
+      end
+      local count = redis.call('HINCRBY', lockKey, owner, 1)
+      redis.call('HSET', lockKey, owner .. ':acq', requestId)
+      local pttl = redis.call('PTTL', lockKey)
+      if pttl >= 0 and pttl < leaseMs then
+        redis.call('PEXPIRE', lockKey, leaseMs)
+      end
+      return {1, token, count, ownerIndex}
+    end
+  end
+end
+
+if waiterId ~= '' then
+  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, waiterId))
+  local target = now + waiterLeaseMs
+  if not deadline then
+    -- Behind Redisson waiters, count from the latest of their deadlines, as Redisson's own entries do:
+    -- each Redisson acquisition ahead subtracts its wait time from every deadline behind it.
+    for _, id in ipairs(redis.call('LRANGE', queueKey, 0, -1)) do
+      if not string.find(id, ':w%d+$') then
+        target = math.max(target, (tonumber(redis.call('ZSCORE', timeoutKey, id)) or now) + waiterLeaseMs)
+      end
+    end
+    redis.call('RPUSH', queueKey, waiterId)
+    deadline = 0
+  end
+  redis.call('ZADD', timeoutKey, math.max(deadline, target), waiterId)
+end
+
+local pttl = redis.call('PTTL', lockKey)
+if pttl == -2 then
+  head = redis.call('LINDEX', queueKey, 0)
+  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head or '')) or now
+  return {0, math.max(1, deadline - now)}
+end
+return {0, pttl}

@@ -1,0 +1,35 @@
+--[[
+  leave: a waiting writer of this library gives up (wait time over, aborted, client closed): it stops
+  holding back new readers at once, and the readers it held back are woken.
+
+  KEYS[1] writersKey  sorted set of waiting writers: write field -> deadline (epoch ms)
+  KEYS[2] lockKey     the read-write lock hash
+  KEYS[3] channel     "redisson_rwlock:{<name>}" (prefixed)
+
+  ARGV[1] field    the leaving writer's write field "<owner>:write"
+  ARGV[2] publish  "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster
+
+  Returns
+    1  the writer was registered and is gone
+    0  it was not registered
+
+  Side effects
+    ZREM writersKey field; when that removed the last live writer and no write hold exists, PUBLISH (or
+    SPUBLISH) channel "1" (every waiter retries, as after a write release)
+]]
+local writersKey = KEYS[1]
+local lockKey = KEYS[2]
+local channel = KEYS[3]
+local field = ARGV[1]
+local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+
+if redis.call('ZREM', writersKey, field) == 0 then
+  return 0
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', now)
+if redis.call('ZCARD', writersKey) == 0 and redis.call('HGET', lockKey, 'mode') ~= 'write' then
+  redis.call(publish, channel, '1')
+end
+return 1

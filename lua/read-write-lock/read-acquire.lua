@@ -1,0 +1,83 @@
+--[[
+  read-acquire: take a read hold on a read-write lock: re-enter one of the calling flow chain, take one
+  while the lock is free or read-held (unless a writer of this library waits), or one beside the chain's
+  own write hold (a downgrade).
+
+  KEYS[1] lockKey      hash (Redisson's layout): "mode" = "read" | "write"; <owner> = read hold count;
+                       <owner>:write = write hold count; plus this library's memo fields <owner>:acq and
+                       <owner>:rel (values start with "#", so Redisson's scans, which read numbers, skip
+                       them); PEXPIRE = the longest lease of any hold
+  KEYS[2] timeoutBase  prefix of the per-read-hold keys "<timeoutBase>:<owner>:rwlock_timeout:<k>" (string
+                       "1", PEXPIRE = that hold's lease; Redisson's readers judge each other by them)
+  KEYS[3] writersKey   sorted set of this library's waiting writers: write field -> deadline (epoch ms)
+  KEYS[4] fenceKey     string counter of write grants: a read hold reports its current value
+
+  ARGV[1] leaseMs    integer > 0, milliseconds: this hold's lease
+  ARGV[2] requestId  string: unique per call; a resend is answered from the memo field
+  ARGV[3..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+
+  Returns
+    {1, token, holdCount, ownerIndex}  acquired; token = the latest write grant's fencing token (0: none)
+    {0, waitMs}                        a writer holds it (waitMs = PTTL, -1: no expiry), or a writer of
+                                       this library waits (waitMs = until it would give up, at most PTTL)
+
+  Side effects
+    a hold:  HINCRBY lockKey owner 1 (HSET mode read when the lock was free); HSET <owner>:acq;
+             SET "<timeoutBase>:<owner>:rwlock_timeout:<count>" 1 PX leaseMs;
+             PEXPIRE lockKey max(PTTL, leaseMs)
+    always:  ZREMRANGEBYSCORE writersKey of writers whose deadline passed
+    replay:  nothing
+]]
+local lockKey = KEYS[1]
+local timeoutBase = KEYS[2]
+local writersKey = KEYS[3]
+local fenceKey = KEYS[4]
+local leaseMs = tonumber(ARGV[1])
+local memo = '#' .. ARGV[2]
+local firstOwner = 3
+
+local function grant(owner, ownerIndex, fresh)
+  local count = redis.call('HINCRBY', lockKey, owner, 1)
+  redis.call('HSET', lockKey, owner .. ':acq', memo)
+  if fresh then redis.call('HSET', lockKey, 'mode', 'read') end
+  redis.call('SET', timeoutBase .. ':' .. owner .. ':rwlock_timeout:' .. count, 1, 'PX', leaseMs)
+  local pttl = redis.call('PTTL', lockKey)
+  if pttl < leaseMs and pttl ~= -1 then
+    redis.call('PEXPIRE', lockKey, leaseMs)
+  end
+  return {1, tonumber(redis.call('GET', fenceKey) or '0'), count, ownerIndex}
+end
+
+local mode = redis.call('HGET', lockKey, 'mode')
+if mode then
+  for i = firstOwner, #ARGV do
+    local owner = ARGV[i]
+    local held = redis.call('HMGET', lockKey, owner, owner .. ':acq')
+    if held[1] then
+      if held[2] == memo then
+        return {1, tonumber(redis.call('GET', fenceKey) or '0'), tonumber(held[1]), i - firstOwner + 1}
+      end
+      return grant(owner, i - firstOwner + 1, false)
+    end
+  end
+  if mode == 'write' then
+    for i = firstOwner, #ARGV do
+      if redis.call('HEXISTS', lockKey, ARGV[i] .. ':write') == 1 then
+        return grant(ARGV[i], i - firstOwner + 1, false)
+      end
+    end
+    return {0, redis.call('PTTL', lockKey)}
+  end
+end
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', now)
+local writer = redis.call('ZRANGE', writersKey, 0, 0, 'WITHSCORES')
+if writer[2] then
+  local pttl = redis.call('PTTL', lockKey)
+  local untilGone = math.max(1, tonumber(writer[2]) - now)
+  if pttl >= 0 and pttl < untilGone then return {0, math.max(pttl, 1)} end
+  return {0, untilGone}
+end
+return grant(ARGV[firstOwner], 1, not mode)

@@ -1,0 +1,102 @@
+--[[
+  read-release: drop one read hold (or all) of the nearest owner in the calling flow chain that has one;
+  when no live hold is left, free the lock and announce it as Redisson's readers do.
+
+  KEYS[1] lockKey      the read-write lock hash (see read-write-lock/read-acquire.lua)
+  KEYS[2] channel      "redisson_rwlock:{<name>}" (prefixed): gets "0" when the last reader frees the lock
+  KEYS[3] timeoutBase  prefix of the per-read-hold timeout keys
+  KEYS[4] requestKey   string: memo of a release that dropped an owner's last read hold
+
+  ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
+  ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
+  ARGV[3] mode       "one", "all", "undo" or "purge", as in lock/release.lua
+  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
+  ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster
+  ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+
+  Returns
+    {remaining, ownerIndex}  remaining read holds of that owner; ownerIndex 1-based
+    {0, ownerIndex, woken}   that owner has no read hold left; woken = subscribers reached when that
+                             freed the lock (0 when other holds remain)
+    {-1, 0}                  no owner of the chain has a read hold (or none took it last with undoId)
+
+  Side effects
+    one hold less:   HINCRBY -1; DEL its timeout key "<timeoutBase>:<owner>:rwlock_timeout:<count>"
+    last hold:       HDEL the owner's fields and DEL all its timeout keys; SET requestKey PX memoMs; then
+                     if a write hold or a live read hold (a timeout key with TTL left) remains: PEXPIRE
+                     lockKey to the longest live read hold (unless a write hold is there); otherwise DEL
+                     lockKey (with the fields of readers whose holds ran out) and PUBLISH (or SPUBLISH)
+                     channel "0"
+    replay:          nothing
+]]
+local lockKey = KEYS[1]
+local channel = KEYS[2]
+local timeoutBase = KEYS[3]
+local requestKey = KEYS[4]
+local memo = '#' .. ARGV[1]
+local memoMs = tonumber(ARGV[2])
+local mode = ARGV[3]
+local undoMemo = '#' .. ARGV[4]
+local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local firstOwner = 6
+
+local function timeoutKey(owner, k)
+  return timeoutBase .. ':' .. owner .. ':rwlock_timeout:' .. k
+end
+
+for i = firstOwner, #ARGV do
+  local owner = ARGV[i]
+  local ownerIndex = i - firstOwner + 1
+  local held = redis.call('HMGET', lockKey, owner, owner .. ':rel', owner .. ':acq')
+  local count = tonumber(held[1])
+  if count then
+    if (mode == 'undo' or mode == 'purge') and held[3] ~= undoMemo then
+      return {-1, 0}
+    end
+    if held[2] == memo then
+      return {count, ownerIndex}
+    end
+    if (mode == 'one' or mode == 'undo') and count > 1 then
+      redis.call('HINCRBY', lockKey, owner, -1)
+      redis.call('DEL', timeoutKey(owner, count))
+      redis.call('HSET', lockKey, owner .. ':rel', memo)
+      if mode == 'undo' then redis.call('HSET', lockKey, owner .. ':acq', '') end
+      return {count - 1, ownerIndex}
+    end
+    for k = 1, count do redis.call('DEL', timeoutKey(owner, k)) end
+    redis.call('HDEL', lockKey, owner, owner .. ':acq', owner .. ':rel')
+    redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
+
+    local writeHeld = false
+    local longest = 0
+    local fields = redis.call('HGETALL', lockKey)
+    for f = 1, #fields, 2 do
+      local field = fields[f]
+      local n = tonumber(fields[f + 1])
+      if n and field ~= 'mode' then
+        if string.sub(field, -6) == ':write' then
+          writeHeld = true
+        else
+          for k = 1, n do
+            longest = math.max(longest, redis.call('PTTL', timeoutKey(field, k)))
+          end
+        end
+      end
+    end
+    if writeHeld then
+      return {0, ownerIndex, 0}
+    end
+    if longest > 0 then
+      redis.call('PEXPIRE', lockKey, longest)
+      return {0, ownerIndex, 0}
+    end
+    redis.call('DEL', lockKey)
+    return {0, ownerIndex, redis.call(publish, channel, '0')}
+  end
+end
+
+local freed = redis.call('GET', requestKey)
+if freed then
+  return {0, tonumber(freed)}
+end
+return {-1, 0}

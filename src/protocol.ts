@@ -1,0 +1,91 @@
+/**
+ * What one kind of lock says to Redis. RLock's machinery (attempts, waiting, the watchdog, give-backs and
+ * undos, flows) is the same for every lock of the family; a protocol supplies the parts that differ: the
+ * keys, the hash field of an owner, the scripts, the channel its waiters listen on, and, for the kinds
+ * whose waiters hold a place in Redis (the fair lock's queue, the read-write lock's waiting writers), that
+ * place.
+ */
+import type { LockKeys } from './keys.js';
+import type { AcquireReply, LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from './scripts.js';
+
+/** The plain lock, the fair lock, and the two sides of a read-write lock. */
+export type LockKind = 'lock' | 'fair' | 'read' | 'write';
+
+/**
+ * A waiter's place in Redis, refreshed by each of its attempts and given up when it stops waiting. Its
+ * owner must call `leave` (when an attempt carrying it was sent and no hold resulted), then `dispose`.
+ */
+export interface WaitTicket {
+  /** The waiter's id in Redis (a fair-queue entry, a waiting writer's field). */
+  readonly id: string;
+  /** The channel this waiter is woken on. */
+  readonly channel: string;
+  /** An attempt carrying the ticket was sent: Redis may hold the place. */
+  sent: boolean;
+  /** Gives the place up in Redis (and wakes whoever that lets in). Never rejects. */
+  leave(): Promise<void>;
+  /** Frees local resources (a fair-queue slot); after `leave` has settled, when it was needed. */
+  dispose(): void;
+}
+
+export interface LockProtocol {
+  readonly kind: LockKind;
+  readonly keys: LockKeys;
+  /**
+   * 'one': a message wakes one local waiter, and a process's newcomers queue behind its waiters (the plain
+   * lock); 'all': a message wakes every local waiter of the channel (the read-write lock's readers may all
+   * go in together); 'ticket': each waiter has a channel of its own (the fair lock).
+   */
+  readonly wake: 'one' | 'all' | 'ticket';
+  /** How long a waiter may park without an attempt: its place in Redis must be refreshed within its lease. */
+  readonly refreshMs: number;
+  /** The hash field that holds an owner's count (the write lock's is `<owner>:write`). */
+  field(owner: string): string;
+  renewEntry(field: string): RenewEntry;
+  /** A place in Redis for a waiter of the flow chain `fields`, for protocols that keep one. */
+  ticket?(fields: readonly string[]): WaitTicket;
+  acquire(leaseMs: number, requestId: string, fields: readonly string[], ticket?: WaitTicket): Promise<AcquireReply>;
+  release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply>;
+  forceUnlock(): Promise<boolean>;
+  isLocked(): Promise<boolean>;
+}
+
+/** The plain RLock: Redisson's hash and channel, one message wakes one waiter. */
+export class PlainProtocol implements LockProtocol {
+  readonly kind = 'lock';
+  readonly wake = 'one';
+  readonly refreshMs = Infinity;
+  readonly keys: LockKeys;
+  readonly #scripts: LockScripts;
+  readonly #exists: (key: string) => Promise<number>;
+
+  constructor(scripts: LockScripts, keys: LockKeys, exists: (key: string) => Promise<number>) {
+    this.#scripts = scripts;
+    this.keys = keys;
+    this.#exists = exists;
+  }
+
+  field(owner: string): string {
+    return owner;
+  }
+
+  renewEntry(field: string): RenewEntry {
+    return { lockKey: this.keys.lockKey, field };
+  }
+
+  acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {
+    return this.#scripts.acquire(this.keys, leaseMs, requestId, fields);
+  }
+
+  release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
+    return this.#scripts.release(this.keys, mode, fields, options);
+  }
+
+  forceUnlock(): Promise<boolean> {
+    return this.#scripts.forceUnlock(this.keys);
+  }
+
+  async isLocked(): Promise<boolean> {
+    return (await this.#exists(this.keys.lockKey)) === 1;
+  }
+}

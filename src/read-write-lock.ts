@@ -1,0 +1,217 @@
+/**
+ * RReadWriteLock: Redisson's read-write lock on one hash (`mode` = read | write, a count per reading owner,
+ * `<owner>:write` for the writer) with a timeout key per read hold, and one channel for both sides
+ * (`redisson_rwlock:{name}`: "0" when the last reader leaves, "1" when the writer does). Any number of flows
+ * read at once; the write lock excludes everything else; both are reentrant per flow, and a flow holding
+ * the write lock may also take the read lock (a downgrade).
+ *
+ * Differences from Redisson, none visible on the wire to a Java client:
+ * - A read -> write upgrade fails at once with LockUpgradeError instead of waiting for itself forever.
+ * - A waiting writer registers (in `flowlock:writers:{name}`, for `watchdogTimeout` past its latest attempt;
+ *   it attempts at least every third of that), and this library's readers do not take new read holds
+ *   while one is registered, so a stream of them cannot starve it. Redisson's readers do not know the
+ *   registry: they still enter while our writer waits.
+ * - The watchdog renews only this client's own read holds' timeout keys (as Redisson does since 4.4.0,
+ *   #7098): a dead reader's hold runs out although other readers keep the lock.
+ * - A downgrade (write released, own read kept) announces "0", so that readers elsewhere come in.
+ */
+import { readWriteLockKeys, type ReadWriteLockKeys } from './keys.js';
+import { RLock, type LockContext } from './lock.js';
+import type { LockKind, LockProtocol, WaitTicket } from './protocol.js';
+import {
+  acquireReply,
+  type AcquireReply,
+  type LockScripts,
+  type ReleaseMode,
+  type ReleaseOptions,
+  type ReleaseReply,
+  type RenewEntry,
+} from './scripts.js';
+
+const WRITE_SUFFIX = ':write';
+
+abstract class ReadWriteProtocol implements LockProtocol {
+  abstract readonly kind: LockKind;
+  readonly wake = 'all';
+  abstract readonly refreshMs: number;
+  readonly keys: ReadWriteLockKeys;
+  protected readonly scripts: LockScripts;
+  protected readonly context: LockContext;
+
+  constructor(context: LockContext, name: string) {
+    this.keys = readWriteLockKeys(context.keyPrefix, name, context.cluster);
+    this.scripts = context.scripts;
+    this.context = context;
+  }
+
+  abstract field(owner: string): string;
+  abstract renewEntry(field: string): RenewEntry;
+  abstract acquire(
+    leaseMs: number,
+    requestId: string,
+    fields: readonly string[],
+    ticket?: WaitTicket,
+  ): Promise<AcquireReply>;
+  abstract release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply>;
+  abstract isLocked(): Promise<boolean>;
+
+  async forceUnlock(): Promise<boolean> {
+    const announce = await this.scripts.announce();
+    const reply = await this.scripts.run(
+      'read-write-lock/force-unlock',
+      [this.keys.lockKey, this.keys.channel],
+      [this.kind, announce],
+    );
+    return reply === 1;
+  }
+}
+
+class ReadProtocol extends ReadWriteProtocol {
+  readonly kind = 'read';
+  readonly refreshMs = Infinity;
+
+  field(owner: string): string {
+    return owner;
+  }
+
+  renewEntry(field: string): RenewEntry {
+    return { lockKey: this.keys.lockKey, field, timeoutBase: this.keys.timeoutBase };
+  }
+
+  async acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {
+    const { lockKey, timeoutBase, writersKey, fenceKey } = this.keys;
+    const reply = await this.scripts.run(
+      'read-write-lock/read-acquire',
+      [lockKey, timeoutBase, writersKey, fenceKey],
+      [leaseMs, requestId, ...fields],
+    );
+    return acquireReply(reply);
+  }
+
+  release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
+    const { lockKey, channel, timeoutBase, releaseMemoPrefix } = this.keys;
+    return this.scripts.releaseBy(
+      'read-write-lock/read-release',
+      [lockKey, channel, timeoutBase],
+      releaseMemoPrefix,
+      mode,
+      fields,
+      options,
+    );
+  }
+
+  /** Read-held, or write-held by a flow that also reads (Redisson's answer since 3.24.0, #4400). */
+  async isLocked(): Promise<boolean> {
+    const hash = await this.context.redis.hgetall(this.keys.lockKey);
+    if (hash.mode === 'read') return true;
+    if (hash.mode !== 'write') return false;
+    return Object.entries(hash).some(
+      ([field, value]) => field !== 'mode' && !field.endsWith(WRITE_SUFFIX) && /^\d+$/.test(value),
+    );
+  }
+}
+
+class WriteProtocol extends ReadWriteProtocol {
+  readonly kind = 'write';
+  readonly refreshMs: number;
+
+  constructor(context: LockContext, name: string) {
+    super(context, name);
+    this.refreshMs = Math.floor(context.watchdogTimeout / 3);
+  }
+
+  field(owner: string): string {
+    return owner + WRITE_SUFFIX;
+  }
+
+  renewEntry(field: string): RenewEntry {
+    return { lockKey: this.keys.lockKey, field };
+  }
+
+  /** A waiting writer's registration: its write field, for `watchdogTimeout` past each attempt. */
+  ticket(fields: readonly string[]): WaitTicket {
+    const { writersKey, lockKey, channel } = this.keys;
+    const id = fields[0] ?? '';
+    return {
+      id,
+      channel,
+      sent: false,
+      leave: async () => {
+        try {
+          const announce = await this.scripts.announce();
+          await this.scripts.run('read-write-lock/leave', [writersKey, lockKey, channel], [id, announce], {
+            direct: true,
+          });
+        } catch {
+          // The connection is failing: the registration runs out by itself.
+        }
+      },
+      dispose: () => undefined,
+    };
+  }
+
+  async acquire(
+    leaseMs: number,
+    requestId: string,
+    fields: readonly string[],
+    ticket?: WaitTicket,
+  ): Promise<AcquireReply> {
+    const { lockKey, writersKey, fenceKey } = this.keys;
+    if (ticket) ticket.sent = true;
+    const reply = await this.scripts.run(
+      'read-write-lock/write-acquire',
+      [lockKey, writersKey, fenceKey],
+      [leaseMs, requestId, ticket ? this.context.watchdogTimeout : 0, ...fields],
+    );
+    return acquireReply(reply);
+  }
+
+  release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
+    const { lockKey, channel, releaseMemoPrefix } = this.keys;
+    return this.scripts.releaseBy(
+      'read-write-lock/write-release',
+      [lockKey, channel],
+      releaseMemoPrefix,
+      mode,
+      fields,
+      options,
+    );
+  }
+
+  async isLocked(): Promise<boolean> {
+    return (await this.context.redis.hget(this.keys.lockKey, 'mode')) === 'write';
+  }
+}
+
+/** The read side of a read-write lock: RLock's interface; many flows may hold it at once. */
+export class RReadLock extends RLock {
+  constructor(context: LockContext, name: string) {
+    super(context, name, new ReadProtocol(context, name));
+  }
+}
+
+/** The write side of a read-write lock: RLock's interface; its holds carry fencing tokens. */
+export class RWriteLock extends RLock {
+  constructor(context: LockContext, name: string) {
+    super(context, name, new WriteProtocol(context, name));
+  }
+}
+
+/** A read-write lock; `readLock()` and `writeLock()` are cheap (no I/O) and may be called many times. */
+export class RReadWriteLock {
+  readonly name: string;
+  readonly #context: LockContext;
+
+  constructor(context: LockContext, name: string) {
+    this.name = name;
+    this.#context = context;
+  }
+
+  readLock(): RReadLock {
+    return new RReadLock(this.#context, this.name);
+  }
+
+  writeLock(): RWriteLock {
+    return new RWriteLock(this.#context, this.name);
+  }
+}

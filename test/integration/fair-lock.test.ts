@@ -1,0 +1,233 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { createLockClient, LockAcquireTimeoutError } from '../../src/index.js';
+import { fairLockKeys } from '../../src/keys.js';
+import { commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { RedissonFairLock } from '../support/redisson.js';
+
+const redis = useRedis();
+
+/** Waits until `check` holds, polling every 10 ms, for at most `timeoutMs`. */
+async function until(check: () => Promise<boolean> | boolean, timeoutMs = 3000): Promise<void> {
+  const start = performance.now();
+  while (!(await check())) {
+    if (elapsedSince(start) > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await sleep(10);
+  }
+}
+
+async function queueOf(name: string): Promise<string[]> {
+  return redis.admin.lrange(fairLockKeys('', name, onCluster).queueKey, 0, -1);
+}
+
+async function timeoutsOf(name: string): Promise<number> {
+  return redis.admin.zcard(fairLockKeys('', name, onCluster).timeoutKey);
+}
+
+async function evalshaCalls(): Promise<number> {
+  const calls = await commandCalls(redis.admin);
+  return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+}
+
+describe('RFairLock', () => {
+  it("has RLock's interface: re-entry per flow, hold count, TTL, force unlock, fencing tokens", async () => {
+    const locks = redis.locks();
+    const name = uniqueName('fair');
+    const lock = locks.getFairLock(name);
+    await locks.run(async () => {
+      expect(await lock.tryLock()).toBe(true);
+      expect(await lock.tryLock(100, 5000)).toBe(true);
+      expect(await lock.getHoldCount()).toBe(2);
+      expect(await lock.isHeldByCurrentFlow()).toBe(true);
+      expect(await lock.isLocked()).toBe(true);
+      expect(await lock.remainTimeToLive()).toBeGreaterThan(5000);
+      await lock.unlock();
+      await lock.unlock();
+      expect(await lock.isLocked()).toBe(false);
+    });
+    const first = await lock.acquire();
+    expect(await locks.getFairLock(name).forceUnlock()).toBe(true);
+    expect(first.signal.aborted).toBe(true);
+    const second = await lock.withLock((_signal, lease) => lease.fencingToken);
+    expect(second).toBeGreaterThan(first.fencingToken);
+    expect(await redis.admin.exists(name)).toBe(0);
+  });
+
+  it('grants in arrival order across clients, waking only the head on its own channel', async () => {
+    const name = uniqueName('fair');
+    const holder = redis.locks().getFairLock(name);
+    const lease = await holder.acquire();
+    const order: number[] = [];
+    const waiters: Promise<void>[] = [];
+    for (let i = 0; i < 5; i++) {
+      const lock = redis.locks().getFairLock(name);
+      waiters.push(
+        lock.withLock(async () => {
+          order.push(i);
+          await sleep(20);
+        }),
+      );
+      // Each one queued before the next arrives.
+      await until(async () => (await queueOf(name)).length === i + 1);
+    }
+    // Parked waiters behind a held lock send nothing while they wait (no polling, no herd).
+    const before = await evalshaCalls();
+    await sleep(300);
+    expect((await evalshaCalls()) - before).toBe(0);
+    await lease.release();
+    await Promise.all(waiters);
+    expect(order).toEqual([0, 1, 2, 3, 4]);
+    expect(await queueOf(name)).toEqual([]);
+    expect(await timeoutsOf(name)).toBe(0);
+  });
+
+  it('a newcomer never overtakes a queued waiter, even while the lock is free for a moment', async () => {
+    const name = uniqueName('fair');
+    const a = redis.locks();
+    const b = redis.locks();
+    const lease = await a.getFairLock(name).acquire();
+    const waiting = b.getFairLock(name).acquire();
+    await until(async () => (await queueOf(name)).length === 1);
+    await lease.release();
+    // Between the release and the head's attempt, a newcomer with a single attempt is refused.
+    const newcomer = await a.run(() => a.getFairLock(name).tryLock());
+    const head = await waiting;
+    expect(newcomer).toBe(false);
+    await head.release();
+  });
+
+  it('a waiter that times out or aborts leaves the queue and its deadline at once', async () => {
+    const name = uniqueName('fair');
+    const holder = redis.locks();
+    const lease = await holder.getFairLock(name).acquire();
+    const waiter = redis.locks();
+    const lock = waiter.getFairLock(name);
+    const started = performance.now();
+    expect(await waiter.run(() => lock.tryLock(300))).toBe(false);
+    expect(elapsedSince(started)).toBeLessThan(1000);
+    await until(async () => (await queueOf(name)).length === 0 && (await timeoutsOf(name)) === 0, 500);
+
+    const controller = new AbortController();
+    const aborted = lock.acquire({ signal: controller.signal });
+    await until(async () => (await queueOf(name)).length === 1);
+    controller.abort(new Error('stop'));
+    await expect(aborted).rejects.toThrow('stop');
+    await until(async () => (await queueOf(name)).length === 0 && (await timeoutsOf(name)) === 0, 500);
+    await expect(lock.acquire({ waitTime: 100 })).rejects.toBeInstanceOf(LockAcquireTimeoutError);
+    await lease.release();
+  });
+
+  it('a waiter giving up when its turn came wakes the next one at once', async () => {
+    const name = uniqueName('fair');
+    const lease = await redis.locks().getFairLock(name).acquire();
+    const first = redis.locks();
+    const controller = new AbortController();
+    const giving = first.getFairLock(name).acquire({ signal: controller.signal });
+    await until(async () => (await queueOf(name)).length === 1);
+    let acquiredAt = 0;
+    const second = redis
+      .locks()
+      .getFairLock(name)
+      .withLock(() => {
+        acquiredAt = performance.now();
+      });
+    await until(async () => (await queueOf(name)).length === 2);
+    // The holder's lease ends without a release message (it expires): the head alone is told nothing.
+    await redis.admin.del(name);
+    controller.abort(new Error('gave up'));
+    const abortedAt = performance.now();
+    await expect(giving).rejects.toThrow('gave up');
+    await second;
+    expect(acquiredAt - abortedAt).toBeLessThan(500);
+    void lease.release().catch(() => undefined);
+  });
+
+  it('a crashed waiter stops blocking the queue within about watchdogTimeout, without a retry loop', async () => {
+    const name = uniqueName('fair');
+    const watchdogTimeout = 900;
+    const lease = await redis.locks().getFairLock(name).acquire();
+    // The crashed waiter: its client is gone without close(), its entry stays.
+    const crashedRedis = redis.redis();
+    const dead = createLockClient(crashedRedis, { watchdogTimeout });
+    void dead
+      .getFairLock(name)
+      .acquire()
+      .catch(() => undefined);
+    await until(async () => (await queueOf(name)).length === 1);
+    crashedRedis.disconnect();
+    const live = redis.locks({ watchdogTimeout });
+    let acquiredAt = 0;
+    const waiting = live.getFairLock(name).withLock(() => {
+      acquiredAt = performance.now();
+    });
+    await until(async () => (await queueOf(name)).length === 2);
+    const releasedAt = performance.now();
+    await lease.release();
+    const before = await evalshaCalls();
+    await waiting;
+    // The dead head's entry ran out within watchdogTimeout of its last refresh.
+    expect(acquiredAt - releasedAt).toBeLessThan(watchdogTimeout + 600);
+    // The live waiter asked again about once per third of watchdogTimeout, not in a loop.
+    expect((await evalshaCalls()) - before).toBeLessThan(10);
+    onTestFinished(() => dead.close());
+  });
+
+  it('keeps a live waiter queued however long the holder keeps the lock (Redisson #3004)', async () => {
+    const name = uniqueName('fair');
+    const watchdogTimeout = 600;
+    const holder = redis.locks({ watchdogTimeout });
+    const lease = await holder.getFairLock(name).acquire();
+    const order: string[] = [];
+    const a = redis
+      .locks({ watchdogTimeout })
+      .getFairLock(name)
+      .withLock(() => {
+        order.push('a');
+      });
+    await until(async () => (await queueOf(name)).length === 1);
+    // The holder keeps the lock for more than three waiter leases (the watchdog renews it).
+    await sleep(3 * watchdogTimeout);
+    const b = redis
+      .locks({ watchdogTimeout })
+      .getFairLock(name)
+      .withLock(() => {
+        order.push('b');
+      });
+    await until(async () => (await queueOf(name)).length === 2);
+    await lease.release();
+    await Promise.all([a, b]);
+    expect(order).toEqual(['a', 'b']);
+  });
+
+  it('Redisson fair waiters and ours are served in one FIFO order, each release waking the other side', async () => {
+    const name = uniqueName('fair');
+    const lease = await redis.locks().getFairLock(name).acquire();
+    const order: string[] = [];
+    const java1 = new RedissonFairLock(redis.admin, name);
+    const java2 = new RedissonFairLock(redis.admin, name);
+    const javaRun = async (lock: RedissonFairLock, label: string): Promise<void> => {
+      const subscriber = redis.redis();
+      // Redisson's tryLock(5 s, 30 s): the wait given is also what its acquisition takes off later deadlines.
+      await lock.lock(subscriber, 30_000, 5000);
+      order.push(label);
+      await sleep(20);
+      expect(await lock.unlock()).toBe(1);
+    };
+    const j1 = javaRun(java1, 'java1');
+    await until(async () => (await queueOf(name)).length === 1);
+    const ours = redis
+      .locks()
+      .getFairLock(name)
+      .withLock(async () => {
+        order.push('ours');
+        await sleep(20);
+      });
+    await until(async () => (await queueOf(name)).length === 2);
+    const j2 = javaRun(java2, 'java2');
+    await until(async () => (await queueOf(name)).length === 3);
+    await lease.release();
+    await Promise.all([j1, ours, j2]);
+    expect(order).toEqual(['java1', 'ours', 'java2']);
+    expect(await queueOf(name)).toEqual([]);
+  });
+});

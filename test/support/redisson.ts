@@ -1,0 +1,321 @@
+/**
+ * Plays a Java service on Redisson through its wire protocol, for interoperability tests: Redisson's fair
+ * lock (RedissonFairLock) and read-write lock (RedissonReadLock / RedissonWriteLock) scripts, written here
+ * from shared/REDISSON-PROTOCOLS.md sections 2 and 3 (keys, arguments, steps and replies as described
+ * there), and a waiter that listens and retries the way Redisson's does.
+ */
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import type { Client } from './fixture.js';
+
+/** Redisson's fair acquire (EVAL_LONG): KEYS N, queue, timeout set; ARGV lease, owner, wait, now. */
+const FAIR_ACQUIRE = `
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head == false then break end
+  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+  if deadline == nil or deadline > tonumber(ARGV[4]) then break end
+  redis.call('zrem', KEYS[3], head)
+  redis.call('lpop', KEYS[2])
+end
+if redis.call('exists', KEYS[1]) == 0 and
+    (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], ARGV[2])
+  for _, member in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), member)
+  end
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('zscore', KEYS[3], ARGV[2]) ~= false then
+  return math.max(0, redis.call('pttl', KEYS[1]))
+end
+local tail = redis.call('lindex', KEYS[2], -1)
+local ttl
+if tail ~= false and tail ~= ARGV[2] and redis.call('zscore', KEYS[3], tail) ~= false then
+  ttl = tonumber(redis.call('zscore', KEYS[3], tail)) - tonumber(ARGV[4])
+else
+  ttl = redis.call('pttl', KEYS[1])
+end
+if redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV[2]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[2])
+end
+return ttl`;
+
+/** Redisson's fair unlock: KEYS N, queue, timeout set, channel base; ARGV lease, owner, now, publish. */
+const FAIR_UNLOCK = `
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head == false then break end
+  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+  if deadline == nil or deadline > tonumber(ARGV[3]) then break end
+  redis.call('zrem', KEYS[3], head)
+  redis.call('lpop', KEYS[2])
+end
+if redis.call('exists', KEYS[1]) == 0 then
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head ~= false then redis.call(ARGV[4], KEYS[4] .. ':' .. head, 0) end
+  return 1
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('del', KEYS[1])
+local head = redis.call('lindex', KEYS[2], 0)
+if head ~= false then redis.call(ARGV[4], KEYS[4] .. ':' .. head, 0) end
+return 1`;
+
+/** Redisson's read acquire: KEYS N, "{N}:<owner>:rwlock_timeout"; ARGV lease, owner, owner:write. */
+const READ_ACQUIRE = `
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':1', 1)
+  redis.call('pexpire', KEYS[2] .. ':1', ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  local key = KEYS[2] .. ':' .. ind
+  redis.call('set', key, 1)
+  redis.call('pexpire', key, ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return nil
+end
+return redis.call('pttl', KEYS[1])`;
+
+/** Redisson's read unlock: KEYS N, channel, "{N}:<owner>:rwlock_timeout", "{N}"; ARGV owner, publish. */
+const READ_UNLOCK = `
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call(ARGV[2], KEYS[2], 0)
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end
+local counter = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if counter == 0 then redis.call('hdel', KEYS[1], ARGV[1]) end
+redis.call('del', KEYS[3] .. ':' .. (counter + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+  local maxRemain = -3
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    local count = tonumber(redis.call('hget', KEYS[1], field))
+    if type(count) == 'number' then
+      for i = count, 1, -1 do
+        maxRemain = math.max(maxRemain, redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  if maxRemain > 0 then
+    redis.call('pexpire', KEYS[1], maxRemain)
+    return 0
+  end
+  if mode == 'write' then return 0 end
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[2], KEYS[2], 0)
+return 1`;
+
+/** Redisson's write acquire: KEYS N; ARGV lease, owner:write. */
+const WRITE_ACQUIRE = `
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'write')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]))
+  return nil
+end
+return redis.call('pttl', KEYS[1])`;
+
+/** Redisson's write unlock: KEYS N, channel; ARGV lease, owner:write, publish. */
+const WRITE_UNLOCK = `
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call(ARGV[3], KEYS[2], 1)
+  return 1
+end
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('hdel', KEYS[1], ARGV[2])
+if redis.call('hlen', KEYS[1]) == 1 then
+  redis.call('del', KEYS[1])
+  redis.call(ARGV[3], KEYS[2], 1)
+else
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+return 1`;
+
+const publishCommand = (admin: Client): string => ('nodes' in admin ? 'spublish' : 'publish');
+
+/** A Java thread of a Redisson client: owner id `<uuid>:<threadId>`. */
+export function redissonOwner(): string {
+  return `${randomUUID()}:${Math.floor(Math.random() * 1000) + 1}`;
+}
+
+/** Redisson's RFairLock on `name`, played by `redis` for the thread `owner`. */
+export class RedissonFairLock {
+  readonly #redis: Client;
+  readonly #name: string;
+  readonly owner: string;
+
+  constructor(redis: Client, name: string, owner = redissonOwner()) {
+    this.#redis = redis;
+    this.#name = name;
+    this.owner = owner;
+  }
+
+  get #keys(): string[] {
+    return [this.#name, `redisson_lock_queue:{${this.#name}}`, `redisson_lock_timeout:{${this.#name}}`];
+  }
+
+  /** The waiter's channel: Redisson wakes only the queue's head, on its own channel. */
+  get channel(): string {
+    return `redisson_lock__channel:{${this.#name}}:${this.owner}`;
+  }
+
+  /** One acquire: null when acquired, else the milliseconds to wait (the caller is queued). */
+  async tryAcquire(leaseMs: number, waitMs: number): Promise<number | null> {
+    const reply = await this.#redis.eval(FAIR_ACQUIRE, 3, ...this.#keys, leaseMs, this.owner, waitMs, Date.now());
+    return reply === null ? null : Number(reply);
+  }
+
+  /**
+   * Redisson's lock loop: acquire, then wait on the own channel (subscribed on `subscriber`) for a message
+   * or the returned time, and acquire again, until acquired.
+   */
+  async lock(subscriber: Client, leaseMs: number, waitMs: number): Promise<void> {
+    await subscribe(subscriber, this.channel);
+    for (;;) {
+      const ttl = await this.tryAcquire(leaseMs, waitMs);
+      if (ttl === null) return;
+      await message(subscriber, this.channel, ttl > 0 ? ttl : 50);
+    }
+  }
+
+  async unlock(): Promise<number | null> {
+    const reply = await this.#redis.eval(
+      FAIR_UNLOCK,
+      4,
+      ...this.#keys,
+      `redisson_lock__channel:{${this.#name}}`,
+      30_000,
+      this.owner,
+      Date.now(),
+      publishCommand(this.#redis),
+    );
+    return reply === null ? null : Number(reply);
+  }
+}
+
+/** Redisson's RReadWriteLock on `name`, played by `redis` for the thread `owner`. */
+export class RedissonReadWriteLock {
+  readonly #redis: Client;
+  readonly #name: string;
+  readonly owner: string;
+
+  constructor(redis: Client, name: string, owner = redissonOwner()) {
+    this.#redis = redis;
+    this.#name = name;
+    this.owner = owner;
+  }
+
+  get channel(): string {
+    return `redisson_rwlock:{${this.#name}}`;
+  }
+
+  async tryReadLock(leaseMs: number): Promise<number | null> {
+    const timeoutPrefix = `{${this.#name}}:${this.owner}:rwlock_timeout`;
+    const reply = await this.#redis.eval(
+      READ_ACQUIRE,
+      2,
+      this.#name,
+      timeoutPrefix,
+      leaseMs,
+      this.owner,
+      `${this.owner}:write`,
+    );
+    return reply === null ? null : Number(reply);
+  }
+
+  async readUnlock(): Promise<number | null> {
+    const reply = await this.#redis.eval(
+      READ_UNLOCK,
+      4,
+      this.#name,
+      this.channel,
+      `{${this.#name}}:${this.owner}:rwlock_timeout`,
+      `{${this.#name}}`,
+      this.owner,
+      publishCommand(this.#redis),
+    );
+    return reply === null ? null : Number(reply);
+  }
+
+  async tryWriteLock(leaseMs: number): Promise<number | null> {
+    const reply = await this.#redis.eval(WRITE_ACQUIRE, 1, this.#name, leaseMs, `${this.owner}:write`);
+    return reply === null ? null : Number(reply);
+  }
+
+  async writeUnlock(): Promise<number | null> {
+    const reply = await this.#redis.eval(
+      WRITE_UNLOCK,
+      2,
+      this.#name,
+      this.channel,
+      30_000,
+      `${this.owner}:write`,
+      publishCommand(this.#redis),
+    );
+    return reply === null ? null : Number(reply);
+  }
+
+  /** Redisson's wait loop for either side: retry on every message of the channel, or after the TTL. */
+  async lock(subscriber: Client, side: 'read' | 'write', leaseMs: number): Promise<void> {
+    await subscribe(subscriber, this.channel);
+    for (;;) {
+      const ttl = side === 'read' ? await this.tryReadLock(leaseMs) : await this.tryWriteLock(leaseMs);
+      if (ttl === null) return;
+      await message(subscriber, this.channel, ttl > 0 ? ttl : 50);
+    }
+  }
+}
+
+async function subscribe(subscriber: Client, channel: string): Promise<void> {
+  if ('nodes' in subscriber) await subscriber.ssubscribe(channel);
+  else await subscriber.subscribe(channel);
+}
+
+/** Resolves at the next message on `channel`, or after `timeoutMs`. */
+async function message(subscriber: Client, channel: string, timeoutMs: number): Promise<void> {
+  const event = 'nodes' in subscriber ? 'smessage' : 'message';
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  try {
+    for (;;) {
+      const [received] = (await once(subscriber, event, { signal: controller.signal })) as [string];
+      if (received === channel) return;
+    }
+  } catch {
+    // Timed out: retry, as Redisson does after the TTL.
+  } finally {
+    clearTimeout(timer);
+  }
+}
