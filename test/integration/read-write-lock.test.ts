@@ -1,0 +1,238 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { createLockClient, LockUpgradeError } from '../../src/index.js';
+import { readWriteLockKeys } from '../../src/keys.js';
+import { elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { RedissonReadWriteLock } from '../support/redisson.js';
+
+const redis = useRedis();
+
+async function until(check: () => Promise<boolean> | boolean, timeoutMs = 3000): Promise<void> {
+  const start = performance.now();
+  while (!(await check())) {
+    if (elapsedSince(start) > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await sleep(10);
+  }
+}
+
+/** Messages on the lock's channel, collected by a subscriber of the topology. */
+async function listen(name: string): Promise<string[]> {
+  const channel = readWriteLockKeys('', name, onCluster).channel;
+  const subscriber = redis.redis();
+  const messages: string[] = [];
+  if (onCluster) {
+    subscriber.on('smessage', (_c: string, m: string) => messages.push(m));
+    await (subscriber as unknown as { ssubscribe(c: string): Promise<unknown> }).ssubscribe(channel);
+  } else {
+    subscriber.on('message', (_c: string, m: string) => messages.push(m));
+    await subscriber.subscribe(channel);
+  }
+  return messages;
+}
+
+describe('RReadWriteLock', () => {
+  it('lets many flows read at once, in Redisson’s layout, and excludes writers while they do', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('rw');
+    const rw = locks.getReadWriteLock(name);
+    const a = await rw.readLock().acquire();
+    const b = await rw.readLock().acquire();
+    const hash = await redis.admin.hgetall(name);
+    expect(hash['mode']).toBe('read');
+    const owners = Object.keys(hash).filter((field) => /^[^:]+:\d+$/.test(field) || /:\d+$/.test(field));
+    expect(owners.length).toBeGreaterThanOrEqual(2);
+    const timeoutBase = readWriteLockKeys('', name, onCluster).timeoutBase;
+    for (const owner of Object.keys(hash).filter((f) => f !== 'mode' && !f.includes(':acq') && !f.includes(':rel'))) {
+      expect(await redis.admin.pttl(`${timeoutBase}:${owner}:rwlock_timeout:1`)).toBeGreaterThan(0);
+    }
+    expect(await locks.run(() => rw.writeLock().tryLock())).toBe(false);
+    expect(await rw.readLock().isLocked()).toBe(true);
+    expect(await rw.writeLock().isLocked()).toBe(false);
+    await a.release();
+    expect(await redis.admin.hget(name, 'mode')).toBe('read');
+    await b.release();
+    expect(await redis.admin.exists(name)).toBe(0);
+    const write = await rw.writeLock().acquire();
+    expect(await rw.writeLock().isLocked()).toBe(true);
+    expect(await locks.run(() => rw.readLock().tryLock())).toBe(false);
+    expect(await redis.admin.hget(name, 'mode')).toBe('write');
+    await write.release();
+  });
+
+  it('is reentrant per flow, allows write -> read downgrade, refuses read -> write upgrade at once', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('rw');
+    const rw = locks.getReadWriteLock(name);
+    await rw.writeLock().withLock(async () => {
+      await rw.writeLock().withLock(async () => {
+        expect(await rw.writeLock().getHoldCount()).toBe(2);
+      });
+      // Downgrade: the writing flow may read.
+      await rw.readLock().withLock(async () => {
+        expect(await rw.readLock().getHoldCount()).toBe(1);
+        expect(await redis.admin.hget(name, 'mode')).toBe('write');
+      });
+    });
+    expect(await redis.admin.exists(name)).toBe(0);
+    await rw.readLock().withLock(async () => {
+      await rw.readLock().withLock(async () => {
+        expect(await rw.readLock().getHoldCount()).toBe(2);
+      });
+      const started = performance.now();
+      await expect(rw.writeLock().withLock(() => undefined)).rejects.toBeInstanceOf(LockUpgradeError);
+      // A child flow inherits the read hold: it would wait for it too.
+      await expect(locks.run(() => rw.writeLock().tryLock(5000))).rejects.toBeInstanceOf(LockUpgradeError);
+      expect(elapsedSince(started)).toBeLessThan(1000);
+    });
+    // Outside the reading flow, the write lock is free again.
+    expect(await locks.run(() => rw.writeLock().tryLock())).toBe(true);
+  });
+
+  it('a write release publishes 1 and wakes every waiting reader; the last read release publishes 0', async () => {
+    const name = uniqueName('rw');
+    const messages = await listen(name);
+    const writer = redis.locks().getReadWriteLock(name).writeLock();
+    const lease = await writer.acquire();
+    const readers = [0, 1, 2].map(() => redis.locks().getReadWriteLock(name).readLock().acquire());
+    await sleep(200);
+    const releasedAt = performance.now();
+    await lease.release();
+    const held = await Promise.all(readers);
+    expect(elapsedSince(releasedAt)).toBeLessThan(300);
+    expect(await redis.admin.hget(name, 'mode')).toBe('read');
+    for (const hold of held) await hold.release();
+    await until(() => messages.length >= 2);
+    expect(messages).toEqual(['1', '0']);
+  });
+
+  it('write grants carry rising fencing tokens; reads report the latest', async () => {
+    const locks = redis.locks();
+    const rw = locks.getReadWriteLock(uniqueName('rw'));
+    const first = await rw.writeLock().withLock((_s, lease) => lease.fencingToken);
+    const read = await rw.readLock().withLock((_s, lease) => lease.fencingToken);
+    const second = await rw.writeLock().withLock((_s, lease) => lease.fencingToken);
+    expect(read).toBe(first);
+    expect(second).toBeGreaterThan(first);
+  });
+
+  it('a stream of our readers does not starve a writer', async () => {
+    const name = uniqueName('rw');
+    const clients = [redis.locks(), redis.locks(), redis.locks()];
+    let stop = false;
+    let reads = 0;
+    // Overlapping readers: at every moment one of them holds the read lock.
+    const readers = clients.map(async (client, i) => {
+      await sleep(i * 15);
+      while (!stop) {
+        await client
+          .getReadWriteLock(name)
+          .readLock()
+          .withLock(async () => {
+            reads++;
+            await sleep(40);
+          });
+      }
+    });
+    await until(() => reads >= 6);
+    const started = performance.now();
+    const writer = redis.locks().getReadWriteLock(name).writeLock();
+    await writer.withLock(() => undefined, { waitTime: 2000 });
+    const waited = elapsedSince(started);
+    stop = true;
+    await Promise.all(readers);
+    // At most the readers already in (40 ms each) and a round trip or two.
+    expect(waited).toBeLessThan(500);
+  });
+
+  it("a dead reader's hold runs out although other readers keep the lock (Redisson #7098)", async () => {
+    const name = uniqueName('rw');
+    const watchdogTimeout = 600;
+    const deadRedis = redis.redis();
+    const dead = createLockClient(deadRedis, { watchdogTimeout });
+    onTestFinished(() => dead.close());
+    const deadHold = await dead.getReadWriteLock(name).readLock().acquire();
+    const live = redis.locks({ watchdogTimeout });
+    const liveHold = await live.getReadWriteLock(name).readLock().acquire();
+    deadRedis.disconnect();
+    const timeoutBase = readWriteLockKeys('', name, onCluster).timeoutBase;
+    const deadOwner = `${dead.clientId}:`;
+    const deadKeys = async (): Promise<number> => {
+      const fields = Object.keys(await redis.admin.hgetall(name)).filter(
+        (f) => f.startsWith(deadOwner) && !f.endsWith(':acq') && !f.endsWith(':rel'),
+      );
+      let alive = 0;
+      for (const field of fields) alive += await redis.admin.exists(`${timeoutBase}:${field}:rwlock_timeout:1`);
+      return alive;
+    };
+    expect(await deadKeys()).toBe(1);
+    // The live reader's watchdog renews the lock, but not the dead reader's hold.
+    await until(async () => (await deadKeys()) === 0, 2 * watchdogTimeout + 500);
+    expect(await redis.admin.exists(name)).toBe(1);
+    const writer = redis.locks().getReadWriteLock(name).writeLock();
+    const writing = writer.acquire({ waitTime: 2000 });
+    await sleep(100);
+    const releasedAt = performance.now();
+    await liveHold.release();
+    const write = await writing;
+    expect(elapsedSince(releasedAt)).toBeLessThan(300);
+    await write.release();
+    void deadHold;
+  });
+
+  it('shares with Redisson readers, excludes Redisson writers, and each side wakes the other', async () => {
+    const name = uniqueName('rw');
+    const java = new RedissonReadWriteLock(redis.admin, name);
+    const rw = redis.locks().getReadWriteLock(name);
+    // A Java reader and ours read together.
+    expect(await java.tryReadLock(30_000)).toBeNull();
+    const ours = await rw.readLock().acquire({ waitTime: 0 });
+    // Our writer waits for both; the Java reader's release alone does not let it in.
+    let wroteAt = 0;
+    const writing = rw.writeLock().withLock(() => {
+      wroteAt = performance.now();
+    });
+    await sleep(100);
+    expect(await java.readUnlock()).toBe(0);
+    await sleep(100);
+    expect(wroteAt).toBe(0);
+    const releasedAt = performance.now();
+    await ours.release();
+    await writing;
+    expect(wroteAt - releasedAt).toBeLessThan(300);
+    // A Java writer excludes our reader; its release (message 1) wakes it.
+    expect(await java.tryWriteLock(30_000)).toBeNull();
+    let readAt = 0;
+    const reading = rw.readLock().withLock(() => {
+      readAt = performance.now();
+    });
+    await sleep(100);
+    expect(readAt).toBe(0);
+    const javaReleasedAt = performance.now();
+    expect(await java.writeUnlock()).toBe(1);
+    await reading;
+    expect(readAt - javaReleasedAt).toBeLessThan(300);
+    // Our writer's release wakes a waiting Java writer.
+    const lease = await rw.writeLock().acquire();
+    const javaWriter = new RedissonReadWriteLock(redis.admin, name);
+    const javaWaiting = javaWriter.lock(redis.redis(), 'write', 30_000);
+    await sleep(100);
+    const ourReleaseAt = performance.now();
+    await lease.release();
+    await javaWaiting;
+    expect(elapsedSince(ourReleaseAt)).toBeLessThan(300);
+    expect(await javaWriter.writeUnlock()).toBe(1);
+  });
+
+  it('force-unlocks one side only, and local holders of that side lose their hold', async () => {
+    const locks = redis.locks();
+    const rw = locks.getReadWriteLock(uniqueName('rw'));
+    const read = await rw.readLock().acquire();
+    expect(await rw.writeLock().forceUnlock()).toBe(false);
+    expect(read.signal.aborted).toBe(false);
+    expect(await rw.readLock().forceUnlock()).toBe(true);
+    expect(read.signal.aborted).toBe(true);
+    const write = await rw.writeLock().acquire();
+    expect(await rw.writeLock().forceUnlock()).toBe(true);
+    expect(write.signal.aborted).toBe(true);
+  });
+});
