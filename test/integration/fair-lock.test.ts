@@ -70,10 +70,11 @@ describe('RFairLock', () => {
       // Each one queued before the next arrives.
       await until(async () => (await queueOf(name)).length === i + 1);
     }
-    // Parked waiters behind a held lock send nothing while they wait (no polling, no herd).
+    // Parked waiters behind a held lock send nothing while they wait (no polling, no herd). Under sharded
+    // pub/sub a waiter re-checks every 2 s, since a slot migration drops subscriptions silently.
     const before = await evalshaCalls();
     await sleep(300);
-    expect((await evalshaCalls()) - before).toBe(0);
+    expect((await evalshaCalls()) - before).toBeLessThanOrEqual(onCluster ? 5 : 0);
     await lease.release();
     await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3, 4]);
@@ -206,9 +207,8 @@ describe('RFairLock', () => {
     const java1 = new RedissonFairLock(redis.admin, name);
     const java2 = new RedissonFairLock(redis.admin, name);
     const javaRun = async (lock: RedissonFairLock, label: string): Promise<void> => {
-      const subscriber = redis.redis();
       // Redisson's tryLock(5 s, 30 s): the wait given is also what its acquisition takes off later deadlines.
-      await lock.lock(subscriber, 30_000, 5000);
+      await lock.lock(30_000, 5000);
       order.push(label);
       await sleep(20);
       expect(await lock.unlock()).toBe(1);

@@ -3,7 +3,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { createLockClient, LockUpgradeError } from '../../src/index.js';
 import { readWriteLockKeys } from '../../src/keys.js';
 import { elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
-import { RedissonReadWriteLock } from '../support/redisson.js';
+import { listenerFor, RedissonReadWriteLock } from '../support/redisson.js';
 
 const redis = useRedis();
 
@@ -18,11 +18,11 @@ async function until(check: () => Promise<boolean> | boolean, timeoutMs = 3000):
 /** Messages on the lock's channel, collected by a subscriber of the topology. */
 async function listen(name: string): Promise<string[]> {
   const channel = readWriteLockKeys('', name, onCluster).channel;
-  const subscriber = redis.redis();
+  const subscriber = listenerFor(redis.admin, channel);
   const messages: string[] = [];
   if (onCluster) {
     subscriber.on('smessage', (_c: string, m: string) => messages.push(m));
-    await (subscriber as unknown as { ssubscribe(c: string): Promise<unknown> }).ssubscribe(channel);
+    await subscriber.ssubscribe(channel);
   } else {
     subscriber.on('message', (_c: string, m: string) => messages.push(m));
     await subscriber.subscribe(channel);
@@ -150,7 +150,7 @@ describe('RReadWriteLock', () => {
     const deadRedis = redis.redis();
     const dead = createLockClient(deadRedis, { watchdogTimeout });
     onTestFinished(() => dead.close());
-    const deadHold = await dead.getReadWriteLock(name).readLock().acquire();
+    await dead.getReadWriteLock(name).readLock().acquire();
     const live = redis.locks({ watchdogTimeout });
     const liveHold = await live.getReadWriteLock(name).readLock().acquire();
     deadRedis.disconnect();
@@ -176,7 +176,6 @@ describe('RReadWriteLock', () => {
     const write = await writing;
     expect(elapsedSince(releasedAt)).toBeLessThan(300);
     await write.release();
-    void deadHold;
   });
 
   it('shares with Redisson readers, excludes Redisson writers, and each side wakes the other', async () => {
@@ -214,7 +213,7 @@ describe('RReadWriteLock', () => {
     // Our writer's release wakes a waiting Java writer.
     const lease = await rw.writeLock().acquire();
     const javaWriter = new RedissonReadWriteLock(redis.admin, name);
-    const javaWaiting = javaWriter.lock(redis.redis(), 'write', 30_000);
+    const javaWaiting = javaWriter.lock('write', 30_000);
     await sleep(100);
     const ourReleaseAt = performance.now();
     await lease.release();

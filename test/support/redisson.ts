@@ -6,7 +6,22 @@
  */
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import type { Client } from './fixture.js';
+import { onTestFinished } from 'vitest';
+import { masterOf, newRedis, onCluster, type Client, type Cluster, type Redis } from './fixture.js';
+
+/**
+ * A subscriber connection for `channel`, as a Redisson client opens one: to the server, or on a cluster
+ * to the master that owns the channel's slot (Redisson's SSUBSCRIBE goes there). Closed after the test.
+ */
+export function listenerFor(admin: Client, channel: string): Redis {
+  const { host = '127.0.0.1', port = 6379 } = onCluster
+    ? masterOf(admin as Cluster, channel).options
+    : (admin as Redis).options;
+  const listener = newRedis({ host, port });
+  listener.on('error', () => undefined);
+  onTestFinished(() => listener.disconnect());
+  return listener;
+}
 
 /** Redisson's fair acquire (EVAL_LONG): KEYS N, queue, timeout set; ARGV lease, owner, wait, now. */
 const FAIR_ACQUIRE = `
@@ -163,7 +178,7 @@ else
 end
 return 1`;
 
-const publishCommand = (admin: Client): string => ('nodes' in admin ? 'spublish' : 'publish');
+const publishCommand = (admin: Client): string => (onCluster && 'nodes' in admin ? 'spublish' : 'publish');
 
 /** A Java thread of a Redisson client: owner id `<uuid>:<threadId>`. */
 export function redissonOwner(): string {
@@ -201,7 +216,8 @@ export class RedissonFairLock {
    * Redisson's lock loop: acquire, then wait on the own channel (subscribed on `subscriber`) for a message
    * or the returned time, and acquire again, until acquired.
    */
-  async lock(subscriber: Client, leaseMs: number, waitMs: number): Promise<void> {
+  async lock(leaseMs: number, waitMs: number): Promise<void> {
+    const subscriber = listenerFor(this.#redis, this.channel);
     await subscribe(subscriber, this.channel);
     for (;;) {
       const ttl = await this.tryAcquire(leaseMs, waitMs);
@@ -288,7 +304,8 @@ export class RedissonReadWriteLock {
   }
 
   /** Redisson's wait loop for either side: retry on every message of the channel, or after the TTL. */
-  async lock(subscriber: Client, side: 'read' | 'write', leaseMs: number): Promise<void> {
+  async lock(side: 'read' | 'write', leaseMs: number): Promise<void> {
+    const subscriber = listenerFor(this.#redis, this.channel);
     await subscribe(subscriber, this.channel);
     for (;;) {
       const ttl = side === 'read' ? await this.tryReadLock(leaseMs) : await this.tryWriteLock(leaseMs);
@@ -298,14 +315,14 @@ export class RedissonReadWriteLock {
   }
 }
 
-async function subscribe(subscriber: Client, channel: string): Promise<void> {
-  if ('nodes' in subscriber) await subscriber.ssubscribe(channel);
+async function subscribe(subscriber: Redis, channel: string): Promise<void> {
+  if (onCluster) await subscriber.ssubscribe(channel);
   else await subscriber.subscribe(channel);
 }
 
 /** Resolves at the next message on `channel`, or after `timeoutMs`. */
-async function message(subscriber: Client, channel: string, timeoutMs: number): Promise<void> {
-  const event = 'nodes' in subscriber ? 'smessage' : 'message';
+async function message(subscriber: Redis, channel: string, timeoutMs: number): Promise<void> {
+  const event = onCluster ? 'smessage' : 'message';
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
   try {
