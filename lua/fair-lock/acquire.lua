@@ -47,20 +47,14 @@ local requestId = ARGV[2]
 local waiterId = ARGV[3]
 local waiterLeaseMs = tonumber(ARGV[4])
 local requeue = ARGV[5] == '1'
-local firstOwner = 6
+local owners = {unpack(ARGV, 6)}
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--- @include "fencing-token"
+--- @include "reenter"
+--- @include "fair-queue"
 
--- Entries first in line whose deadline passed belong to waiters presumed gone (Redisson's purge).
-local head = redis.call('LINDEX', queueKey, 0)
-while head do
-  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head))
-  if deadline and deadline > now then break end
-  redis.call('LPOP', queueKey)
-  redis.call('ZREM', timeoutKey, head)
-  head = redis.call('LINDEX', queueKey, 0)
-end
+local now = serverTime()
+local head = firstLive(queueKey, timeoutKey, now)
 
 -- A waiter that lost its place while first in line takes it back before anything else is decided.
 if requeue and waiterId ~= '' and not redis.call('ZSCORE', timeoutKey, waiterId) then
@@ -73,36 +67,14 @@ if redis.call('EXISTS', lockKey) == 0 then
   if not head or (waiterId ~= '' and head == waiterId) then
     if head then redis.call('LPOP', queueKey) end
     if waiterId ~= '' then redis.call('ZREM', timeoutKey, waiterId) end
-    local token = redis.call('INCR', fenceKey)
-    local clock = time[1] .. string.format('%06d', tonumber(time[2]))
-    if token < tonumber(clock) then
-      redis.call('SET', fenceKey, clock)
-      token = tonumber(clock)
-    end
-    local owner = ARGV[firstOwner]
-    redis.call('HSET', lockKey, owner, 1, owner .. ':acq', requestId)
+    local token = nextToken(fenceKey)
+    redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId)
     redis.call('PEXPIRE', lockKey, leaseMs)
     return {1, token, 1, 1}
   end
 else
-  for i = firstOwner, #ARGV do
-    local owner = ARGV[i]
-    local held = redis.call('HMGET', lockKey, owner, owner .. ':acq')
-    if held[1] then
-      local token = tonumber(redis.call('GET', fenceKey) or '0')
-      local ownerIndex = i - firstOwner + 1
-      if held[2] == requestId then
-        return {1, token, tonumber(held[1]), ownerIndex}
-      end
-      local count = redis.call('HINCRBY', lockKey, owner, 1)
-      redis.call('HSET', lockKey, owner .. ':acq', requestId)
-      local pttl = redis.call('PTTL', lockKey)
-      if pttl >= 0 and pttl < leaseMs then
-        redis.call('PEXPIRE', lockKey, leaseMs)
-      end
-      return {1, token, count, ownerIndex}
-    end
-  end
+  local reentered = reenter(lockKey, fenceKey, owners, requestId, leaseMs)
+  if reentered then return reentered end
 end
 
 if waiterId ~= '' then
@@ -124,8 +96,8 @@ end
 
 local pttl = redis.call('PTTL', lockKey)
 if pttl == -2 then
-  head = redis.call('LINDEX', queueKey, 0)
-  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head or '')) or now
+  local first = redis.call('LINDEX', queueKey, 0)
+  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, first or '')) or now
   return {0, math.max(1, deadline - now)}
 end
 return {0, pttl}

@@ -22,20 +22,10 @@ local timeoutKey = KEYS[3]
 local channelBase = KEYS[4]
 local publish = ARGV[1] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
+--- @include "fair-queue"
+
 if redis.call('DEL', lockKey) == 0 then
   return 0
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local head = redis.call('LINDEX', queueKey, 0)
-while head do
-  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head))
-  if deadline and deadline > now then
-    redis.call(publish, channelBase .. ':' .. head, '0')
-    break
-  end
-  redis.call('LPOP', queueKey)
-  redis.call('ZREM', timeoutKey, head)
-  head = redis.call('LINDEX', queueKey, 0)
-end
+wakeFirst(queueKey, timeoutKey, channelBase, publish)
 return 1

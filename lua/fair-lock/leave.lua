@@ -26,22 +26,11 @@ local channelBase = KEYS[4]
 local waiterId = ARGV[1]
 local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
+--- @include "fair-queue"
+
 redis.call('LREM', queueKey, 0, waiterId)
 local removed = redis.call('ZREM', timeoutKey, waiterId)
-
 if redis.call('EXISTS', lockKey) == 0 then
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  local head = redis.call('LINDEX', queueKey, 0)
-  while head do
-    local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head))
-    if deadline and deadline > now then
-      redis.call(publish, channelBase .. ':' .. head, '0')
-      break
-    end
-    redis.call('LPOP', queueKey)
-    redis.call('ZREM', timeoutKey, head)
-    head = redis.call('LINDEX', queueKey, 0)
-  end
+  wakeFirst(queueKey, timeoutKey, channelBase, publish)
 end
 return removed

@@ -38,57 +38,22 @@ local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 local undoId = ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local firstOwner = 6
+local owners = {unpack(ARGV, 6)}
 
--- Wakes the first waiter still in line (entries whose deadline passed are dropped on the way).
-local function wakeHead()
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  local head = redis.call('LINDEX', queueKey, 0)
-  while head do
-    local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head))
-    if deadline and deadline > now then
-      return redis.call(publish, channelBase .. ':' .. head, '0')
-    end
-    redis.call('LPOP', queueKey)
-    redis.call('ZREM', timeoutKey, head)
-    head = redis.call('LINDEX', queueKey, 0)
-  end
-  return 0
+--- @include "release-hold"
+--- @include "fair-queue"
+
+local function dropOne() end
+
+local function dropLast()
+  redis.call('DEL', lockKey)
+  return wakeFirst(queueKey, timeoutKey, channelBase, publish)
 end
 
-for i = firstOwner, #ARGV do
-  local owner = ARGV[i]
-  local ownerIndex = i - firstOwner + 1
-  local held = redis.call('HMGET', lockKey, owner, owner .. ':rel', owner .. ':acq')
-  local count = tonumber(held[1])
-  if count then
-    if (mode == 'undo' or mode == 'purge') and held[3] ~= undoId then
-      return {-1, 0}
-    end
-    if held[2] == requestId then
-      return {count, ownerIndex}
-    end
-    if (mode == 'one' or mode == 'undo') and count > 1 then
-      local remaining = redis.call('HINCRBY', lockKey, owner, -1)
-      redis.call('HSET', lockKey, owner .. ':rel', requestId)
-      if mode == 'undo' then
-        redis.call('HSET', lockKey, owner .. ':acq', '')
-      end
-      return {remaining, ownerIndex}
-    end
-    redis.call('DEL', lockKey)
-    local woken = wakeHead()
-    redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
-    return {0, ownerIndex, woken}
-  end
-end
-
-local freed = redis.call('GET', requestKey)
-if freed then
-  return {0, tonumber(freed)}
-end
+local reply = releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, dropOne, dropLast)
+if reply then return reply end
+-- Not held by the chain: if the lock is free (its lease ran out), the waiter first in line may go.
 if redis.call('EXISTS', lockKey) == 0 then
-  wakeHead()
+  wakeFirst(queueKey, timeoutKey, channelBase, publish)
 end
 return {-1, 0}

@@ -31,40 +31,16 @@ local lockKey = KEYS[1]
 local fenceKey = KEYS[2]
 local leaseMs = tonumber(ARGV[1])
 local requestId = ARGV[2]
-local firstOwner = 3
+local owners = {unpack(ARGV, 3)}
+
+--- @include "fencing-token"
+--- @include "reenter"
 
 if redis.call('EXISTS', lockKey) == 0 then
-  local token = redis.call('INCR', fenceKey)
-  local now = redis.call('TIME')
-  -- Built as a string: Lua would print a number this large in exponent form, losing digits.
-  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
-  if token < tonumber(clock) then
-    redis.call('SET', fenceKey, clock)
-    token = tonumber(clock)
-  end
-  local owner = ARGV[firstOwner]
-  redis.call('HSET', lockKey, owner, 1, owner .. ':acq', requestId)
+  local token = nextToken(fenceKey)
+  redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId)
   redis.call('PEXPIRE', lockKey, leaseMs)
   return {1, token, 1, 1}
 end
 
-for i = firstOwner, #ARGV do
-  local owner = ARGV[i]
-  local held = redis.call('HMGET', lockKey, owner, owner .. ':acq')
-  if held[1] then
-    local token = tonumber(redis.call('GET', fenceKey) or '0')
-    local ownerIndex = i - firstOwner + 1
-    if held[2] == requestId then
-      return {1, token, tonumber(held[1]), ownerIndex}
-    end
-    local count = redis.call('HINCRBY', lockKey, owner, 1)
-    redis.call('HSET', lockKey, owner .. ':acq', requestId)
-    local pttl = redis.call('PTTL', lockKey)
-    if pttl >= 0 and pttl < leaseMs then
-      redis.call('PEXPIRE', lockKey, leaseMs)
-    end
-    return {1, token, count, ownerIndex}
-  end
-end
-
-return {0, redis.call('PTTL', lockKey)}
+return reenter(lockKey, fenceKey, owners, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}

@@ -40,40 +40,16 @@ local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 local undoId = ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local firstOwner = 6
+local owners = {unpack(ARGV, 6)}
 
-for i = firstOwner, #ARGV do
-  local owner = ARGV[i]
-  local ownerIndex = i - firstOwner + 1
-  local held = redis.call('HMGET', lockKey, owner, owner .. ':rel', owner .. ':acq')
-  local count = tonumber(held[1])
-  if count then
-    if (mode == 'undo' or mode == 'purge') and held[3] ~= undoId then
-      return {-1, 0}
-    end
-    if held[2] == requestId then
-      return {count, ownerIndex}
-    end
-    if (mode == 'one' or mode == 'undo') and count > 1 then
-      local remaining = redis.call('HINCRBY', lockKey, owner, -1)
-      redis.call('HSET', lockKey, owner .. ':rel', requestId)
-      if mode == 'undo' then
-        -- Undone once: a second undo of the same acquire (its caller may send one too) must not take
-        -- another hold of the owner.
-        redis.call('HSET', lockKey, owner .. ':acq', '')
-      end
-      return {remaining, ownerIndex}
-    end
-    redis.call('DEL', lockKey)
-    local woken = redis.call(publish, channel, '0')
-    redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
-    return {0, ownerIndex, woken}
-  end
+--- @include "release-hold"
+
+local function dropOne() end
+
+-- The last hold is dropped without a decrement: the lock is free.
+local function dropLast()
+  redis.call('DEL', lockKey)
+  return redis.call(publish, channel, '0')
 end
 
--- No owner of the chain holds it: unless this is a resend of a release that freed the lock.
-local freed = redis.call('GET', requestKey)
-if freed then
-  return {0, tonumber(freed)}
-end
-return {-1, 0}
+return releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, dropOne, dropLast) or {-1, 0}

@@ -23,12 +23,12 @@ local channel = KEYS[3]
 local field = ARGV[1]
 local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
+--- @include "server-time"
+
 if redis.call('ZREM', writersKey, field) == 0 then
   return 0
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', serverTime())
 if redis.call('ZCARD', writersKey) == 0 and redis.call('HGET', lockKey, 'mode') ~= 'write' then
   redis.call(publish, channel, '1')
 end

@@ -34,9 +34,12 @@ local writersKey = KEYS[3]
 local fenceKey = KEYS[4]
 local leaseMs = tonumber(ARGV[1])
 local memo = '#' .. ARGV[2]
-local firstOwner = 3
+local owners = {unpack(ARGV, 3)}
 
-local function grant(owner, ownerIndex, fresh)
+--- @include "server-time"
+
+-- One more read hold of `owner`, with its own timeout key (Redisson's readers judge each other by them).
+local function grant(owner, index, fresh)
   local count = redis.call('HINCRBY', lockKey, owner, 1)
   redis.call('HSET', lockKey, owner .. ':acq', memo)
   if fresh then redis.call('HSET', lockKey, 'mode', 'read') end
@@ -45,33 +48,31 @@ local function grant(owner, ownerIndex, fresh)
   if pttl < leaseMs and pttl ~= -1 then
     redis.call('PEXPIRE', lockKey, leaseMs)
   end
-  return {1, tonumber(redis.call('GET', fenceKey) or '0'), count, ownerIndex}
+  return {1, tonumber(redis.call('GET', fenceKey) or '0'), count, index}
 end
 
 local mode = redis.call('HGET', lockKey, 'mode')
 if mode then
-  for i = firstOwner, #ARGV do
-    local owner = ARGV[i]
+  for index, owner in ipairs(owners) do
     local held = redis.call('HMGET', lockKey, owner, owner .. ':acq')
     if held[1] then
       if held[2] == memo then
-        return {1, tonumber(redis.call('GET', fenceKey) or '0'), tonumber(held[1]), i - firstOwner + 1}
+        return {1, tonumber(redis.call('GET', fenceKey) or '0'), tonumber(held[1]), index}
       end
-      return grant(owner, i - firstOwner + 1, false)
+      return grant(owner, index, false)
     end
   end
   if mode == 'write' then
-    for i = firstOwner, #ARGV do
-      if redis.call('HEXISTS', lockKey, ARGV[i] .. ':write') == 1 then
-        return grant(ARGV[i], i - firstOwner + 1, false)
+    for index, owner in ipairs(owners) do
+      if redis.call('HEXISTS', lockKey, owner .. ':write') == 1 then
+        return grant(owner, index, false)
       end
     end
     return {0, redis.call('PTTL', lockKey)}
   end
 end
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = serverTime()
 redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', now)
 local writer = redis.call('ZRANGE', writersKey, 0, 0, 'WITHSCORES')
 if writer[2] then
@@ -80,4 +81,4 @@ if writer[2] then
   if pttl >= 0 and pttl < untilGone then return {0, math.max(pttl, 1)} end
   return {0, untilGone}
 end
-return grant(ARGV[firstOwner], 1, not mode)
+return grant(owners[1], 1, not mode)

@@ -38,65 +38,41 @@ local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 local undoMemo = '#' .. ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local firstOwner = 6
+local owners = {unpack(ARGV, 6)}
+
+--- @include "release-hold"
 
 local function timeoutKey(owner, k)
   return timeoutBase .. ':' .. owner .. ':rwlock_timeout:' .. k
 end
 
-for i = firstOwner, #ARGV do
-  local owner = ARGV[i]
-  local ownerIndex = i - firstOwner + 1
-  local held = redis.call('HMGET', lockKey, owner, owner .. ':rel', owner .. ':acq')
-  local count = tonumber(held[1])
-  if count then
-    if (mode == 'undo' or mode == 'purge') and held[3] ~= undoMemo then
-      return {-1, 0}
-    end
-    if held[2] == memo then
-      return {count, ownerIndex}
-    end
-    if (mode == 'one' or mode == 'undo') and count > 1 then
-      redis.call('HINCRBY', lockKey, owner, -1)
-      redis.call('DEL', timeoutKey(owner, count))
-      redis.call('HSET', lockKey, owner .. ':rel', memo)
-      if mode == 'undo' then redis.call('HSET', lockKey, owner .. ':acq', '') end
-      return {count - 1, ownerIndex}
-    end
-    for k = 1, count do redis.call('DEL', timeoutKey(owner, k)) end
-    redis.call('HDEL', lockKey, owner, owner .. ':acq', owner .. ':rel')
-    redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
+local function dropOne(owner, count)
+  redis.call('DEL', timeoutKey(owner, count))
+end
 
-    local writeHeld = false
-    local longest = 0
-    local fields = redis.call('HGETALL', lockKey)
-    for f = 1, #fields, 2 do
-      local field = fields[f]
-      local n = tonumber(fields[f + 1])
-      if n and field ~= 'mode' then
-        if string.sub(field, -6) == ':write' then
-          writeHeld = true
-        else
-          for k = 1, n do
-            longest = math.max(longest, redis.call('PTTL', timeoutKey(field, k)))
-          end
-        end
+local function dropLast(owner, count)
+  for k = 1, count do redis.call('DEL', timeoutKey(owner, k)) end
+  redis.call('HDEL', lockKey, owner, owner .. ':acq', owner .. ':rel')
+  local longest = 0
+  local hash = redis.call('HGETALL', lockKey)
+  for f = 1, #hash, 2 do
+    local field = hash[f]
+    local n = tonumber(hash[f + 1])
+    if n and field ~= 'mode' then
+      if string.sub(field, -6) == ':write' then
+        return 0
+      end
+      for k = 1, n do
+        longest = math.max(longest, redis.call('PTTL', timeoutKey(field, k)))
       end
     end
-    if writeHeld then
-      return {0, ownerIndex, 0}
-    end
-    if longest > 0 then
-      redis.call('PEXPIRE', lockKey, longest)
-      return {0, ownerIndex, 0}
-    end
-    redis.call('DEL', lockKey)
-    return {0, ownerIndex, redis.call(publish, channel, '0')}
   end
+  if longest > 0 then
+    redis.call('PEXPIRE', lockKey, longest)
+    return 0
+  end
+  redis.call('DEL', lockKey)
+  return redis.call(publish, channel, '0')
 end
 
-local freed = redis.call('GET', requestKey)
-if freed then
-  return {0, tonumber(freed)}
-end
-return {-1, 0}
+return releaseHold(lockKey, requestKey, owners, mode, memo, undoMemo, memoMs, dropOne, dropLast) or {-1, 0}

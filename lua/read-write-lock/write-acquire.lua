@@ -32,54 +32,34 @@ local fenceKey = KEYS[3]
 local leaseMs = tonumber(ARGV[1])
 local memo = '#' .. ARGV[2]
 local waitingMs = tonumber(ARGV[3])
-local firstField = 4
+local fields = {unpack(ARGV, 4)}
+
+--- @include "fencing-token"
+--- @include "reenter"
 
 local mode = redis.call('HGET', lockKey, 'mode')
-local time = redis.call('TIME')
 if not mode then
-  local token = redis.call('INCR', fenceKey)
-  local clock = time[1] .. string.format('%06d', tonumber(time[2]))
-  if token < tonumber(clock) then
-    redis.call('SET', fenceKey, clock)
-    token = tonumber(clock)
-  end
-  local field = ARGV[firstField]
-  redis.call('HSET', lockKey, 'mode', 'write', field, 1, field .. ':acq', memo)
+  local token = nextToken(fenceKey)
+  redis.call('HSET', lockKey, 'mode', 'write', fields[1], 1, fields[1] .. ':acq', memo)
   redis.call('PEXPIRE', lockKey, leaseMs)
-  redis.call('ZREM', writersKey, field)
+  redis.call('ZREM', writersKey, fields[1])
   return {1, token, 1, 1}
 end
 
 if mode == 'write' then
-  for i = firstField, #ARGV do
-    local field = ARGV[i]
-    local held = redis.call('HMGET', lockKey, field, field .. ':acq')
-    if held[1] then
-      local token = tonumber(redis.call('GET', fenceKey) or '0')
-      local ownerIndex = i - firstField + 1
-      if held[2] == memo then
-        return {1, token, tonumber(held[1]), ownerIndex}
-      end
-      local count = redis.call('HINCRBY', lockKey, field, 1)
-      redis.call('HSET', lockKey, field .. ':acq', memo)
-      local pttl = redis.call('PTTL', lockKey)
-      if pttl >= 0 and pttl < leaseMs then
-        redis.call('PEXPIRE', lockKey, leaseMs)
-      end
-      return {1, token, count, ownerIndex}
-    end
-  end
+  local reentered = reenter(lockKey, fenceKey, fields, memo, leaseMs)
+  if reentered then return reentered end
 else
-  for i = firstField, #ARGV do
-    local readField = string.sub(ARGV[i], 1, -7)
-    if redis.call('HEXISTS', lockKey, readField) == 1 then
+  for _, field in ipairs(fields) do
+    -- The owner's read field is its write field without ":write".
+    if redis.call('HEXISTS', lockKey, string.sub(field, 1, -7)) == 1 then
       return {2}
     end
   end
 end
 
 if waitingMs > 0 then
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  redis.call('ZADD', writersKey, 'GT', now + waitingMs, ARGV[firstField])
+  local now = serverTime()
+  redis.call('ZADD', writersKey, 'GT', now + waitingMs, fields[1])
 end
 return {0, redis.call('PTTL', lockKey)}

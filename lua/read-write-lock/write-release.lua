@@ -34,47 +34,24 @@ local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 local undoMemo = '#' .. ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local firstField = 6
+local fields = {unpack(ARGV, 6)}
 
-for i = firstField, #ARGV do
-  local field = ARGV[i]
-  local ownerIndex = i - firstField + 1
-  local held = redis.call('HMGET', lockKey, field, field .. ':rel', field .. ':acq')
-  local count = tonumber(held[1])
-  if count then
-    if (mode == 'undo' or mode == 'purge') and held[3] ~= undoMemo then
-      return {-1, 0}
-    end
-    if held[2] == memo then
-      return {count, ownerIndex}
-    end
-    if (mode == 'one' or mode == 'undo') and count > 1 then
-      local remaining = redis.call('HINCRBY', lockKey, field, -1)
-      redis.call('HSET', lockKey, field .. ':rel', memo)
-      if mode == 'undo' then redis.call('HSET', lockKey, field .. ':acq', '') end
-      return {remaining, ownerIndex}
-    end
-    redis.call('HDEL', lockKey, field, field .. ':acq', field .. ':rel')
-    redis.call('SET', requestKey, ownerIndex, 'PX', memoMs)
-    local others = false
-    local fields = redis.call('HGETALL', lockKey)
-    for f = 1, #fields, 2 do
-      if fields[f] ~= 'mode' and tonumber(fields[f + 1]) then
-        others = true
-        break
-      end
-    end
-    if others then
+--- @include "release-hold"
+
+local function dropOne() end
+
+local function dropLast(field)
+  redis.call('HDEL', lockKey, field, field .. ':acq', field .. ':rel')
+  local hash = redis.call('HGETALL', lockKey)
+  for f = 1, #hash, 2 do
+    if hash[f] ~= 'mode' and tonumber(hash[f + 1]) then
+      -- The owner's own read holds remain (a downgrade).
       redis.call('HSET', lockKey, 'mode', 'read')
-      return {0, ownerIndex, redis.call(publish, channel, '0')}
+      return redis.call(publish, channel, '0')
     end
-    redis.call('DEL', lockKey)
-    return {0, ownerIndex, redis.call(publish, channel, '1')}
   end
+  redis.call('DEL', lockKey)
+  return redis.call(publish, channel, '1')
 end
 
-local freed = redis.call('GET', requestKey)
-if freed then
-  return {0, tonumber(freed)}
-end
-return {-1, 0}
+return releaseHold(lockKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast) or {-1, 0}
