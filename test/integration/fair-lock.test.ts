@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { createLockClient, LockAcquireTimeoutError } from '../../src/index.js';
 import { fairLockKeys } from '../../src/keys.js';
 import { commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
@@ -7,13 +7,9 @@ import { RedissonFairLock } from '../support/redisson.js';
 
 const redis = useRedis();
 
-/** Waits until `check` holds, polling every 10 ms, for at most `timeoutMs`. */
-async function until(check: () => Promise<boolean> | boolean, timeoutMs = 3000): Promise<void> {
-  const start = performance.now();
-  while (!(await check())) {
-    if (elapsedSince(start) > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await sleep(10);
-  }
+/** Waits until `check` holds (polling every 10 ms), at most `timeout` ms. */
+function until(check: () => Promise<boolean> | boolean, timeout = 3000): Promise<boolean> {
+  return vi.waitUntil(check, { timeout, interval: 10 });
 }
 
 async function queueOf(name: string): Promise<string[]> {
