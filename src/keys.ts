@@ -97,11 +97,17 @@ function nameBase(keyPrefix: string, name: string, cluster: boolean): NameBase {
  * channels of one slot, a slot-consistent variant wherever Redisson's lands in another slot (a key prefix
  * without a hash tag, a name with an unbalanced brace): Redisson cannot share those locks anyway.
  */
-function redissonName(base: NameBase, word: string): string {
+function redissonName(base: NameBase, word: string, extended = false): string {
   const redisson = base.keyPrefix + redissonPrefixName(word, base.name);
-  return base.cluster && keySlot(redisson) !== keySlot(base.lockKey)
+  return base.cluster && !inLockSlot(base, redisson, extended)
     ? `${base.keyPrefix}${word}:{${base.tag}}${base.suffix}`
     : redisson;
+}
+
+/** Whether `name` (and, if `extended`, every `<name>:<suffix>`) hashes to the lock hash's slot. */
+function inLockSlot(base: NameBase, name: string, extended: boolean): boolean {
+  const slot = keySlot(base.lockKey);
+  return keySlot(name) === slot && (!extended || keySlot(`${name}:x`) === slot);
 }
 
 function ownKeys(base: NameBase): Pick<LockKeys, 'fenceKey' | 'releaseMemoPrefix'> {
@@ -136,7 +142,7 @@ export function fairLockKeys(keyPrefix: string, name: string, cluster = false): 
   const base = nameBase(keyPrefix, name, cluster);
   return {
     lockKey: base.lockKey,
-    channel: redissonName(base, 'redisson_lock__channel'),
+    channel: redissonName(base, 'redisson_lock__channel', true),
     queueKey: redissonName(base, 'redisson_lock_queue'),
     timeoutKey: redissonName(base, 'redisson_lock_timeout'),
     ...ownKeys(base),
@@ -163,9 +169,7 @@ export function readWriteLockKeys(keyPrefix: string, name: string, cluster = fal
     lockKey: base.lockKey,
     channel: redissonName(base, 'redisson_rwlock'),
     timeoutBase:
-      base.cluster && keySlot(redissonBase) !== keySlot(base.lockKey)
-        ? `${keyPrefix}{${base.tag}}${base.suffix}`
-        : redissonBase,
+      base.cluster && !inLockSlot(base, redissonBase, true) ? `${keyPrefix}{${base.tag}}${base.suffix}` : redissonBase,
     writersKey: `${keyPrefix}flowlock:writers:{${base.tag}}${base.suffix}`,
     ...ownKeys(base),
   };

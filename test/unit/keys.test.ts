@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hashedPart, keySlot, lockKeys } from '../../src/keys.js';
+import { fairLockKeys, hashedPart, keySlot, lockKeys, readWriteLockKeys } from '../../src/keys.js';
 
 describe('keys', () => {
   it('computes Redis Cluster slots (reference values from CLUSTER KEYSLOT)', () => {
@@ -68,6 +68,40 @@ describe('keys', () => {
         const owner = seen.get(keys.fenceKey);
         if (owner !== undefined) expect(keys.lockKey, `${owner} vs ${prefix}|${name}`).toBe(owner);
         seen.set(keys.fenceKey, keys.lockKey);
+      }
+    }
+  });
+
+  it("uses Redisson's names for the fair lock and the read-write lock", () => {
+    expect(fairLockKeys('', 'jobs')).toMatchObject({
+      lockKey: 'jobs',
+      queueKey: 'redisson_lock_queue:{jobs}',
+      timeoutKey: 'redisson_lock_timeout:{jobs}',
+      channel: 'redisson_lock__channel:{jobs}',
+    });
+    expect(readWriteLockKeys('', 'catalog')).toMatchObject({
+      lockKey: 'catalog',
+      channel: 'redisson_rwlock:{catalog}',
+      timeoutBase: '{catalog}',
+    });
+    // Redisson adds no braces to a name that has its own (prefixName / suffixName).
+    expect(fairLockKeys('', '{t}x').queueKey).toBe('redisson_lock_queue:{t}x');
+    expect(readWriteLockKeys('', '{t}x')).toMatchObject({ channel: 'redisson_rwlock:{t}x', timeoutBase: '{t}x' });
+    expect(lockKeys('', '{t}x').channel).toBe('redisson_lock__channel:{t}x');
+  });
+
+  it('on Cluster keeps every key and channel of the family in the lock slot, whatever the name', () => {
+    for (const prefix of ['', 'app:', '{tenant}:']) {
+      for (const name of hostile) {
+        const fair = fairLockKeys(prefix, name, true);
+        const slot = keySlot(fair.lockKey);
+        for (const key of [fair.queueKey, fair.timeoutKey, fair.channel, `${fair.channel}:client:w0`, fair.fenceKey]) {
+          expect(keySlot(key), `${prefix}${name}: ${key}`).toBe(slot);
+        }
+        const rw = readWriteLockKeys(prefix, name, true);
+        for (const key of [rw.channel, `${rw.timeoutBase}:owner:1:rwlock_timeout:1`, rw.writersKey, rw.fenceKey]) {
+          expect(keySlot(key), `${prefix}${name}: ${key}`).toBe(slot);
+        }
       }
     }
   });
