@@ -28,7 +28,8 @@ local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 if redis.call('ZREM', writersKey, field) == 0 then
   return 0
 end
-redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', serverTime())
+local now = serverTime()
+redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', now)
 if redis.call('ZCARD', writersKey) == 0 and redis.call('HGET', lockKey, 'mode') ~= 'write' then
   redis.call(publish, channel, '1')
 end

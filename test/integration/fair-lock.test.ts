@@ -1,8 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { createLockClient, LockAcquireTimeoutError } from '../../src/index.js';
+import { createLockClient, LockAcquireTimeoutError, LockClientClosedError, LockLostError } from '../../src/index.js';
+import { LockScripts, releaseReply } from '../../src/scripts.js';
 import { fairLockKeys } from '../../src/keys.js';
-import { commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { channelSubscribers, commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 import { RedissonFairLock } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -225,5 +226,64 @@ describe('RFairLock', () => {
     await Promise.all([j1, ours, j2]);
     expect(order).toEqual(['java1', 'ours', 'java2']);
     expect(await queueOf(name)).toEqual([]);
+  });
+
+  it('answers a resent acquire or release from its memo instead of counting twice', async () => {
+    const scripts = new LockScripts(redis.redis());
+    const keys = fairLockKeys('', uniqueName('fair'), onCluster);
+    const acquireKeys = [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.fenceKey];
+    const acquire = (id: string): Promise<unknown> =>
+      scripts.run('fair-lock/acquire', acquireKeys, [10_000, id, '', 1000, '0', 'c:1']);
+    await acquire('a1');
+    expect(await acquire('a2')).toEqual(await acquire('a2'));
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');
+    const release = (id: string): Promise<unknown> =>
+      scripts.releaseBy(
+        'fair-lock/release',
+        [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.channel],
+        keys.releaseMemoPrefix,
+        'one',
+        ['c:1'],
+        { requestId: id },
+      );
+    expect(await release('r1')).toMatchObject({ remaining: 1 });
+    expect(await release('r1')).toMatchObject({ remaining: 1 });
+    expect(await release('r2')).toMatchObject({ remaining: 0 });
+    // The release that freed the lock, resent, is answered as the success it was.
+    expect(await release('r2')).toMatchObject({ remaining: 0 });
+    expect(releaseReply([-1, 0]).remaining).toBe(-1);
+    expect(await redis.admin.exists(keys.lockKey)).toBe(0);
+  });
+
+  it('close() leaves no hold, no queue entry and no subscription behind', async () => {
+    const name = uniqueName('fair');
+    const holder = redis.locks();
+    await holder.getFairLock(name).acquire();
+    const waiter = redis.locks();
+    const waiting = waiter.getFairLock(name).acquire();
+    await until(async () => (await queueOf(name)).length === 1);
+    const channel = `${fairLockKeys('', name, onCluster).channel}:${waiter.clientId}:w0`;
+    expect(await channelSubscribers(redis.admin, channel)).toBe(1);
+    const outcome = waiting.catch((error: unknown) => error);
+    await waiter.close();
+    expect(await outcome).toBeInstanceOf(LockClientClosedError);
+    await holder.close();
+    expect(await queueOf(name)).toEqual([]);
+    expect(await timeoutsOf(name)).toBe(0);
+    expect(await redis.admin.exists(name)).toBe(0);
+    await until(async () => (await channelSubscribers(redis.admin, channel)) === 0, 2000);
+  });
+
+  it('withLock whose hold was lost while fn ran rejects with LockLostError carrying the result', async () => {
+    const locks = redis.locks();
+    const lock = locks.getFairLock(uniqueName('fair'));
+    const error = await lock
+      .withLock(async () => {
+        await lock.forceUnlock();
+        return 42;
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+    expect((error as LockLostError).result).toBe(42);
   });
 });

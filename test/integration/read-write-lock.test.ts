@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { createLockClient, LockUpgradeError } from '../../src/index.js';
+import { createLockClient, LockClientClosedError, LockLostError, LockUpgradeError } from '../../src/index.js';
+import { LockScripts } from '../../src/scripts.js';
 import { readWriteLockKeys } from '../../src/keys.js';
 import { elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 import { listenerFor, RedissonReadWriteLock } from '../support/redisson.js';
@@ -230,5 +231,100 @@ describe('RReadWriteLock', () => {
     const write = await rw.writeLock().acquire();
     expect(await rw.writeLock().forceUnlock()).toBe(true);
     expect(write.signal.aborted).toBe(true);
+  });
+
+  it('answers resent read and write acquires and releases from their memos', async () => {
+    const scripts = new LockScripts(redis.redis());
+    const keys = readWriteLockKeys('', uniqueName('rw'), onCluster);
+    const read = (id: string): Promise<unknown> =>
+      scripts.run(
+        'read-write-lock/read-acquire',
+        [keys.lockKey, keys.timeoutBase, keys.writersKey, keys.fenceKey],
+        [10_000, id, 'c:1'],
+      );
+    await read('a1');
+    expect(await read('a2')).toEqual(await read('a2'));
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');
+    const readRelease = (id: string): ReturnType<LockScripts['releaseBy']> =>
+      scripts.releaseBy(
+        'read-write-lock/read-release',
+        [keys.lockKey, keys.channel, keys.timeoutBase],
+        keys.releaseMemoPrefix,
+        'one',
+        ['c:1'],
+        { requestId: id },
+      );
+    expect(await readRelease('r1')).toMatchObject({ remaining: 1 });
+    expect(await readRelease('r1')).toMatchObject({ remaining: 1 });
+    expect(await readRelease('r2')).toMatchObject({ remaining: 0 });
+    expect(await readRelease('r2')).toMatchObject({ remaining: 0 });
+    expect(await redis.admin.exists(keys.lockKey)).toBe(0);
+    const write = (id: string): Promise<unknown> =>
+      scripts.run(
+        'read-write-lock/write-acquire',
+        [keys.lockKey, keys.writersKey, keys.fenceKey],
+        [10_000, id, 0, 'c:1:write'],
+      );
+    await write('w1');
+    expect(await write('w2')).toEqual(await write('w2'));
+    expect(await redis.admin.hget(keys.lockKey, 'c:1:write')).toBe('2');
+  });
+
+  it('a writer that gives up leaves the registry at once and lets the readers it held back in', async () => {
+    const name = uniqueName('rw');
+    const keys = readWriteLockKeys('', name, onCluster);
+    const reader = await redis.locks().getReadWriteLock(name).readLock().acquire();
+    const writer = redis.locks().getReadWriteLock(name).writeLock();
+    const writing = writer.acquire({ waitTime: 400 });
+    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1);
+    // A new reader waits for the registered writer.
+    let readAt = 0;
+    const reading = redis
+      .locks()
+      .getReadWriteLock(name)
+      .readLock()
+      .withLock(() => {
+        readAt = performance.now();
+      });
+    await sleep(150);
+    expect(readAt).toBe(0);
+    await expect(writing).rejects.toThrow('within 400 ms');
+    const gaveUpAt = performance.now();
+    await reading;
+    expect(readAt - gaveUpAt).toBeLessThan(300);
+    expect(await redis.admin.zcard(keys.writersKey)).toBe(0);
+    await reader.release();
+  });
+
+  it('close() releases read and write holds and leaves no registration behind', async () => {
+    const name = uniqueName('rw');
+    const keys = readWriteLockKeys('', name, onCluster);
+    const a = redis.locks();
+    await a.getReadWriteLock(name).readLock().acquire();
+    const b = redis.locks();
+    const waiting = b.getReadWriteLock(name).writeLock().acquire();
+    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1);
+    const outcome = waiting.catch((error: unknown) => error);
+    await b.close();
+    expect(await outcome).toBeInstanceOf(LockClientClosedError);
+    await a.close();
+    expect(await redis.admin.exists(name)).toBe(0);
+    expect(await redis.admin.zcard(keys.writersKey)).toBe(0);
+    const fields = await redis.admin.hgetall(name);
+    expect(fields).toEqual({});
+  });
+
+  it('withLock on either side rejects with LockLostError carrying the result when the hold was lost', async () => {
+    const rw = redis.locks().getReadWriteLock(uniqueName('rw'));
+    for (const lock of [rw.readLock(), rw.writeLock()]) {
+      const error = await lock
+        .withLock(async () => {
+          await lock.forceUnlock();
+          return 'done';
+        })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockLostError);
+      expect((error as LockLostError).result).toBe('done');
+    }
   });
 });
