@@ -88,6 +88,22 @@ try {
     await disposable[Symbol.asyncDispose]();
     assert.equal(await lock.isLocked(), false, `${label}: asyncDispose released`);
     await assert.rejects(lock.tryLock(), { name: 'NoFlowError' });
+
+    // The family: a fair waiter woken on its own channel, readers together, an upgrade refused.
+    const fair = locks.getFairLock(`${name}:fair`);
+    const fairLease = await fair.acquire();
+    const fairWaiting = locks.run(() => fair.tryLock(2000));
+    await sleep(100);
+    await fairLease.release();
+    assert.equal(await fairWaiting, true, `${label}: a fair waiter is woken by the release`);
+    await fair.forceUnlock();
+    const rw = locks.getReadWriteLock(`${name}:rw`);
+    const readers = await Promise.all([rw.readLock().acquire(), rw.readLock().acquire()]);
+    await rw.readLock().withLock(async () => {
+      await assert.rejects(rw.writeLock().withLock(() => undefined), { code: 'LOCK_UPGRADE' });
+    });
+    await Promise.all(readers.map((reader) => reader.release()));
+    assert.equal(await rw.writeLock().withLock(() => 'written'), 'written', `${label}: write after the readers`);
     await locks.close();
     await redis.quit();
     checks.push(label);
