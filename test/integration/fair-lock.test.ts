@@ -261,10 +261,10 @@ describe('RFairLock', () => {
     await holder.getFairLock(name).acquire();
     const waiter = redis.locks();
     const waiting = waiter.getFairLock(name).acquire();
+    const outcome = waiting.catch((error: unknown) => error);
     await until(async () => (await queueOf(name)).length === 1);
     const channel = `${fairLockKeys('', name, onCluster).channel}:${waiter.clientId}:w0`;
-    expect(await channelSubscribers(redis.admin, channel)).toBe(1);
-    const outcome = waiting.catch((error: unknown) => error);
+    await until(async () => (await channelSubscribers(redis.admin, channel)) === 1);
     await waiter.close();
     expect(await outcome).toBeInstanceOf(LockClientClosedError);
     await holder.close();

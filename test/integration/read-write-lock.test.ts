@@ -303,8 +303,8 @@ describe('RReadWriteLock', () => {
     await a.getReadWriteLock(name).readLock().acquire();
     const b = redis.locks();
     const waiting = b.getReadWriteLock(name).writeLock().acquire();
-    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1);
     const outcome = waiting.catch((error: unknown) => error);
+    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1);
     await b.close();
     expect(await outcome).toBeInstanceOf(LockClientClosedError);
     await a.close();
