@@ -53,7 +53,7 @@ local owners = {unpack(ARGV, 6)}
 --- @include "reenter"
 --- @include "fair-queue"
 
-local now = serverTime()
+local now, clock = serverTime()
 local head = firstLive(queueKey, timeoutKey, now)
 
 -- A waiter that lost its place while first in line takes it back before anything else is decided.
@@ -67,7 +67,7 @@ if redis.call('EXISTS', lockKey) == 0 then
   if not head or (waiterId ~= '' and head == waiterId) then
     if head then redis.call('LPOP', queueKey) end
     if waiterId ~= '' then redis.call('ZREM', timeoutKey, waiterId) end
-    local token = nextToken(fenceKey)
+    local token = nextToken(fenceKey, clock)
     redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId)
     redis.call('PEXPIRE', lockKey, leaseMs)
     return {1, token, 1, 1}
