@@ -360,6 +360,100 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
   }, 120_000);
 });
 
+describe('the fair lock and the read-write lock while their slot migrates back and forth', () => {
+  /** Runs `sections` critical sections per client on 4 clients while the slot of `name` moves 3+ times. */
+  async function underMigration(
+    name: string,
+    section: (locks: LockClient, i: number) => Promise<void>,
+    sections: number,
+  ): Promise<{ migrations: number; elapsedMs: number }> {
+    const slot = keySlot(name);
+    const seed = cluster.nodes[0]?.port ?? 0;
+    const clients = Array.from({ length: 4 }, () => locksOn());
+    const started = performance.now();
+    const state = { finished: false };
+    const work = Promise.all(
+      clients.map(async (locks) => {
+        for (let i = 0; i < sections; i++) await section(locks, i);
+      }),
+    ).finally(() => (state.finished = true));
+    let migrations = 0;
+    while (!state.finished && migrations < 6) {
+      await sleep(150);
+      const from = slotOwner(seed, slot);
+      const to = masters(seed).find((m) => m.id !== from.id);
+      if (!to) break;
+      await migrateSlot(slot, from, to);
+      migrations++;
+    }
+    await work;
+    return { migrations, elapsedMs: performance.now() - started };
+  }
+
+  it('fair lock: no overlap, no lost update, rising tokens', async () => {
+    const name = uniqueName('cl-fair');
+    const sections: Section[] = [];
+    let counter = 0;
+    const { migrations, elapsedMs } = await underMigration(
+      name,
+      (locks) =>
+        locks.getFairLock(name).withLock(async (_signal, lease) => {
+          const enter = process.hrtime.bigint();
+          const value = counter;
+          await sleep(2);
+          counter = value + 1;
+          sections.push({ owner: locks.clientId, enter, exit: process.hrtime.bigint(), token: lease.fencingToken });
+        }),
+      60,
+    );
+    recordFigures('cluster fair lock slot migration', { migrations, sections: sections.length, counter, elapsedMs });
+    expect(migrations).toBeGreaterThanOrEqual(3);
+    expect(counter).toBe(4 * 60);
+    expect(overlaps(sections)).toEqual([]);
+    expect(tokensRise(sections)).toBe(true);
+    expect(Math.max(...handoffGaps(sections))).toBeLessThan(5000);
+  }, 120_000);
+
+  it('read-write lock: no writer overlaps anyone, readers share', async () => {
+    const name = uniqueName('cl-rw');
+    const writes: Section[] = [];
+    const reads: Section[] = [];
+    let counter = 0;
+    const { migrations } = await underMigration(
+      name,
+      (locks, i) => {
+        const rw = locks.getReadWriteLock(name);
+        return i % 3 === 0
+          ? rw.writeLock().withLock(async (_signal, lease) => {
+              const enter = process.hrtime.bigint();
+              const value = counter;
+              await sleep(2);
+              counter = value + 1;
+              writes.push({ owner: locks.clientId, enter, exit: process.hrtime.bigint(), token: lease.fencingToken });
+            })
+          : rw.readLock().withLock(async () => {
+              const enter = process.hrtime.bigint();
+              await sleep(3);
+              reads.push({ owner: locks.clientId, enter, exit: process.hrtime.bigint() });
+            });
+      },
+      45,
+    );
+    // A write overlapping any other section (a read of another client, or another write) breaks exclusion.
+    const clashes = overlaps([...writes, ...reads]).filter(([a, b]) => writes.includes(a) || writes.includes(b));
+    recordFigures('cluster read-write lock slot migration', {
+      migrations,
+      writes: writes.length,
+      reads: reads.length,
+      clashes: clashes.length,
+    });
+    expect(migrations).toBeGreaterThanOrEqual(3);
+    expect(counter).toBe(4 * 15);
+    expect(clashes).toEqual([]);
+    expect(tokensRise(writes)).toBe(true);
+  }, 120_000);
+});
+
 function inRange(range: string, slot: number): boolean {
   const match = /^(\d+)(?:-(\d+))?$/.exec(range);
   if (!match) return false;
