@@ -44,8 +44,9 @@ local function grant(owner, index, fresh)
   redis.call('HSET', lockKey, owner .. ':acq', memo)
   if fresh then redis.call('HSET', lockKey, 'mode', 'read') end
   redis.call('SET', timeoutBase .. ':' .. owner .. ':rwlock_timeout:' .. count, 1, 'PX', leaseMs)
+  -- A hash the first hold just created has no TTL yet; one whose holder set none keeps none.
   local pttl = redis.call('PTTL', lockKey)
-  if pttl < leaseMs and pttl ~= -1 then
+  if fresh or (pttl >= 0 and pttl < leaseMs) then
     redis.call('PEXPIRE', lockKey, leaseMs)
   end
   return {1, tonumber(redis.call('GET', fenceKey) or '0'), count, index}

@@ -100,7 +100,10 @@ try {
     const rw = locks.getReadWriteLock(`${name}:rw`);
     const readers = await Promise.all([rw.readLock().acquire(), rw.readLock().acquire()]);
     await rw.readLock().withLock(async () => {
-      await assert.rejects(rw.writeLock().withLock(() => undefined), { code: 'LOCK_UPGRADE' });
+      await assert.rejects(
+        rw.writeLock().withLock(() => undefined),
+        { code: 'LOCK_UPGRADE' },
+      );
     });
     await Promise.all(readers.map((reader) => reader.release()));
     assert.equal(await rw.writeLock().withLock(() => 'written'), 'written', `${label}: write after the readers`);

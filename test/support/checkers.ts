@@ -1,5 +1,6 @@
 /** Checkers for the fault tests: overlap of critical sections, fencing order, handoff statistics, hygiene. */
 import type { Redis } from 'ioredis';
+import { redissonPrefixName } from '../../src/keys.ts';
 
 export interface Section {
   readonly owner: string;
@@ -61,7 +62,157 @@ export async function leftovers(redis: Redis, name: string): Promise<{ keys: str
     cursor = next;
     keys.push(...batch.filter((key) => key === name || key.includes(`{${name}}`)));
   } while (cursor !== '0');
-  const channel = `redisson_lock__channel:{${name}}`;
+  const channel = redissonPrefixName('redisson_lock__channel', name);
   const channels = ((await redis.pubsub('CHANNELS')) as string[]).filter((c) => c === channel);
   return { keys: keys.filter((k) => !/flowlock:(fence|released):/.test(k)), channels };
+}
+
+/** A section of a read-write lock (`read` or `write`; a plain or fair lock's section counts as `write`). */
+export interface KindedSection extends Section {
+  readonly kind: 'read' | 'write' | 'lock';
+  /** Readers: the counter value they read. */
+  readonly value?: number | undefined;
+}
+
+const byEnter = <S extends Section>(a: S, b: S): number => (a.enter < b.enter ? -1 : a.enter > b.enter ? 1 : 0);
+
+/**
+ * Pairs of sections of different owners whose [enter, exit] intervals overlap although at least one of
+ * them writes: a reader beside a writer, or two writers. Readers beside readers are the point of the lock.
+ */
+export function rwOverlaps(sections: readonly KindedSection[]): [KindedSection, KindedSection][] {
+  const sorted = [...sections].sort(byEnter);
+  const found: [KindedSection, KindedSection][] = [];
+  for (let i = 0; i < sorted.length; i++) {
+    const a = sorted[i]!;
+    for (let j = i + 1; j < sorted.length && sorted[j]!.enter < a.exit; j++) {
+      const b = sorted[j]!;
+      if (a.owner !== b.owner && (a.kind !== 'read' || b.kind !== 'read')) found.push([a, b]);
+    }
+  }
+  return found;
+}
+
+/** The most sections of `kind` inside their critical section at one instant. */
+export function maxConcurrent(sections: readonly KindedSection[], kind: KindedSection['kind'] = 'read'): number {
+  // At equal times an exit comes before an enter: touching sections do not count as concurrent.
+  const events = sections
+    .filter((s) => s.kind === kind)
+    .flatMap((s) => [
+      { at: s.enter, delta: 1 },
+      { at: s.exit, delta: -1 },
+    ])
+    .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.delta - b.delta));
+  let inside = 0;
+  let most = 0;
+  for (const event of events) {
+    inside += event.delta;
+    most = Math.max(most, inside);
+  }
+  return most;
+}
+
+/**
+ * Readers that did not see the latest write: each reader must read the counter as the number of write
+ * sections that exited before it entered, and its lease must carry the fencing token of the latest of
+ * them (0 before any). Sound only when rwOverlaps() found nothing: every writer is then wholly before or
+ * wholly after each reader, and a writer granted before a reader's grant released before it.
+ */
+export function staleReads(sections: readonly KindedSection[]): KindedSection[] {
+  const writers = sections.filter((s) => s.kind !== 'read').sort((a, b) => (a.exit < b.exit ? -1 : 1));
+  const readers = sections.filter((s) => s.kind === 'read').sort(byEnter);
+  const stale: KindedSection[] = [];
+  let before = 0;
+  let latest = 0n;
+  for (const reader of readers) {
+    while (before < writers.length && writers[before]!.exit < reader.enter) {
+      const token = writers[before]!.token ?? 0n;
+      if (token > latest) latest = token;
+      before++;
+    }
+    if (reader.value !== before || reader.token !== latest) stale.push(reader);
+  }
+  return stale;
+}
+
+/**
+ * The fair lock's queue and fencing counter read atomically (MULTI: LRANGE redisson_lock_queue:{name},
+ * GET flowlock:fence:{name}): `fence` is the token of the latest grant made before the snapshot.
+ */
+export interface QueueSnapshot {
+  readonly queue: readonly string[];
+  readonly fence: bigint;
+}
+
+/** A grant the fair lock's FIFO forbids: `granted` got the lock (token) while `waiting` was queued ahead. */
+export interface OrderViolation {
+  readonly waiting: string;
+  readonly granted: string;
+  readonly grantedToken: bigint;
+  readonly waitingToken: bigint;
+  readonly snapshotFence: bigint;
+}
+
+/**
+ * Grants out of the fair lock's queue order. Each owner must run one waiting flow (its waiter id is then
+ * `<clientId>:w0`, and its entry in the queue always belongs to its next section); `owners` maps client
+ * ids to section owners. The check uses fencing tokens, not clocks, so it has no timing slack: tokens rise
+ * on every grant, so the grants made after a snapshot are exactly the sections with a token above its
+ * `fence` (the holder at that instant has `fence` itself). For every owner Y queued in a snapshot, its
+ * next grant is its first section with a token above `fence`; FIFO allows, between the snapshot and that
+ * grant, one grant to each owner queued ahead of Y and none to anybody else (an owner not in the queue
+ * then could only enter it behind Y). Owners queued but never granted again (killed) constrain nothing.
+ * A waiter purged for missing its refreshes, or the loss of the queue (a restart), breaks the premise.
+ */
+export function fifoViolations(
+  snapshots: readonly QueueSnapshot[],
+  sections: readonly Section[],
+  owners: ReadonlyMap<string, string>,
+): OrderViolation[] {
+  const tokens = new Map<string, bigint[]>();
+  for (const section of sections) {
+    if (section.token === undefined) continue;
+    let list = tokens.get(section.owner);
+    if (!list) tokens.set(section.owner, (list = []));
+    list.push(section.token);
+  }
+  for (const list of tokens.values()) list.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  /** Index of the first token above `t`. */
+  const firstAbove = (list: readonly bigint[], t: bigint): number => {
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (list[mid]! > t) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  };
+  const found = new Map<string, OrderViolation>();
+  for (const { queue, fence } of snapshots) {
+    const order = queue.map((id) => owners.get(id.replace(/:w\d+$/, '')));
+    order.forEach((waiting, position) => {
+      if (waiting === undefined) return;
+      const own = tokens.get(waiting) ?? [];
+      const waitingToken = own[firstAbove(own, fence)];
+      if (waitingToken === undefined) return;
+      const ahead = new Set(order.slice(0, position));
+      for (const [granted, list] of tokens) {
+        if (granted === waiting) continue;
+        const from = firstAbove(list, fence);
+        const between = list.slice(from, firstAbove(list, waitingToken - 1n));
+        const allowed = ahead.has(granted) ? 1 : 0;
+        for (const grantedToken of between.slice(allowed)) {
+          found.set(`${grantedToken}/${waitingToken}`, {
+            waiting,
+            granted,
+            grantedToken,
+            waitingToken,
+            snapshotFence: fence,
+          });
+        }
+      }
+    });
+  }
+  return [...found.values()];
 }

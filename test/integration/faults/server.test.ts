@@ -2,6 +2,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockClient, type LockClient, type LockLostEvent } from '../../../src/index.js';
+import { redissonPrefixName } from '../../../src/keys.js';
 import { leftovers } from '../../support/checkers.js';
 import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
@@ -222,7 +223,8 @@ describe('T19: hostile names', () => {
     await sleep(100);
     expect(Number(await admin.pubsub('NUMPAT'))).toBe(0);
     const channels = (await admin.pubsub('CHANNELS')) as string[];
-    for (const name of hostile) expect(channels).toContain(`redisson_lock__channel:{${name}}`);
+    // Redisson's prefixName: no braces added to a name that holds a `{` already.
+    for (const name of hostile) expect(channels).toContain(redissonPrefixName('redisson_lock__channel', name));
     await Promise.all(leases.map((lease) => lease.release()));
     await Promise.all(waiters);
     for (const name of hostile) expect((await leftovers(admin, name)).keys).toEqual([]);

@@ -1,0 +1,385 @@
+// Fair lock (RFairLock) across processes: F1 (exclusion and FIFO order), F2 (pub/sub kills and SCRIPT FLUSH),
+// F3 (SIGKILLed holder), F4 (SIGKILLed queued waiter), F5 (Redis restarted under a holder and a queue).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  fifoViolations,
+  handoffGaps,
+  leftovers,
+  overlaps,
+  percentile,
+  tokensRise,
+  type QueueSnapshot,
+  type Section,
+} from '../../support/checkers.js';
+import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { recordFigures, soak } from '../../support/figures.js';
+import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
+import type { SectionReport } from '../../fixtures/lock-worker.ts';
+
+const L = 1500; // the workers' watchdogTimeout: lease, and how long a silent waiter keeps its place
+const R = L / 3; // renewal period, and the longest a live waiter goes without refreshing its place
+
+let lockServer: LocalRedis;
+let resourceServer: LocalRedis;
+let admin: Redis;
+let resourceAdmin: Redis;
+const cleanup: (() => unknown)[] = [];
+
+beforeAll(async () => {
+  [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
+  admin = newRedis(lockServer);
+  resourceAdmin = newRedis(resourceServer);
+});
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
+});
+afterAll(async () => {
+  admin.disconnect();
+  resourceAdmin.disconnect();
+  await Promise.all([lockServer.stop(), resourceServer.stop()]);
+});
+
+const queueKey = (name: string): string => `redisson_lock_queue:{${name}}`;
+const fenceKey = (name: string): string => `flowlock:fence:{${name}}`;
+const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
+
+/** Worker processes, killed after the test if they are still running. */
+function workers(configs: readonly WorkerConfig[]): Worker[] {
+  const started = startWorkers(configs);
+  cleanup.push(() => Promise.all(started.map((worker) => worker.kill())));
+  return started;
+}
+
+/** `processes` fair-lock counter workers on `server`, one waiting flow each (the FIFO check needs that). */
+function fairCounters(
+  server: LocalRedis,
+  name: string,
+  processes: number,
+  perProcess: number,
+  extra: Partial<WorkerConfig> = {},
+): Worker[] {
+  return workers(
+    Array.from({ length: processes }, (_, i) => ({
+      mode: 'counter' as const,
+      kind: 'fair' as const,
+      id: `f${i}`,
+      lockUrl: server.url,
+      resourceUrl: resourceServer.url,
+      name,
+      count: perProcess,
+      sleepMs: 2,
+      watchdogTimeout: L,
+      ...extra,
+    })),
+  );
+}
+
+/** A fair-lock `hold` worker (acquires once, then obeys unlock/write/close). */
+function fairHolder(server: LocalRedis, name: string, id: string): Worker {
+  return workers([
+    { mode: 'hold', kind: 'fair', id, lockUrl: server.url, resourceUrl: resourceServer.url, name, watchdogTimeout: L },
+  ])[0]!;
+}
+
+interface Run {
+  sections: (Section & SectionReport)[];
+  /** Client id -> worker id, to read waiter ids in queue snapshots. */
+  owners: Map<string, string>;
+  accepted: number;
+  counter: number;
+  failures: number;
+  exitCodes: (number | null)[];
+  seconds: number;
+}
+
+/** Waits for every counter worker's report and exit. */
+async function collect(name: string, counters: readonly Worker[], start: number): Promise<Run> {
+  const run: Run = { sections: [], owners: new Map(), accepted: 0, counter: 0, failures: 0, exitCodes: [], seconds: 0 };
+  await Promise.all(
+    counters.map(async (worker) => {
+      const done = await worker.next<{
+        id: string;
+        type: string;
+        sections: SectionReport[];
+        clientId: string;
+        failures: number;
+      }>('done', 120_000);
+      run.owners.set(done.clientId, worker.id);
+      run.failures += done.failures;
+      for (const s of done.sections) {
+        run.sections.push({ ...s, owner: worker.id });
+        if (s.accepted) run.accepted++;
+      }
+      run.exitCodes.push(await worker.exited);
+    }),
+  );
+  run.counter = Number(await resourceAdmin.get(`counter:${name}`));
+  run.seconds = (performance.now() - start) / 1000;
+  return run;
+}
+
+/**
+ * Reads the queue and the fencing counter in one MULTI every few ms until stopped (for fifoViolations);
+ * errors (a restarting server) just skip a snapshot.
+ */
+function watchQueue(redis: Redis, name: string): { stop: () => Promise<QueueSnapshot[]> } {
+  const snapshots: QueueSnapshot[] = [];
+  const state = { stopped: false };
+  const loop = (async () => {
+    while (!state.stopped) {
+      try {
+        const replies = await redis.multi().lrange(queueKey(name), 0, -1).get(fenceKey(name)).exec();
+        const queue = replies?.[0]?.[1] as string[] | undefined;
+        const fence = replies?.[1]?.[1] as string | null | undefined;
+        if (queue) snapshots.push({ queue, fence: BigInt(fence ?? 0) });
+      } catch {
+        // The server is away: no snapshot this time.
+      }
+      await sleep(5);
+    }
+  })();
+  return {
+    stop: async () => {
+      state.stopped = true;
+      await loop;
+      return snapshots;
+    },
+  };
+}
+
+/** Polls `check` every 10 ms until it holds (or fails after `timeoutMs`). */
+async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await sleep(10);
+  }
+}
+
+/** The invariants every fair-lock run keeps: one holder at a time, no lost update, tokens fenced and rising. */
+function expectExclusive(run: Run, total: number): void {
+  expect(run.exitCodes.every((code) => code === 0)).toBe(true);
+  expect(run.sections).toHaveLength(total);
+  expect(overlaps(run.sections)).toEqual([]);
+  expect(run.counter).toBe(total);
+  expect(tokensRise(run.sections)).toBe(true);
+  expect(run.accepted).toBe(total);
+}
+
+describe('F1: 8 processes x 150 fair-lock sections on one counter (soak: 16 x 150 x SOAK)', () => {
+  it('counts exactly, never overlaps, fences in order, and grants in queue order', async () => {
+    const name = uniqueName('f1');
+    const processes = soak > 1 ? 16 : 8;
+    const perProcess = 150 * soak;
+    const watcher = watchQueue(admin, name);
+    const start = performance.now();
+    const run = await collect(name, fairCounters(lockServer, name, processes, perProcess), start);
+    const snapshots = await watcher.stop();
+    const violations = fifoViolations(snapshots, run.sections, run.owners);
+    // Snapshots with two or more waiters in line are what the order check stands on.
+    const queued = snapshots.filter((s) => s.queue.length >= 2);
+    const gaps = handoffGaps(run.sections);
+    recordFigures('F1 fair counter', {
+      sections: run.sections.length,
+      counter: run.counter,
+      overlaps: overlaps(run.sections).length,
+      fencedAccepted: run.accepted,
+      orderViolations: violations.length,
+      queueSnapshots: queued.length,
+      meanQueueLength: queued.reduce((sum, s) => sum + s.queue.length, 0) / Math.max(1, queued.length),
+      handoffP50Ms: percentile(gaps, 50),
+      handoffP99Ms: percentile(gaps, 99),
+      seconds: run.seconds,
+    });
+    expectExclusive(run, processes * perProcess);
+    expect(queued.length).toBeGreaterThan(20);
+    expect(violations).toEqual([]);
+    expect(await leftovers(admin, name)).toEqual({ keys: [], channels: [] });
+  });
+});
+
+describe('F2: pub/sub connections killed every 150 ms and SCRIPT FLUSH every 50 ms', () => {
+  it('keeps the F1 invariants and the queue order; a lost wake-up stalls the line for < L / 3 + 1 s', async () => {
+    const name = uniqueName('f2');
+    const processes = 8;
+    const perProcess = 30 * soak;
+    let kills = 0;
+    let flushes = 0;
+    const killer = setInterval(() => {
+      kills++;
+      admin.client('KILL', 'TYPE', 'pubsub').catch(() => undefined);
+    }, 150);
+    const flusher = setInterval(() => {
+      flushes++;
+      admin.script('FLUSH').catch(() => undefined);
+    }, 50);
+    const watcher = watchQueue(admin, name);
+    let run: Run;
+    try {
+      run = await collect(name, fairCounters(lockServer, name, processes, perProcess), performance.now());
+    } finally {
+      clearInterval(killer);
+      clearInterval(flusher);
+    }
+    const snapshots = await watcher.stop();
+    const violations = fifoViolations(snapshots, run.sections, run.owners);
+    const gaps = handoffGaps(run.sections);
+    recordFigures('F2 fair, pubsub kills + SCRIPT FLUSH', {
+      sections: run.sections.length,
+      counter: run.counter,
+      overlaps: overlaps(run.sections).length,
+      orderViolations: violations.length,
+      kills,
+      flushes,
+      handoffP50Ms: percentile(gaps, 50),
+      handoffP99Ms: percentile(gaps, 99),
+      handoffMaxMs: Math.max(...gaps),
+      seconds: run.seconds,
+    });
+    expect(kills).toBeGreaterThan(3);
+    expect(flushes).toBeGreaterThan(10);
+    expectExclusive(run, processes * perProcess);
+    expect(violations).toEqual([]);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(R + 1000);
+  });
+});
+
+describe('F3: the holder is SIGKILLed while 4 processes wait in line', () => {
+  it('the first in line gets the lock within L + 300 ms of the kill; then F1 invariants and order', async () => {
+    const name = uniqueName('f3');
+    const holder = fairHolder(lockServer, name, 'H');
+    const held = await holder.next<{ id: string; type: string; token: bigint }>('acquired');
+    const watcher = watchQueue(admin, name);
+    const start = performance.now();
+    const counters = fairCounters(lockServer, name, 4, 25 * soak);
+    await until(async () => (await admin.llen(queueKey(name))) === 4, 'all 4 counter workers queued');
+    await sleep(200);
+    const killedAt = process.hrtime.bigint();
+    await holder.kill();
+    const run = await collect(name, counters, start);
+    const snapshots = await watcher.stop();
+    const violations = fifoViolations(snapshots, run.sections, run.owners);
+    const firstEnter = run.sections.reduce((min, s) => (s.enter < min ? s.enter : min), run.sections[0]!.enter);
+    const freeAfterMs = ms(killedAt, firstEnter);
+    recordFigures('F3 fair, SIGKILLed holder', {
+      freeAfterKillMs: freeAfterMs,
+      sections: run.sections.length,
+      overlaps: overlaps(run.sections).length,
+      orderViolations: violations.length,
+    });
+    expect(freeAfterMs).toBeGreaterThan(0);
+    expect(freeAfterMs).toBeLessThanOrEqual(L + 300);
+    expectExclusive(run, 4 * 25 * soak);
+    expect(run.sections.every((s) => s.token > held.token)).toBe(true);
+    expect(violations).toEqual([]);
+  });
+});
+
+describe('F4: a waiter first in line is SIGKILLed', () => {
+  it('its place blocks the line for at most about L: the next waiter gets the lock within L + 300 ms of the kill', async () => {
+    const name = uniqueName('f4');
+    const holder = fairHolder(lockServer, name, 'H');
+    await holder.next('acquired');
+    const doomed = fairHolder(lockServer, name, 'W');
+    const { clientId } = await doomed.next<{ id: string; type: string; clientId: string }>('waiting');
+    await until(async () => (await admin.lindex(queueKey(name), 0))?.startsWith(`${clientId}:`) === true, 'W queued');
+    const watcher = watchQueue(admin, name);
+    const start = performance.now();
+    const counters = fairCounters(lockServer, name, 4, 25 * soak);
+    await until(async () => (await admin.llen(queueKey(name))) === 5, 'W and 4 counter workers queued');
+    const killedAt = process.hrtime.bigint();
+    await doomed.kill();
+    expect(await admin.lindex(queueKey(name), 0)).toMatch(new RegExp(`^${clientId}:w\\d+$`));
+    const releasedAt = process.hrtime.bigint();
+    holder.send({ cmd: 'unlock' });
+    expect(await holder.next('unlock')).toMatchObject({ ok: true });
+    // The dead entry leaves the queue when a live waiter finds its deadline passed (at most L after its
+    // latest refresh, which was at most R before the kill).
+    let goneAt = 0n;
+    await until(async () => {
+      const queue = await admin.lrange(queueKey(name), 0, -1);
+      if (queue.some((id) => id.startsWith(`${clientId}:`))) return false;
+      goneAt = process.hrtime.bigint();
+      return true;
+    }, 'the dead entry purged');
+    const run = await collect(name, counters, start);
+    const snapshots = await watcher.stop();
+    const violations = fifoViolations(snapshots, run.sections, run.owners);
+    const firstEnter = run.sections.reduce((min, s) => (s.enter < min ? s.enter : min), run.sections[0]!.enter);
+    const blockedMs = ms(releasedAt, firstEnter);
+    recordFigures('F4 fair, SIGKILLed waiter first in line', {
+      blockedAfterReleaseMs: blockedMs,
+      nextGrantAfterKillMs: ms(killedAt, firstEnter),
+      entryGoneAfterKillMs: ms(killedAt, goneAt),
+      sections: run.sections.length,
+      orderViolations: violations.length,
+    });
+    expect(ms(killedAt, firstEnter)).toBeLessThanOrEqual(L + 300);
+    expect(ms(killedAt, goneAt)).toBeLessThanOrEqual(L + 300);
+    expectExclusive(run, 4 * 25 * soak);
+    expect(violations).toEqual([]);
+    expect(await leftovers(admin, name)).toEqual({ keys: [], channels: [] });
+  });
+});
+
+describe('F5: Redis restarted without persistence while a fair lock is held and 4 processes wait in line', () => {
+  it('the holder learns it lost within R + 300 ms, the line recovers, tokens never go backwards', async () => {
+    // A server of its own: the restart must not disturb the other scenarios' lock server.
+    const server = await startRedisServer();
+    cleanup.push(() => server.stop());
+    const serverAdmin = newRedis(server, { retryStrategy: () => 50 });
+    serverAdmin.on('error', () => undefined);
+    cleanup.push(() => serverAdmin.disconnect());
+    const name = uniqueName('f5');
+    // Order is not promised across the restart (the queue is lost; waiters take their places back in the
+    // order they retry, each at the head): violations after it are only reported.
+    const watcher = watchQueue(serverAdmin, name);
+    const start = performance.now();
+    const counters = fairCounters(server, name, 4, 40 * soak, { sleepMs: 5, tolerateFaults: true });
+    // Some sections before the restart, so that tokens from before it exist to compare with.
+    await until(async () => Number(await resourceAdmin.get(`counter:${name}`)) >= 20, '20 sections done');
+    const holder = fairHolder(server, name, 'H');
+    const held = await holder.next<{ id: string; type: string; token: bigint }>('acquired');
+    await sleep(200);
+    const killedAt = process.hrtime.bigint();
+    await server.kill();
+    await server.restart();
+    const restartedAt = process.hrtime.bigint();
+    const aborted = await holder.next<{ id: string; type: string; at: bigint }>('aborted', 10_000);
+    const run = await collect(name, counters, start);
+    const violations = fifoViolations(await watcher.stop(), run.sections, run.owners);
+    holder.send({ cmd: 'write' });
+    const write = await holder.next('write');
+    holder.send({ cmd: 'unlock' });
+    const unlock = await holder.next('unlock');
+    const before = run.sections.filter((s) => s.token < held.token);
+    // The workers may reconnect before restart() has seen the server answer: "after" starts at the kill.
+    const after = run.sections.filter((s) => s.enter > killedAt);
+    const firstAfter = after.reduce((min, s) => (s.enter < min ? s.enter : min), after[0]?.enter ?? restartedAt);
+    recordFigures('F5 fair, restart without persistence', {
+      holderToldAfterRestartMs: ms(restartedAt, aborted.at),
+      lineRecoveredAfterRestartMs: ms(restartedAt, firstAfter),
+      sectionsBefore: before.length,
+      sectionsAfter: after.length,
+      overlaps: overlaps(run.sections).length,
+      failures: run.failures,
+      orderViolations: violations.length,
+      orderViolationsBeforeRestart: violations.filter((v) => v.waitingToken < held.token).length,
+      lateWriteAccepted: Boolean(write['accepted']),
+    });
+    expect(ms(restartedAt, aborted.at)).toBeLessThanOrEqual(R + 300);
+    expect(after.length).toBeGreaterThan(0);
+    expect(ms(restartedAt, firstAfter)).toBeLessThanOrEqual(2000);
+    // Nobody else held the lock at the restart (the holder did), so no counter section lost its hold.
+    expect(run.sections.filter((s) => s.lostAt !== undefined || s.releaseError !== undefined)).toEqual([]);
+    expect(before.length + after.length).toBe(run.sections.length);
+    expect(run.sections.filter((s) => s.token > held.token).every((s) => s.enter > killedAt)).toBe(true);
+    expectExclusive(run, 4 * 40 * soak);
+    // Up to the restart the line kept its order (grants before the holder's came before the restart).
+    expect(violations.filter((v) => v.waitingToken < held.token)).toEqual([]);
+    expect(write['accepted']).toBe(false);
+    expect(unlock).toMatchObject({ ok: false, code: 'LOCK_NOT_HELD' });
+  });
+});
