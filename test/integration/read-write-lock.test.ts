@@ -33,7 +33,9 @@ describe('RReadWriteLock', () => {
     const locks = redis.locks();
     const name = uniqueName('rw');
     const rw = locks.getReadWriteLock(name);
-    const a = await rw.readLock().acquire();
+    const a = await rw.readLock().acquire({ leaseTime: 5000 });
+    // The hash the first read hold created has that hold's lease: a lone reader that dies frees the lock.
+    expect(await redis.admin.pttl(name)).toBeGreaterThan(4000);
     const b = await rw.readLock().acquire();
     const hash = await redis.admin.hgetall(name);
     expect(hash['mode']).toBe('read');
