@@ -28,7 +28,8 @@
                                        waiter's deadline (it is purged then unless it takes the lock)
 
   Side effects
-    first, every head entry whose deadline has passed (or that has none) is dropped from both keys
+    first, every head entry whose deadline has passed (or that has none) is dropped from both keys (the
+    caller's own entry excepted: it is alive)
     free -> held: LPOP queueKey when the caller was first; ZREM timeoutKey waiterId; fencing token as in
                   lock/acquire.lua; HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs.
                   Unlike Redisson, other waiters' deadlines are not shortened (they stay valid longer)
@@ -54,18 +55,28 @@ local owners = {unpack(ARGV, 6)}
 --- @include "fair-queue"
 
 local now, clock = serverTime()
-local head = firstLive(queueKey, timeoutKey, now)
+local head, headDeadline = firstLive(queueKey, timeoutKey, now, waiterId ~= '' and waiterId or nil)
 
--- A waiter that lost its place while first in line takes it back before anything else is decided.
-if requeue and waiterId ~= '' and not redis.call('ZSCORE', timeoutKey, waiterId) then
-  redis.call('LPUSH', queueKey, waiterId)
-  redis.call('ZADD', timeoutKey, now + waiterLeaseMs, waiterId)
-  head = waiterId
+-- Adds the caller's entry (returns true), or raises its deadline to now + waiterLeaseMs (never lowers it).
+local function enter()
+  return redis.call('ZADD', timeoutKey, 'GT', now + waiterLeaseMs, waiterId) == 1
 end
 
-if redis.call('EXISTS', lockKey) == 0 then
-  if not head or (waiterId ~= '' and head == waiterId) then
+-- A waiter that lost its place while first in line takes it back before anything else is decided.
+local refreshed = false
+if requeue and waiterId ~= '' and head ~= waiterId then
+  refreshed = true
+  if enter() then
+    redis.call('LPUSH', queueKey, waiterId)
+    head = waiterId
+  end
+end
+
+local pttl = redis.call('PTTL', lockKey)
+if pttl == -2 then
+  if not head or head == waiterId then
     if head then redis.call('LPOP', queueKey) end
+    -- Also when nobody is in line: a deadline whose list entry was lost (an eviction) must not stay.
     if waiterId ~= '' then redis.call('ZREM', timeoutKey, waiterId) end
     local token = nextToken(fenceKey, clock)
     redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId)
@@ -77,27 +88,21 @@ else
   if reentered then return reentered end
 end
 
-if waiterId ~= '' then
-  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, waiterId))
+if waiterId ~= '' and not refreshed and enter() then
+  -- A new entry behind Redisson waiters counts from the latest of their deadlines, as Redisson's own entries
+  -- do: each Redisson acquisition ahead subtracts its wait time from every deadline behind it.
   local target = now + waiterLeaseMs
-  if not deadline then
-    -- Behind Redisson waiters, count from the latest of their deadlines, as Redisson's own entries do:
-    -- each Redisson acquisition ahead subtracts its wait time from every deadline behind it.
-    for _, id in ipairs(redis.call('LRANGE', queueKey, 0, -1)) do
-      if not string.find(id, ':w%d+$') then
-        target = math.max(target, (tonumber(redis.call('ZSCORE', timeoutKey, id)) or now) + waiterLeaseMs)
-      end
+  for _, id in ipairs(redis.call('LRANGE', queueKey, 0, -1)) do
+    if not string.find(id, ':w%d+$') then
+      target = math.max(target, (tonumber(redis.call('ZSCORE', timeoutKey, id)) or now) + waiterLeaseMs)
     end
-    redis.call('RPUSH', queueKey, waiterId)
-    deadline = 0
   end
-  redis.call('ZADD', timeoutKey, math.max(deadline, target), waiterId)
+  if target > now + waiterLeaseMs then redis.call('ZADD', timeoutKey, target, waiterId) end
+  redis.call('RPUSH', queueKey, waiterId)
 end
 
-local pttl = redis.call('PTTL', lockKey)
 if pttl == -2 then
-  local first = redis.call('LINDEX', queueKey, 0)
-  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, first or '')) or now
-  return {0, math.max(1, deadline - now)}
+  -- Free, but another waiter is first in line: it takes the lock, or is dropped at its deadline.
+  return {0, math.max(1, (headDeadline or now) - now)}
 end
 return {0, pttl}

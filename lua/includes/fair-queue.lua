@@ -1,27 +1,31 @@
 --- @include "server-time"
 -- The fair lock's queue (Redisson's layout): a list of waiter ids and a sorted set of their deadlines
 -- (epoch ms).
--- firstLive(queueKey, timeoutKey, now): drops head entries whose deadline passed (or that have none) and
--- returns the waiter now first in line, or nil.
-local function firstLive(queueKey, timeoutKey, now)
+-- firstLive(queueKey, timeoutKey, now, self): drops head entries whose deadline passed (or that have none)
+-- and returns the waiter now first in line with its deadline, or nil. `self` (the calling waiter, alive
+-- since it is asking; or nil) is never dropped, and its deadline is not read.
+local function firstLive(queueKey, timeoutKey, now, self)
   local head = redis.call('LINDEX', queueKey, 0)
   while head do
+    if head == self then
+      return head, nil
+    end
     local deadline = tonumber(redis.call('ZSCORE', timeoutKey, head))
     if deadline and deadline > now then
-      return head
+      return head, deadline
     end
     redis.call('LPOP', queueKey)
     redis.call('ZREM', timeoutKey, head)
     head = redis.call('LINDEX', queueKey, 0)
   end
-  return nil
+  return nil, nil
 end
 
 -- wakeFirst(queueKey, timeoutKey, channelBase, publish): wakes the waiter first in line, on its own channel
 -- "<channelBase>:<waiter id>" with "0"; returns how many subscribers that reached.
 local function wakeFirst(queueKey, timeoutKey, channelBase, publish)
   local now = serverTime()
-  local head = firstLive(queueKey, timeoutKey, now)
+  local head = firstLive(queueKey, timeoutKey, now, nil)
   if head then
     return redis.call(publish, channelBase .. ':' .. head, '0')
   end
