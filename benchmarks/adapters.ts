@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { createLockClient } from 'flowlock';
+import { createLockClient, type RLock } from 'flowlock';
 import Redlock4 from 'redlock';
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
 import { Mutex } from 'redis-semaphore';
@@ -20,6 +20,8 @@ export interface Adapter {
   redisKey(key: string): string;
   /** Takes the lock on `key` for `leaseMs`, or in the library's auto-renewing mode when `leaseMs` is undefined. */
   acquire(key: string, leaseMs?: number): Promise<Release>;
+  /** Takes a shared (read) hold on `key` where the library has one; `acquire` is then the exclusive side. */
+  acquireShared?(key: string, leaseMs?: number): Promise<Release>;
   close(): Promise<void>;
 }
 
@@ -31,7 +33,12 @@ export const LIBRARIES = [
   'redis-semaphore',
   'node-redisson',
 ] as const;
-export type Library = (typeof LIBRARIES)[number];
+/**
+ * flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
+ * lock (f) and the read-write lock (g, whose `acquire` is the write lock and `acquireShared` the read lock).
+ */
+export const VARIANTS = ['flowlock-fair', 'flowlock-rwlock'] as const;
+export type Library = (typeof LIBRARIES)[number] | (typeof VARIANTS)[number];
 
 /** Libraries that renew leases by themselves (scenario e); the others need the caller to extend. */
 /**
@@ -67,16 +74,28 @@ function redisFor(url: string): Redis {
 
 export function createAdapter(library: Library, url: string, watchdogMs: number): Adapter {
   switch (library) {
-    case 'flowlock': {
+    case 'flowlock':
+    case 'flowlock-fair':
+    case 'flowlock-rwlock': {
       const redis = redisFor(url);
       const locks = createLockClient(redis, { watchdogTimeout: watchdogMs });
+      const take = async (lock: RLock, leaseMs: number | undefined): Promise<Release> => {
+        const lease = await lock.acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
+        return () => lease.release();
+      };
+      const exclusive =
+        library === 'flowlock-fair'
+          ? (key: string) => locks.getFairLock(key)
+          : library === 'flowlock-rwlock'
+            ? (key: string) => locks.getReadWriteLock(key).writeLock()
+            : (key: string) => locks.getLock(key);
       return {
         name: library,
         redisKey: sameKey,
-        async acquire(key, leaseMs) {
-          const lease = await locks.getLock(key).acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
-          return () => lease.release();
-        },
+        acquire: (key, leaseMs) => take(exclusive(key), leaseMs),
+        ...(library === 'flowlock-rwlock' && {
+          acquireShared: (key: string, leaseMs?: number) => take(locks.getReadWriteLock(key).readLock(), leaseMs),
+        }),
         async close() {
           await locks.close();
           await redis.quit();

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 
-export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e';
+export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
 
 export interface Measurement {
   readonly library: string;
@@ -16,6 +16,7 @@ export interface Measurement {
   readonly serverOpsPerAcquisition?: number;
   readonly handoffP50Ms?: number;
   readonly handoffP99Ms?: number;
+  readonly waitP50Ms?: number;
   readonly waitP99Ms?: number;
   readonly maxWaitMs?: number;
   readonly fairness?: number;
@@ -25,6 +26,16 @@ export interface Measurement {
   readonly roundTripsPer100LocksPerPeriod?: number;
   readonly cpuMsPerPeriod?: number;
   readonly heldAfterThreePeriods?: boolean;
+  /** (f): server operations of one uncontended lock + unlock cycle of the same lock. */
+  readonly uncontendedServerOps?: number;
+  /** (g): the shared (read) and exclusive (write) acquisitions, apart. */
+  readonly readsPerSecond?: number;
+  readonly writesPerSecond?: number;
+  readonly readWaitP50Ms?: number;
+  readonly readWaitP99Ms?: number;
+  readonly writeWaitP50Ms?: number;
+  readonly writeWaitP99Ms?: number;
+  readonly maxConcurrentReaders?: number;
 }
 
 export const SCENARIOS: Record<ScenarioId, string> = {
@@ -33,7 +44,18 @@ export const SCENARIOS: Record<ScenarioId, string> = {
   c: '(c) 8 processes contending for one key, 1 ms critical section',
   d: '(d) 200 concurrent flows in one process on one key, 1 ms critical section',
   e: '(e) many locks held at once in watchdog mode for three renewal periods (ours: lease / 3)',
+  f: '(f) fair lock: 8 processes contending for one key, 1 ms critical section',
+  g: '(g) read-write lock: 8 processes on one key, 90 % reads, 1 ms critical sections',
 };
+
+/** How a library is named in a scenario's table and chart: (f) and (g) compare flowlock's kinds of lock. */
+function nameIn(scenario: ScenarioId, library: string): string {
+  if (scenario !== 'f' && scenario !== 'g') return library;
+  if (library === 'flowlock') return 'flowlock RLock';
+  if (library === 'flowlock-fair') return 'flowlock fair lock';
+  if (library === 'flowlock-rwlock') return 'flowlock RReadWriteLock';
+  return library;
+}
 
 /** The metric each chart shows, and whether more is better. */
 const CHART: Record<ScenarioId, { key: keyof Measurement; label: string; higherIsBetter: boolean }> = {
@@ -42,6 +64,8 @@ const CHART: Record<ScenarioId, { key: keyof Measurement; label: string; higherI
   c: { key: 'waitP99Ms', label: 'waiting time p99 (ms)', higherIsBetter: false },
   d: { key: 'waitP99Ms', label: 'waiting time p99 (ms)', higherIsBetter: false },
   e: { key: 'roundTripsPerPeriod', label: 'round trips per renewal period', higherIsBetter: false },
+  f: { key: 'opsPerSecond', label: 'acquisitions per second (fairness in the table)', higherIsBetter: true },
+  g: { key: 'readsPerSecond', label: 'read acquisitions per second', higherIsBetter: true },
 };
 
 const fmt = (value: number | boolean | undefined, digits = 1): string => {
@@ -67,7 +91,7 @@ function escapeXml(text: string): string {
 
 function chart(scenario: ScenarioId, rows: readonly Measurement[]): string {
   const { key, label, higherIsBetter } = CHART[scenario];
-  const values = rows.map((r) => ({ library: r.library, value: Number(r[key] ?? NaN) }));
+  const values = rows.map((r) => ({ library: nameIn(scenario, r.library), value: Number(r[key] ?? NaN) }));
   const max = Math.max(1e-9, ...values.map((v) => (Number.isFinite(v.value) ? v.value : 0)));
   const barHeight = 26;
   const top = 44;
@@ -78,7 +102,7 @@ function chart(scenario: ScenarioId, rows: readonly Measurement[]): string {
     .map((v, i) => {
       const y = top + i * (barHeight + 8);
       const w = Number.isFinite(v.value) ? Math.max(2, ((width - left - 90) * v.value) / max) : 0;
-      const ours = v.library === 'flowlock';
+      const ours = v.library.startsWith('flowlock');
       return [
         `<text x="${left - 8}" y="${y + 18}" text-anchor="end" font-weight="${ours ? 'bold' : 'normal'}">${escapeXml(v.library)}</text>`,
         `<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barHeight}" fill="${ours ? '#2f7d32' : '#8a9bb0'}"/>`,
@@ -96,6 +120,26 @@ function chart(scenario: ScenarioId, rows: readonly Measurement[]): string {
 }
 
 function table(scenario: ScenarioId, rows: readonly Measurement[]): string {
+  if (scenario === 'f') {
+    return [
+      '| library | ops/s | fairness | wait p50 ms | wait p99 ms | longest wait ms | round trips / acq | server ops / acq | uncontended server ops / cycle | handoff p50 / p99 ms | overlaps | lost updates |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...rows.map(
+        (r) =>
+          `| ${nameIn(scenario, r.library)} | ${fmt(r.opsPerSecond, 0)} | ${fmt(r.fairness, 3)} | ${fmt(r.waitP50Ms, 2)} | ${fmt(r.waitP99Ms)} | ${fmt(r.maxWaitMs)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} | ${fmt(r.uncontendedServerOps, 1)} | ${fmt(r.handoffP50Ms, 2)} / ${fmt(r.handoffP99Ms, 2)} | ${fmt(r.overlaps, 0)} | ${fmt(r.lostUpdates, 0)} |`,
+      ),
+    ].join('\n');
+  }
+  if (scenario === 'g') {
+    return [
+      '| library | reads/s | writes/s | read wait p50 / p99 ms | write wait p50 / p99 ms | longest wait ms | most readers at once | round trips / acq | server ops / acq | fairness | overlaps | lost updates |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...rows.map(
+        (r) =>
+          `| ${nameIn(scenario, r.library)} | ${fmt(r.readsPerSecond, 0)} | ${fmt(r.writesPerSecond, 0)} | ${fmt(r.readWaitP50Ms, 2)} / ${fmt(r.readWaitP99Ms)} | ${fmt(r.writeWaitP50Ms, 2)} / ${fmt(r.writeWaitP99Ms)} | ${fmt(r.maxWaitMs)} | ${fmt(r.maxConcurrentReaders, 0)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} | ${fmt(r.fairness, 3)} | ${fmt(r.overlaps, 0)} | ${fmt(r.lostUpdates, 0)} |`,
+      ),
+    ].join('\n');
+  }
   if (scenario === 'e') {
     return [
       '| library | locks | round trips / renewal period | per 100 locks / period | client CPU ms / period | still held |',
@@ -123,7 +167,7 @@ function goals(all: readonly Measurement[]): string[] {
   const find = (scenario: ScenarioId, library: string): Measurement | undefined =>
     all.find((m) => m.scenario === scenario && m.library === library);
   const peers = (scenario: ScenarioId): Measurement[] =>
-    all.filter((m) => m.scenario === scenario && m.library !== 'flowlock' && m.library !== 'set-nx-baseline');
+    all.filter((m) => m.scenario === scenario && !m.library.startsWith('flowlock') && m.library !== 'set-nx-baseline');
   const bestPeerWait = (scenario: ScenarioId): number =>
     Math.min(...peers(scenario).map((m) => m.waitP99Ms ?? Infinity));
   const line = (text: string, met: boolean | undefined): string =>
@@ -181,12 +225,53 @@ function goals(all: readonly Measurement[]): string[] {
       ),
     );
   }
-  for (const scenario of ['c', 'd'] as const) {
-    const ours = find(scenario, 'flowlock');
+  const f = find('f', 'flowlock-fair');
+  if (f) {
+    const fBase = find('f', 'set-nx-baseline');
+    if (f.opsPerSecond !== undefined && fBase?.opsPerSecond !== undefined) {
+      const ratio = f.opsPerSecond / fBase.opsPerSecond;
+      out.push(
+        line(
+          `(f) fair lock ops/s ≥ 0.8 × SET NX baseline: ${fmt(ratio, 2)} × (${fmt(f.opsPerSecond, 0)} vs ${fmt(fBase.opsPerSecond, 0)})`,
+          ratio >= 0.8,
+        ),
+      );
+    }
+    out.push(line(`(f) fair lock fairness (Jain) ≥ 0.95: ${fmt(f.fairness, 3)}`, (f.fairness ?? 0) >= 0.95));
+    if (f.serverOpsPerAcquisition !== undefined && f.uncontendedServerOps !== undefined) {
+      const ratio = f.serverOpsPerAcquisition / f.uncontendedServerOps;
+      out.push(
+        line(
+          `(f) fair lock server ops per acquisition ≤ 2 × its uncontended lock + unlock: ${fmt(ratio, 2)} × (${fmt(f.serverOpsPerAcquisition, 1)} vs ${fmt(f.uncontendedServerOps, 1)})`,
+          ratio <= 2,
+        ),
+      );
+    }
+    const best = bestPeerWait('f');
+    if (Number.isFinite(best)) {
+      const ratio = (f.waitP99Ms ?? Infinity) / best;
+      out.push(
+        line(
+          `(f) fair lock waiting-time p99 ≤ ½ of the best peer's: ${fmt(ratio, 2)} × (${fmt(f.waitP99Ms)} vs ${fmt(best)} ms)`,
+          ratio <= 0.5,
+        ),
+      );
+    }
+  }
+  const checked: [ScenarioId, string, string][] = [
+    ['c', 'flowlock', 'us'],
+    ['d', 'flowlock', 'us'],
+    ['f', 'flowlock-fair', 'the fair lock'],
+    ['f', 'flowlock', 'RLock'],
+    ['g', 'flowlock-rwlock', 'the read-write lock'],
+    ['g', 'flowlock', 'RLock'],
+  ];
+  for (const [scenario, library, who] of checked) {
+    const ours = find(scenario, library);
     if (ours)
       out.push(
         line(
-          `(${scenario}) overlaps and lost updates are zero for us: ${fmt(ours.overlaps, 0)} / ${fmt(ours.lostUpdates, 0)}`,
+          `(${scenario}) overlaps and lost updates are zero for ${who}: ${fmt(ours.overlaps, 0)} / ${fmt(ours.lostUpdates, 0)}`,
           ours.overlaps === 0 && ours.lostUpdates === 0,
         ),
       );
@@ -212,9 +297,9 @@ export function writeReport(
       .map(([k, v]) => `${k}=${v}`)
       .join(
         ', ',
-      )}. Every library keeps its own defaults except unlimited retries. Leases are 10 s in (a)–(d); (e) uses each library's auto-renewal with a ${meta.sizes['eWatchdog'] ?? '?'} ms lease, so a renewal period is a third of it.`,
+      )}. Every library keeps its own defaults except unlimited retries. Leases are 10 s in (a)–(d), (f) and (g); (e) uses each library's auto-renewal with a ${meta.sizes['eWatchdog'] ?? '?'} ms lease, so a renewal period is a third of it.`,
     '',
-    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c) or per flow (d).',
+    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes.',
     '',
     '## Goals',
     '',

@@ -1,7 +1,9 @@
 /**
- * `npm run bench` (full) and `npm run bench -- --quick` (under a minute): every library in every scenario,
+ * `npm run bench` (full) and `npm run bench -- --quick` (about a minute): every library in every scenario,
  * side by side on one redis-server (plus one resource server for the counter), then RESULTS.md and one SVG
- * chart per scenario. Options: --quick, --only=lib1,lib2, --scenarios=a,c, --out=DIR.
+ * chart per scenario. Options: --quick, --only=lib1,lib2, --scenarios=a,c, --out=DIR. (f) adds flowlock's
+ * fair lock (`flowlock-fair`) to (c)'s field; (g) compares flowlock's read-write lock (`flowlock-rwlock`)
+ * with its RLock; `--only=flowlock` keeps both variants.
  *
  * Each scenario runs twice per library: a measured pass (times, `INFO commandstats` deltas) and a pass
  * under MONITOR that counts the commands clients sent (MONITOR marks script-internal calls as `lua`).
@@ -30,16 +32,24 @@ const argv = process.argv.slice(2);
 const option = (name: string): string | undefined =>
   argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const quick = argv.includes('--quick');
-const libraries = (option('only')?.split(',') ?? LIBRARIES) as Library[];
-const scenarios = (option('scenarios')?.split(',') ?? ['a', 'b', 'c', 'd', 'e']) as ScenarioId[];
+const only = option('only')?.split(',');
+const selected = (library: Library): boolean =>
+  only === undefined || only.includes(library) || (library.startsWith('flowlock-') && only.includes('flowlock'));
+const scenarios = (option('scenarios')?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'f', 'g']) as ScenarioId[];
 const outDir = option('out') ?? (quick ? '.bench-results' : 'benchmarks');
 
 const size = quick
-  ? // A smoke run of every library and scenario, scaled down to stay under a minute; not for comparisons.
+  ? // A smoke run of every library and scenario, scaled down to about a minute; not for comparisons.
     { a: 200, bFlows: 64, b: 5, cProcs: 4, cMs: 600, dFlows: 50, dMs: 600, eLocks: 500, eWatchdog: 600 }
   : { a: 3000, bFlows: 64, b: 100, cProcs: 8, cMs: 8000, dFlows: 200, dMs: 8000, eLocks: 10_000, eWatchdog: 3000 };
+// (f) and (g): 8 processes on one key like (c); (f) also times the uncontended cycle (`fCycles` of them).
+const sizeFg = quick
+  ? { fProcs: 4, fMs: 600, fCycles: 200, gProcs: 4, gMs: 600 }
+  : { fProcs: 8, fMs: 8000, fCycles: 3000, gProcs: 8, gMs: 8000 };
 // The MONITOR pass of (c) and (d) runs long enough that the start (every flow tries at once) weighs little.
-const monitorSize = quick ? { a: 100, b: 3, cMs: 400, dMs: 400 } : { a: 300, b: 10, cMs: 3000, dMs: 3000 };
+const monitorSize = quick
+  ? { a: 100, b: 3, cMs: 400, dMs: 400, fMs: 400, gMs: 400 }
+  : { a: 300, b: 10, cMs: 3000, dMs: 3000, fMs: 3000, gMs: 3000 };
 /** Watchdog (auto-renewal) lease of the libraries that have one, outside scenario (e). */
 const WATCHDOG_MS = 30_000;
 const UNCONTENDED_LEASE_MS = 10_000;
@@ -141,14 +151,35 @@ async function cycles(adapter: Adapter, keys: readonly string[], perKey: number,
   return latencies;
 }
 
-/** (c): `procs` worker processes contend for one key until a common deadline. */
+/** What the worker processes of a (c), (f) or (g) pass did between the common start and the last one's end. */
+interface ProcessRun {
+  readonly sections: ContendedSection[];
+  /** `INFO commandstats` calls (script-internal ones included) from the start signal to the last section. */
+  readonly serverOps: number;
+  /** Commands clients sent meanwhile (MONITOR), when the pass asked for them. */
+  readonly commands: number;
+}
+
+/** One pass of a (c), (f) or (g) run: contention on `key` for `durationMs`, under MONITOR or not. */
+interface Pass {
+  readonly key: string;
+  readonly durationMs: number;
+  readonly monitor: boolean;
+}
+
+/**
+ * (c), (f), (g): `procs` worker processes contend for one key until a common deadline, once per pass (the
+ * same processes, started and warmed up once). Server operations and commands are counted from the start
+ * signal, once every worker is ready, to the last worker's end: not the workers' start-up, warm-up (on keys
+ * of their own) and shutdown.
+ */
 async function contendProcesses(
   library: Library,
   servers: Servers,
-  key: string,
   procs: number,
-  durationMs: number,
-): Promise<ContendedSection[]> {
+  readWrite: boolean,
+  passes: readonly Pass[],
+): Promise<ProcessRun[]> {
   const workers = Array.from({ length: procs }, (_, i) =>
     fork(
       join(import.meta.dirname, 'worker.ts'),
@@ -157,33 +188,49 @@ async function contendProcesses(
           library,
           lockUrl: servers.lock.url,
           resourceUrl: servers.resource.url,
-          key,
           id: `p${i}`,
+          seed: i + 1,
           watchdogMs: WATCHDOG_MS,
+          readWrite,
         }),
       ],
       { serialization: 'advanced', execArgv: ['--no-warnings'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
     ),
   );
-  await Promise.all(workers.map((w) => once(w, 'message')));
-  const until = process.hrtime.bigint() + BigInt(durationMs) * 1_000_000n;
-  const results = workers.map(
-    (w) =>
-      new Promise<ContendedSection[]>((resolve, reject) => {
-        w.on('message', (m: { type: string; sections: ContendedSection[] }) => {
-          if (m.type === 'done') resolve(m.sections);
-        });
-        w.on('exit', (code) => {
-          if (code !== 0) reject(new Error(`${library} worker exited with ${code}`));
-        });
-      }),
-  );
-  for (const w of workers) w.send({ until });
-  const sections = (await Promise.all(results)).flat();
-  // ops/s of (c) count from the common start to the last exit, not the workers' start-up and shutdown.
-  contentionStart.set(key, until - BigInt(durationMs) * 1_000_000n);
-  await Promise.all(workers.map((w) => (w.exitCode === null ? once(w, 'exit') : Promise.resolve())));
-  return sections;
+  let failed: ((error: Error) => void) | undefined;
+  const failure = new Promise<never>((_, reject) => (failed = reject));
+  failure.catch(() => undefined);
+  for (const w of workers) {
+    w.on('exit', (code) => {
+      if (code !== 0) failed?.(new Error(`${library} worker exited with ${code}`));
+    });
+  }
+  const next = (): Promise<unknown[]> =>
+    Promise.race([
+      Promise.all(workers.map(async (w): Promise<unknown> => ((await once(w, 'message')) as unknown[])[0])),
+      failure,
+    ]);
+  try {
+    await next();
+    const runs: ProcessRun[] = [];
+    for (const pass of passes) {
+      const stopCounting = pass.monitor ? await startCommandCounter(servers.lock.url) : undefined;
+      const opsBefore = await serverCalls(servers.admin);
+      const until = process.hrtime.bigint() + BigInt(pass.durationMs) * 1_000_000n;
+      const done = next();
+      for (const w of workers) w.send({ key: pass.key, until });
+      const sections = ((await done) as { sections: ContendedSection[] }[]).flatMap((m) => m.sections);
+      const serverOps = (await serverCalls(servers.admin)) - opsBefore;
+      const commands = (await stopCounting?.()) ?? NaN;
+      // ops/s count from the common start to the last exit, not the workers' start-up and shutdown.
+      contentionStart.set(pass.key, until - BigInt(pass.durationMs) * 1_000_000n);
+      runs.push({ sections, serverOps, commands });
+    }
+    return runs;
+  } finally {
+    for (const w of workers) if (w.connected) w.send({ close: true });
+    await Promise.all(workers.map((w) => (w.exitCode === null ? once(w, 'exit') : Promise.resolve())));
+  }
 }
 
 /** (d): `flows` concurrent flows in this process contend for one key until the deadline. */
@@ -223,12 +270,83 @@ function contendedMeasurement(
     serverOpsPerAcquisition: serverOps / sections.length,
     handoffP50Ms: percentile(gaps, 50),
     handoffP99Ms: percentile(gaps, 99),
+    waitP50Ms: percentile(waits, 50),
     waitP99Ms: percentile(waits, 99),
     maxWaitMs: Math.max(...waits),
     fairness: jain(perOwner),
     overlaps: overlaps(sections).length,
     lostUpdates: sections.length - counter,
   };
+}
+
+/** Most readers inside their sections at once. */
+function maxConcurrent(sections: readonly ContendedSection[]): number {
+  const events = sections.flatMap((s) => [
+    { at: s.enter, delta: 1 },
+    { at: s.exit, delta: -1 },
+  ]);
+  // At equal times an exit comes first: touching sections do not overlap.
+  events.sort((x, y) => (x.at < y.at ? -1 : x.at > y.at ? 1 : x.delta - y.delta));
+  let inside = 0;
+  let most = 0;
+  for (const event of events) most = Math.max(most, (inside += event.delta));
+  return most;
+}
+
+/** (g): sections that overlap another one of a different owner while either of them writes. */
+function exclusionViolations(sections: readonly ContendedSection[]): number {
+  const sorted = [...sections].sort((x, y) => (x.enter < y.enter ? -1 : x.enter > y.enter ? 1 : 0));
+  let latestExit = 0n;
+  let latestOwner = '';
+  let latestWriteExit = 0n;
+  let latestWriter = '';
+  let found = 0;
+  for (const s of sorted) {
+    // Against every earlier section when this one writes; against earlier writes when it reads.
+    if (s.kind === 'write' ? s.enter < latestExit && s.owner !== latestOwner : false) found++;
+    else if (s.enter < latestWriteExit && s.owner !== latestWriter) found++;
+    if (s.exit > latestExit) [latestExit, latestOwner] = [s.exit, s.owner];
+    if (s.kind === 'write' && s.exit > latestWriteExit) [latestWriteExit, latestWriter] = [s.exit, s.owner];
+  }
+  return found;
+}
+
+function readWriteMeasurement(
+  library: Library,
+  sections: ContendedSection[],
+  owners: readonly string[],
+  seconds: number,
+  counter: number,
+  serverOps: number,
+): Measurement {
+  const reads = sections.filter((s) => s.kind === 'read');
+  const writes = sections.filter((s) => s.kind === 'write');
+  const waits = (of: readonly ContendedSection[]): number[] => of.map((s) => ms(s.enter - s.waitStart));
+  return {
+    library,
+    scenario: 'g',
+    acquisitions: sections.length,
+    opsPerSecond: sections.length / seconds,
+    readsPerSecond: reads.length / seconds,
+    writesPerSecond: writes.length / seconds,
+    readWaitP50Ms: percentile(waits(reads), 50),
+    readWaitP99Ms: percentile(waits(reads), 99),
+    writeWaitP50Ms: percentile(waits(writes), 50),
+    writeWaitP99Ms: percentile(waits(writes), 99),
+    maxWaitMs: Math.max(...waits(sections)),
+    maxConcurrentReaders: maxConcurrent(reads),
+    serverOpsPerAcquisition: serverOps / sections.length,
+    fairness: jain(owners.map((o) => sections.filter((s) => s.owner === o).length)),
+    overlaps: exclusionViolations(sections),
+    lostUpdates: writes.length - counter,
+  };
+}
+
+/** (f): server operations of one uncontended lock + unlock cycle, on a key of its own. */
+async function uncontendedServerOps(adapter: Adapter, servers: Servers, key: string): Promise<number> {
+  const before = await serverCalls(servers.admin);
+  await cycles(adapter, [key], sizeFg.fCycles, UNCONTENDED_LEASE_MS);
+  return ((await serverCalls(servers.admin)) - before) / sizeFg.fCycles;
 }
 
 async function measure(library: Library, scenario: ScenarioId, servers: Servers): Promise<Measurement> {
@@ -262,32 +380,42 @@ async function measure(library: Library, scenario: ScenarioId, servers: Servers)
         serverOpsPerAcquisition: serverOps / latencies.length,
       };
     }
-    if (scenario === 'c' || scenario === 'd') {
-      const owners =
-        scenario === 'c'
-          ? Array.from({ length: size.cProcs }, (_, i) => `p${i}`)
-          : Array.from({ length: size.dFlows }, (_, i) => `f${i}`);
-      const sections =
-        scenario === 'c'
-          ? await contendProcesses(library, servers, key, size.cProcs, size.cMs)
-          : await contendFlows(adapter, servers.resourceAdmin, key, size.dFlows, size.dMs);
-      const lastExit = sections.reduce((latest, s) => (s.exit > latest ? s.exit : latest), 0n);
-      const seconds =
-        scenario === 'c'
-          ? ms(lastExit - (contentionStart.get(key) ?? lastExit)) / 1000
-          : (performance.now() - started) / 1000;
+    if (scenario === 'd') {
+      const owners = Array.from({ length: size.dFlows }, (_, i) => `f${i}`);
+      const sections = await contendFlows(adapter, servers.resourceAdmin, key, size.dFlows, size.dMs);
+      const seconds = (performance.now() - started) / 1000;
       const serverOps = (await serverCalls(servers.admin)) - opsBefore;
       const counter = Number((await servers.resourceAdmin.get(`${key}:counter`)) ?? 0);
       const result = contendedMeasurement(library, scenario, sections, owners, seconds, counter, serverOps);
-      const monitorKey = `${key}:monitor`;
       const roundTrips = await clientCommands(servers.lock.url, async () => {
-        const monitored =
-          scenario === 'c'
-            ? await contendProcesses(library, servers, monitorKey, size.cProcs, monitorSize.cMs)
-            : await contendFlows(adapter, servers.resourceAdmin, monitorKey, size.dFlows, monitorSize.dMs);
-        return monitored.length;
+        const monitorKey = `${key}:monitor`;
+        return (await contendFlows(adapter, servers.resourceAdmin, monitorKey, size.dFlows, monitorSize.dMs)).length;
       });
       return { ...result, roundTripsPerAcquisition: roundTrips };
+    }
+    if (scenario !== 'e') {
+      const processes = scenario === 'c' ? size.cProcs : scenario === 'f' ? sizeFg.fProcs : sizeFg.gProcs;
+      const owners = Array.from({ length: processes }, (_, i) => `p${i}`);
+      const readWrite = scenario === 'g';
+      const durationMs = scenario === 'c' ? size.cMs : scenario === 'f' ? sizeFg.fMs : sizeFg.gMs;
+      const monitorMs = scenario === 'c' ? monitorSize.cMs : scenario === 'f' ? monitorSize.fMs : monitorSize.gMs;
+      const [measured, monitored] = await contendProcesses(library, servers, processes, readWrite, [
+        { key, durationMs, monitor: false },
+        { key: `${key}:monitor`, durationMs: monitorMs, monitor: true },
+      ]);
+      if (!measured || !monitored) throw new Error('missing pass');
+      const { sections, serverOps } = measured;
+      const lastExit = sections.reduce((latest, s) => (s.exit > latest ? s.exit : latest), 0n);
+      const seconds = ms(lastExit - (contentionStart.get(key) ?? lastExit)) / 1000;
+      const counter = Number((await servers.resourceAdmin.get(`${key}:counter`)) ?? 0);
+      const result =
+        scenario === 'g'
+          ? readWriteMeasurement(library, sections, owners, seconds, counter, serverOps)
+          : contendedMeasurement(library, scenario, sections, owners, seconds, counter, serverOps);
+      const roundTrips = monitored.commands / monitored.sections.length;
+      if (scenario !== 'f') return { ...result, roundTripsPerAcquisition: roundTrips };
+      const uncontended = await uncontendedServerOps(adapter, servers, `${key}:uncontended`);
+      return { ...result, roundTripsPerAcquisition: roundTrips, uncontendedServerOps: uncontended };
     }
     // (e): many locks held at once in auto-renewing mode for three renewal periods (watchdog / 3 each).
     const keys = Array.from({ length: size.eLocks }, (_, i) => `${key}:${i}`);
@@ -357,12 +485,20 @@ process.on('uncaughtException', (error) => {
   process.exit(1);
 });
 
+/** The libraries of a scenario: (e) needs auto-renewal; (f) and (g) add flowlock's other kinds of lock. */
+function fieldOf(scenario: ScenarioId): readonly Library[] {
+  if (scenario === 'e') return AUTO_RENEWING;
+  if (scenario === 'f') return ['flowlock-fair', ...LIBRARIES];
+  if (scenario === 'g') return ['flowlock-rwlock', 'flowlock'];
+  return LIBRARIES;
+}
+
 const servers = await startServers();
 const measurements: Measurement[] = [];
 const started = performance.now();
 try {
   for (const scenario of scenarios) {
-    const taking = libraries.filter((library) => scenario !== 'e' || AUTO_RENEWING.includes(library));
+    const taking = fieldOf(scenario).filter(selected);
     // The short uncontended scenarios run in rounds, each in another library order, so that drift of the
     // machine (2 cores shared with redis-server) does not favour whoever runs at a good moment.
     const rounds = (scenario === 'a' || scenario === 'b') && !quick ? 3 : 1;
@@ -384,12 +520,16 @@ try {
   }
   const serverInfo = await servers.admin.info('server');
   const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1] ?? '?';
-  const file = writeReport(outDir, measurements, { quick, redisVersion, sizes: size });
+  const sizes = {
+    ...(scenarios.some((s) => 'abcde'.includes(s)) && size),
+    ...(scenarios.some((s) => 'fg'.includes(s)) && sizeFg),
+  };
+  const file = writeReport(outDir, measurements, { quick, redisVersion, sizes });
   console.log(`\nwrote ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   if (peerTimerErrors > 0) console.log(`(${peerTimerErrors} exceptions thrown from node-redisson timers were ignored)`);
   // Timings are reported, never asserted; mutual exclusion is: ours must show no overlap, no lost update.
   const broken = measurements.filter(
-    (m) => m.library === 'flowlock' && ((m.overlaps ?? 0) > 0 || (m.lostUpdates ?? 0) > 0),
+    (m) => m.library.startsWith('flowlock') && ((m.overlaps ?? 0) > 0 || (m.lostUpdates ?? 0) > 0),
   );
   if (broken.length > 0) {
     console.error('flowlock broke mutual exclusion:', JSON.stringify(broken));

@@ -1,41 +1,58 @@
 /**
- * One contending process of scenario (c): runs the contention loop with one library until the deadline it
- * is sent, then reports its sections to the parent. Argument: JSON { library, lockUrl, resourceUrl, key, id }.
+ * One contending process of scenarios (c), (f) and (g): runs the contention loop with one library until the
+ * deadline it is sent, then reports its sections to the parent; once per pass, on the key the pass names.
+ * Argument: JSON { library, lockUrl, resourceUrl, id, seed, watchdogMs, readWrite } (`readWrite`: (g)'s loop
+ * of reads and writes).
  */
 import { Redis } from 'ioredis';
 import { createAdapter, isNodeRedissonAfterQuit, type Library } from './adapters.ts';
-import { contend } from './contend.ts';
+import { contend, contendReadWrite } from './contend.ts';
 
 interface WorkerArgs {
   readonly library: Library;
   readonly lockUrl: string;
   readonly resourceUrl: string;
-  readonly key: string;
   readonly id: string;
+  readonly seed: number;
   readonly watchdogMs: number;
+  readonly readWrite: boolean;
 }
 
 const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
-// node-redisson throws from its timers after its connections close; that must not fail the run.
+// node-redisson throws from its timers after its connections close, and its commands still pending then
+// reject with "Connection is closed." (no node-redisson frame on that stack); that must not fail the run.
+let closing = false;
 process.on('uncaughtException', (error) => {
-  if (!isNodeRedissonAfterQuit(error)) throw error;
+  if (isNodeRedissonAfterQuit(error)) return;
+  if (closing && args.library === 'node-redisson' && error.message === 'Connection is closed.') return;
+  throw error;
 });
 const adapter = createAdapter(args.library, args.lockUrl, args.watchdogMs);
 const resource = new Redis(args.resourceUrl);
 await resource.ping();
 // Warm up (connections, JIT) on a key of its own, so that the contention starts hot.
 for (let i = 0; i < 20; i++) {
-  const release = await adapter.acquire(`${args.key}:warm-up:${args.id}`, 10_000);
+  const warmUp = `bench:warm-up:${args.id}:${process.pid}`;
+  const release = await (i % 2 === 1 && adapter.acquireShared
+    ? adapter.acquireShared(warmUp, 10_000)
+    : adapter.acquire(warmUp, 10_000));
   await release();
 }
 process.send?.({ type: 'ready' });
-const { until } = await new Promise<{ until: bigint }>((resolve) => process.once('message', resolve));
-const sections = await contend(adapter, resource, args.key, args.id, until);
-await new Promise<void>((resolve) => {
-  process.send?.({ type: 'done', sections }, () => {
-    resolve();
-  });
-});
+// One contention pass per start message ({ key, until }), until told to close: every worker has finished
+// its pass by then, so that the parent's counts (start signal to last section) see no worker's shutdown.
+for (;;) {
+  const message = await new Promise<{ key: string; until: bigint } | { close: true }>((resolve) =>
+    process.once('message', resolve),
+  );
+  if ('close' in message) break;
+  const { key, until } = message;
+  const sections = args.readWrite
+    ? await contendReadWrite(adapter, resource, key, args.id, until, args.seed)
+    : await contend(adapter, resource, key, args.id, until);
+  process.send?.({ type: 'done', sections });
+}
+closing = true;
 await adapter.close();
 await resource.quit();
 // Some peers leave timers running after they close (node-redisson's subscribe timeouts): do not wait.

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LockLostError, LockNotHeldError, NoFlowError } from '../../src/index.js';
+import { lockKeys } from '../../src/keys.js';
 import { commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -164,6 +165,20 @@ describe('RLock: fencing tokens', () => {
       }
     }
     for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1] ?? 0n);
+  });
+
+  it('follow the server clock in microseconds, and count on from a counter ahead of it', async () => {
+    const locks = redis.locks();
+    const name = uniqueName();
+    const seconds = Number((await redis.admin.time())[0]);
+    const first = await locks.getLock(name).withLock((_s, lease) => lease.fencingToken);
+    expect(first).toBeGreaterThanOrEqual(BigInt(seconds) * 1_000_000n);
+    // A counter ahead of the clock (grants within one microsecond, a clock that stepped back): +1 each.
+    const ahead = BigInt(seconds + 3600) * 1_000_000n + 123n;
+    await redis.admin.set(lockKeys('', name, onCluster).fenceKey, ahead.toString());
+    const next = await locks.getLock(name).withLock((_s, lease) => lease.fencingToken);
+    const after = await locks.getLock(name).withLock((_s, lease) => lease.fencingToken);
+    expect([next, after]).toEqual([ahead + 1n, ahead + 2n]);
   });
 });
 
