@@ -95,6 +95,27 @@ describe('syncReplicas', () => {
     await expect(locks.getLock(name).withLock(() => 'ok', { waitTime: 5000 })).resolves.toBe('ok');
   });
 
+  it('confirms or undoes fair-lock and write-lock grants the same way, leaving no hold behind', async () => {
+    const locks = lockClient({ syncReplicas: { replicas: 1, timeout: 200 } });
+    const name = uniqueName('sync');
+    const fair = locks.getFairLock(`${name}:fair`);
+    const write = locks.getReadWriteLock(`${name}:rw`).writeLock();
+    const read = locks.getReadWriteLock(`${name}:rw`).readLock();
+    expect(await fair.withLock(() => 'fair')).toBe('fair');
+    expect(await write.withLock(() => 'write')).toBe('write');
+    replica.pause();
+    try {
+      for (const lock of [fair, write, read]) {
+        const error: unknown = await lock.acquire({ waitTime: 1000 }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LockNotReplicatedError);
+      }
+      expect(await admin.exists(`${name}:fair`)).toBe(0);
+      expect(await admin.exists(`${name}:rw`)).toBe(0);
+    } finally {
+      replica.resume();
+    }
+  });
+
   it('undoes an unacknowledged re-entry and keeps the outer hold', async () => {
     const locks = lockClient({ syncReplicas: { replicas: 1, timeout: 200 } });
     const name = uniqueName('sync');
