@@ -1,8 +1,10 @@
-// flowlock demo: three short scenes against a real Redis.
+// flowlock demo: four short scenes against a real Redis.
 //
 //   1. contention   worker processes increment one counter under one lock; nothing is lost or overlaps
 //   2. reentrancy   a nested withLock re-enters the lock its caller holds; a sibling flow waits its turn
 //   3. watchdog     a 1000 ms lease is kept alive through a 3500 ms critical section
+//   4. family       a fair lock serves clients in arrival order; readers share a read-write lock, a writer
+//                   waits for them, and a read -> write upgrade is refused at once
 //
 // Redis: REDIS_URL when set, otherwise a throwaway redis-server on a free loopback port.
 // Run with `npm run demo` (builds dist/ first). Exits 0 when every check passes, 1 otherwise.
@@ -303,6 +305,71 @@ async function watchdogScene(redis) {
   await locks.close();
 }
 
+async function familyScene(redis) {
+  scene(
+    'Scene 4 · the family: fair lock "demo:jobs", read-write lock "demo:catalog"',
+    'four clients queue for the fair lock one after another; three readers share, one writer waits',
+  );
+  const clients = Array.from({ length: 4 }, () => createLockClient(redis));
+  const t0 = process.hrtime.bigint();
+  const log = timeline(t0);
+
+  const holder = await clients[0].getFairLock('demo:jobs').acquire();
+  log('client 0', 'fair: acquired', `token=${holder.fencingToken}`);
+  const served = [];
+  const waiting = [];
+  for (let i = 1; i < clients.length; i++) {
+    waiting.push(
+      clients[i].getFairLock('demo:jobs').withLock(async () => {
+        served.push(i);
+        log(`client ${i}`, 'fair: served', `queue position ${i}`);
+        await sleep(20);
+      }),
+    );
+    log(`client ${i}`, 'fair: queued');
+    await sleep(30);
+  }
+  await holder.release();
+  await Promise.all(waiting);
+
+  const rw = (i) => clients[i].getReadWriteLock('demo:catalog');
+  // A flow holding only the read lock cannot also take the write lock: it would wait for itself.
+  const upgrade = await rw(0)
+    .readLock()
+    .withLock(() =>
+      rw(0)
+        .writeLock()
+        .withLock(() => 'granted')
+        .catch((error) => error.code),
+    );
+  log('client 0', 'read -> write', upgrade);
+  const readers = await Promise.all([0, 1, 2].map((i) => rw(i).readLock().acquire()));
+  log('clients 0-2', 'read: 3 holding', `mode=${await redis.hget('demo:catalog', 'mode')}`);
+  let wroteAt = 0n;
+  const writer = rw(3)
+    .writeLock()
+    .withLock(() => {
+      wroteAt = process.hrtime.bigint();
+      log('client 3', 'write: acquired');
+    });
+  await sleep(100);
+  const writerWaited = wroteAt === 0n;
+  const releasedAt = process.hrtime.bigint();
+  log('clients 0-2', 'read: released');
+  await Promise.all(readers.map((lease) => lease.release()));
+  await writer;
+
+  console.log();
+  check(served.join(',') === '1,2,3', `fair lock served clients in arrival order (${served.join(', ')})`);
+  check(writerWaited, 'the writer waited while three readers held the read lock');
+  check(
+    wroteAt > releasedAt && Number(wroteAt - releasedAt) / 1e6 < 500,
+    'the writer went in right after the last reader left',
+  );
+  check(upgrade === 'LOCK_UPGRADE', `a reader asking for the write lock was refused at once (${upgrade})`);
+  await Promise.all(clients.map((client) => client.close()));
+}
+
 // ─── main ────────────────────────────────────────────────────────────────────────────────────────────
 
 let redisUrl = process.env.REDIS_URL;
@@ -334,6 +401,7 @@ try {
   await contentionScene(redisUrl, redis);
   await reentrancyScene(redis);
   await watchdogScene(redis);
+  await familyScene(redis);
 } catch (error) {
   failures++;
   // After Ctrl-C the scenes fail only because their processes were stopped: nothing to report.
