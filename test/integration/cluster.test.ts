@@ -7,7 +7,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { keySlot, lockKeys } from '../../src/keys.js';
 import { newCluster, uniqueName, type Cluster } from '../support/fixture.js';
-import { handoffGaps, overlaps, rwOverlaps, tokensRise, type KindedSection, type Section } from '../support/checkers.js';
+import {
+  handoffGaps,
+  overlaps,
+  rwOverlaps,
+  tokensRise,
+  type KindedSection,
+  type Section,
+} from '../support/checkers.js';
 import { recordFigures } from '../support/figures.js';
 import { startRedisCluster, type TestCluster } from '../support/redis-cluster.js';
 import { startRedisServer } from '../support/redis-server.js';
@@ -281,91 +288,95 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
     { kind: 'lock' as const, perProcess: 150 },
     { kind: 'fair' as const, perProcess: 60 },
     { kind: 'rw' as const, perProcess: 60 },
-  ])('$kind: keeps the exact count, no overlap, and no error reaches a caller', async ({ kind, perProcess }) => {
-    const resource = await startRedisServer();
-    cleanup.push(() => resource.stop());
-    const name = uniqueName(`t17-${kind}`);
-    const slot = keySlot(name);
-    const seed = cluster.nodes[0]?.port ?? 0;
-    const owner = (): { id: string; port: number } => slotOwner(seed, slot);
-    const processes = 4;
-    const workers = startWorkers(
-      Array.from({ length: processes }, (_, i) => ({
-        mode: 'counter' as const,
-        kind,
-        readRatio: 0.7,
-        id: `w${i}`,
-        lockUrl: '',
-        clusterNodes: cluster.nodes.slice(0, 3).map((n) => ({ host: n.host, port: n.port })),
-        resourceUrl: resource.url,
-        name,
-        count: perProcess,
-        sleepMs: 2,
-      })),
-    );
-    cleanup.push(() => Promise.all(workers.map((w) => w.kill())));
-    let migrations = 0;
-    const done = Promise.all(
-      workers.map((w) => w.next<{ id: string; type: string; sections: KindedSection[] }>('done', 120_000)),
-    );
-    const workload = { finished: false };
-    void done.then(
-      () => (workload.finished = true),
-      () => (workload.finished = true),
-    );
-    while (!workload.finished && migrations < 10) {
-      await sleep(150);
-      const from = owner();
-      const to = masters(seed).find((m) => m.id !== from.id);
-      if (!to) break;
-      await migrateSlot(slot, from, to);
-      migrations++;
-    }
-    // A stalled workload fails within seconds, with what the cluster shows, instead of at the test timeout.
-    let lastCount = -1;
-    let lastMove = performance.now();
-    while (!workload.finished) {
-      await sleep(500);
-      const count = Number(cli(resource.port, 'get', `counter:${name}`) || 0);
-      if (count !== lastCount) {
-        lastCount = count;
-        lastMove = performance.now();
-      } else if (performance.now() - lastMove > 15_000) {
-        const at = owner();
-        const channel = lockKeys('', name, true).channel;
-        // Each worker's phase and the commands its ioredis connections still await.
-        for (const worker of workers) worker.send({ cmd: 'status' });
-        const statuses = await Promise.all(workers.map((worker) => worker.next('status', 2000).catch(String)));
-        throw new Error(
-          `T17 stalled at ${count} sections after ${migrations} migrations; the slot is on ${at.port}: ` +
-            `lock ${JSON.stringify(cli(at.port, 'hgetall', name))} pttl ${cli(at.port, 'pttl', name)}; ` +
-            `shard subscribers ${cluster.nodes.map((n) => `${n.port}:${cli(n.port, 'pubsub', 'shardnumsub', channel).replace(/\n/g, ' ')}`).join(', ')}; ` +
-            `workers ${JSON.stringify(statuses)}`,
-        );
+  ])(
+    '$kind: keeps the exact count, no overlap, and no error reaches a caller',
+    async ({ kind, perProcess }) => {
+      const resource = await startRedisServer();
+      cleanup.push(() => resource.stop());
+      const name = uniqueName(`t17-${kind}`);
+      const slot = keySlot(name);
+      const seed = cluster.nodes[0]?.port ?? 0;
+      const owner = (): { id: string; port: number } => slotOwner(seed, slot);
+      const processes = 4;
+      const workers = startWorkers(
+        Array.from({ length: processes }, (_, i) => ({
+          mode: 'counter' as const,
+          kind,
+          readRatio: 0.7,
+          id: `w${i}`,
+          lockUrl: '',
+          clusterNodes: cluster.nodes.slice(0, 3).map((n) => ({ host: n.host, port: n.port })),
+          resourceUrl: resource.url,
+          name,
+          count: perProcess,
+          sleepMs: 2,
+        })),
+      );
+      cleanup.push(() => Promise.all(workers.map((w) => w.kill())));
+      let migrations = 0;
+      const done = Promise.all(
+        workers.map((w) => w.next<{ id: string; type: string; sections: KindedSection[] }>('done', 120_000)),
+      );
+      const workload = { finished: false };
+      void done.then(
+        () => (workload.finished = true),
+        () => (workload.finished = true),
+      );
+      while (!workload.finished && migrations < 10) {
+        await sleep(150);
+        const from = owner();
+        const to = masters(seed).find((m) => m.id !== from.id);
+        if (!to) break;
+        await migrateSlot(slot, from, to);
+        migrations++;
       }
-    }
-    const reports = await done;
-    const sections = reports.flatMap((r) => r.sections.map((s) => ({ ...s, owner: r.id })));
-    const writes = sections.filter((section) => section.kind !== 'read');
-    const counter = Number(cli(resource.port, 'get', `counter:${name}`));
-    const gaps = handoffGaps(sections);
-    recordFigures(kind === 'lock' ? 'T17 slot migration' : `T17 slot migration (${kind})`, {
-      migrations,
-      sections: sections.length,
-      counter,
-      overlaps: rwOverlaps(sections).length,
-      maxHandoffMs: Math.max(...gaps),
-    });
-    expect(migrations).toBeGreaterThanOrEqual(3);
-    expect(sections).toHaveLength(processes * perProcess);
-    expect(counter).toBe(writes.length);
-    // No two writers (plain and fair holders count as writers) together, no reader beside a writer.
-    expect(rwOverlaps(sections)).toEqual([]);
-    expect(tokensRise(writes)).toBe(true);
-    // Sharded subscriptions silently drop when their slot moves: waiters re-check at least every 2 s and
-    // retry when the subscriber sees the move. Without that a waiter would sleep out the 30 s lease.
-    expect(Math.max(...gaps)).toBeLessThan(5000);
-  }, 120_000);
+      // A stalled workload fails within seconds, with what the cluster shows, instead of at the test timeout.
+      let lastCount = -1;
+      let lastMove = performance.now();
+      while (!workload.finished) {
+        await sleep(500);
+        const count = Number(cli(resource.port, 'get', `counter:${name}`) || 0);
+        if (count !== lastCount) {
+          lastCount = count;
+          lastMove = performance.now();
+        } else if (performance.now() - lastMove > 15_000) {
+          const at = owner();
+          const channel = lockKeys('', name, true).channel;
+          // Each worker's phase and the commands its ioredis connections still await.
+          for (const worker of workers) worker.send({ cmd: 'status' });
+          const statuses = await Promise.all(workers.map((worker) => worker.next('status', 2000).catch(String)));
+          throw new Error(
+            `T17 stalled at ${count} sections after ${migrations} migrations; the slot is on ${at.port}: ` +
+              `lock ${JSON.stringify(cli(at.port, 'hgetall', name))} pttl ${cli(at.port, 'pttl', name)}; ` +
+              `shard subscribers ${cluster.nodes.map((n) => `${n.port}:${cli(n.port, 'pubsub', 'shardnumsub', channel).replace(/\n/g, ' ')}`).join(', ')}; ` +
+              `workers ${JSON.stringify(statuses)}`,
+          );
+        }
+      }
+      const reports = await done;
+      const sections = reports.flatMap((r) => r.sections.map((s) => ({ ...s, owner: r.id })));
+      const writes = sections.filter((section) => section.kind !== 'read');
+      const counter = Number(cli(resource.port, 'get', `counter:${name}`));
+      const gaps = handoffGaps(sections);
+      recordFigures(kind === 'lock' ? 'T17 slot migration' : `T17 slot migration (${kind})`, {
+        migrations,
+        sections: sections.length,
+        counter,
+        overlaps: rwOverlaps(sections).length,
+        maxHandoffMs: Math.max(...gaps),
+      });
+      expect(migrations).toBeGreaterThanOrEqual(3);
+      expect(sections).toHaveLength(processes * perProcess);
+      expect(counter).toBe(writes.length);
+      // No two writers (plain and fair holders count as writers) together, no reader beside a writer.
+      expect(rwOverlaps(sections)).toEqual([]);
+      expect(tokensRise(writes)).toBe(true);
+      // Sharded subscriptions silently drop when their slot moves: waiters re-check at least every 2 s and
+      // retry when the subscriber sees the move. Without that a waiter would sleep out the 30 s lease.
+      expect(Math.max(...gaps)).toBeLessThan(5000);
+    },
+    120_000,
+  );
 });
 
 function inRange(range: string, slot: number): boolean {
