@@ -256,7 +256,13 @@ export class WaitQueues {
       this.#queues.set(channel, created);
       this.#pubsubMode()
         .then(async (mode) => {
-          if (mode === 'sharded') created.subscribedWaitMs = SHARDED_WAIT_MS;
+          if (mode === 'sharded') {
+            created.subscribedWaitMs = SHARDED_WAIT_MS;
+            // A slot migration can drop a shard channel's subscription unseen, and one kept across waits
+            // would then stay lost (every wake-up left to the re-check): each wait subscribes afresh, which
+            // reaches the slot's current owner.
+            created.lingerMs = 0;
+          }
           // Closed, or every waiter left, while the mode was looked up: no connection, no stale subscription.
           if (this.#closed || this.#queues.get(channel) !== created) return;
           await this.#connection(mode).subscribe([channel]);
