@@ -56,19 +56,25 @@ describe('RFairLock', () => {
     const lease = await holder.acquire();
     const order: number[] = [];
     const waiters: Promise<void>[] = [];
+    const channels: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const lock = redis.locks().getFairLock(name);
-      waiters.push(
-        lock.withLock(async () => {
-          order.push(i);
-          await sleep(20);
-        }),
-      );
+      const locks = redis.locks();
+      const waiting = locks.getFairLock(name).withLock(async () => {
+        order.push(i);
+        await sleep(20);
+      });
+      // Handled here too, so that a failed assertion below leaves no unhandled rejection behind.
+      waiting.catch(() => undefined);
+      waiters.push(waiting);
+      channels.push(`${fairLockKeys('', name, onCluster).channel}:${locks.clientId}:w0`);
       // Each one queued before the next arrives.
       await until(async () => (await queueOf(name)).length === i + 1);
     }
-    // Parked waiters behind a held lock send nothing while they wait (no polling, no herd). Under sharded
+    // Once subscribed (each waiter then asks once more, as a release may have gone unseen meanwhile),
+    // parked waiters behind a held lock send nothing while they wait: no polling, no herd. Under sharded
     // pub/sub a waiter re-checks every 2 s, since a slot migration drops subscriptions silently.
+    for (const channel of channels) await until(async () => (await channelSubscribers(redis.admin, channel)) === 1);
+    await sleep(100);
     const before = await evalshaCalls();
     await sleep(300);
     expect((await evalshaCalls()) - before).toBeLessThanOrEqual(onCluster ? 5 : 0);
