@@ -130,7 +130,9 @@ export function staleReads(sections: readonly KindedSection[]): KindedSection[] 
       if (token > latest) latest = token;
       before++;
     }
-    if (reader.value !== before || reader.token !== latest) stale.push(reader);
+    // Before the first recorded write, a read carries the token of whatever write grant came last, which
+    // need not be a recorded section (a holder killed before the run): only its count is checked then.
+    if (reader.value !== before || (before > 0 && reader.token !== latest)) stale.push(reader);
   }
   return stale;
 }
