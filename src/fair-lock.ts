@@ -70,8 +70,7 @@ class FairProtocol implements LockProtocol {
       sent: false,
       leave: async () => {
         try {
-          const announce = await this.#scripts.announce();
-          await this.#scripts.run('fair-lock/leave', [lockKey, queueKey, timeoutKey, channel], [id, announce], {
+          await this.#scripts.runAnnouncing('fair-lock/leave', [lockKey, queueKey, timeoutKey, channel], [id], {
             direct: true,
           });
         } catch {
@@ -116,13 +115,9 @@ class FairProtocol implements LockProtocol {
 
   async forceUnlock(): Promise<boolean> {
     const { lockKey, queueKey, timeoutKey, channel } = this.keys;
-    const announce = await this.#scripts.announce();
-    const reply = await this.#scripts.run(
-      'fair-lock/force-unlock',
-      [lockKey, queueKey, timeoutKey, channel],
-      [announce],
+    return (
+      (await this.#scripts.runAnnouncing('fair-lock/force-unlock', [lockKey, queueKey, timeoutKey, channel], [])) === 1
     );
-    return reply === 1;
   }
 
   async isLocked(): Promise<boolean> {

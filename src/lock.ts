@@ -106,10 +106,7 @@ export class RLock {
     this.name = name;
     this.#context = context;
     this.#protocol =
-      protocol ??
-      new PlainProtocol(context.scripts, lockKeys(context.keyPrefix, name, context.cluster), (key) =>
-        context.redis.exists(key),
-      );
+      protocol ?? new PlainProtocol(context.scripts, lockKeys(context.keyPrefix, name, context.cluster), context.redis);
   }
 
   /**

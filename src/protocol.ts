@@ -6,6 +6,7 @@
  * place.
  */
 import type { LockKeys } from './keys.js';
+import type { RedisClient } from './options.js';
 import type { AcquireReply, LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from './scripts.js';
 
 /** The plain lock, the fair lock, and the two sides of a read-write lock. */
@@ -57,12 +58,12 @@ export class PlainProtocol implements LockProtocol {
   readonly refreshMs = Infinity;
   readonly keys: LockKeys;
   readonly #scripts: LockScripts;
-  readonly #exists: (key: string) => Promise<number>;
+  readonly #redis: RedisClient;
 
-  constructor(scripts: LockScripts, keys: LockKeys, exists: (key: string) => Promise<number>) {
+  constructor(scripts: LockScripts, keys: LockKeys, redis: RedisClient) {
     this.#scripts = scripts;
     this.keys = keys;
-    this.#exists = exists;
+    this.#redis = redis;
   }
 
   field(owner: string): string {
@@ -86,6 +87,6 @@ export class PlainProtocol implements LockProtocol {
   }
 
   async isLocked(): Promise<boolean> {
-    return (await this.#exists(this.keys.lockKey)) === 1;
+    return (await this.#redis.exists(this.keys.lockKey)) === 1;
   }
 }

@@ -56,13 +56,8 @@ abstract class ReadWriteProtocol implements LockProtocol {
   abstract isLocked(): Promise<boolean>;
 
   async forceUnlock(): Promise<boolean> {
-    const announce = await this.scripts.announce();
-    const reply = await this.scripts.run(
-      'read-write-lock/force-unlock',
-      [this.keys.lockKey, this.keys.channel],
-      [this.kind, announce],
-    );
-    return reply === 1;
+    const { lockKey, channel } = this.keys;
+    return (await this.scripts.runAnnouncing('read-write-lock/force-unlock', [lockKey, channel], [this.kind])) === 1;
   }
 }
 
@@ -138,8 +133,7 @@ class WriteProtocol extends ReadWriteProtocol {
       sent: false,
       leave: async () => {
         try {
-          const announce = await this.scripts.announce();
-          await this.scripts.run('read-write-lock/leave', [writersKey, lockKey, channel], [id, announce], {
+          await this.scripts.runAnnouncing('read-write-lock/leave', [writersKey, lockKey, channel], [id], {
             direct: true,
           });
         } catch {

@@ -48,7 +48,7 @@ export interface ReleaseReply {
   readonly woken: number;
 }
 
-export type Arg = string | number;
+type Arg = string | number;
 
 // Request ids only need to be unique among the calls that touch one lock: a random per-process prefix
 // (72 bits) and a counter give that in 13-20 characters, a third of a UUID, on every acquire and release.
@@ -111,7 +111,7 @@ function isRedirection(error: unknown): boolean {
   );
 }
 
-export function integerAt(reply: unknown, index: number): number {
+function integerAt(reply: unknown, index: number): number {
   const value = (reply as unknown[])[index];
   if (typeof value === 'number') return value;
   if (typeof value === 'string' || typeof value === 'bigint') return Number(value);
@@ -249,7 +249,7 @@ export class LockScripts {
     { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
     // Off a Cluster the mode is known: the command goes out at once, in this tick.
-    const pending = pubsub ? publishCommand(pubsub) : this.announce();
+    const pending = pubsub ? publishCommand(pubsub) : this.#announce();
     const announce = typeof pending === 'string' ? pending : await pending;
     const reply = await this.run(
       script,
@@ -274,13 +274,25 @@ export class LockScripts {
    * The publish command that announces releases here ('SPUBLISH' on a Redis 7+ Cluster). Off a Cluster it is
    * known at once: callers that do not await it send their command in the same tick.
    */
-  announce(): string | Promise<string> {
+  #announce(): string | Promise<string> {
     return this.#cluster ? this.pubsubMode().then(publishCommand) : 'PUBLISH';
   }
 
+  /**
+   * Runs a script that may publish (force-unlocks, a waiter leaving): `args` followed by the publish command
+   * of this deployment, its last ARGV.
+   */
+  async runAnnouncing(
+    name: LuaScriptName,
+    keys: readonly string[],
+    args: readonly Arg[],
+    options?: { direct?: boolean },
+  ): Promise<unknown> {
+    return this.run(name, keys, [...args, await this.#announce()], options);
+  }
+
   async forceUnlock(keys: LockKeys): Promise<boolean> {
-    const announce = await this.announce();
-    return (await this.run('lock/force-unlock', [keys.lockKey, keys.channel], [announce])) === 1;
+    return (await this.runAnnouncing('lock/force-unlock', [keys.lockKey, keys.channel], [])) === 1;
   }
 
   /** Hold count of the nearest owner of the chain that holds the lock (0 if none). */

@@ -43,14 +43,12 @@ local owners = {unpack(ARGV, 6)}
 --- @include "release-hold"
 --- @include "fair-queue"
 
-local function dropOne() end
-
 local function dropLast()
   redis.call('DEL', lockKey)
   return wakeFirst(queueKey, timeoutKey, channelBase, publish)
 end
 
-local reply = releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, dropOne, dropLast)
+local reply = releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast)
 if reply then return reply end
 -- Not held by the chain: if the lock is free (its lease ran out), the waiter first in line may go.
 if redis.call('EXISTS', lockKey) == 0 then

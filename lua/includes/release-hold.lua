@@ -3,8 +3,8 @@
 -- with a count in lockKey and drops one hold ("one", "undo") or all ("all", "purge"); "undo" and "purge" act
 -- only if the field's "<field>:acq" is undoMemo. `memo` is recorded in "<field>:rel" so that a resend is
 -- answered, not re-run; a release that dropped the last hold is remembered in requestKey (PX memoMs).
--- dropOne(field, count) runs when one hold of several is dropped; dropLast(field, count, index) drops the
--- field's last hold(s) and returns how many subscribers its announcement reached.
+-- dropOne(field, count), if given, runs when one hold of several is dropped; dropLast(field, count, index)
+-- drops the field's last hold(s) and returns how many subscribers its announcement reached.
 -- Returns {remaining, index}, {0, index, woken}, or nil when no field of the chain holds the lock (nor did
 -- this release free it before: then {0, index} from requestKey).
 local function releaseHold(lockKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast)
@@ -26,7 +26,7 @@ local function releaseHold(lockKey, requestKey, fields, mode, memo, undoMemo, me
           -- another hold of the owner.
           redis.call('HSET', lockKey, field .. ':acq', '')
         end
-        dropOne(field, count)
+        if dropOne then dropOne(field, count) end
         return {remaining, index}
       end
       local woken = dropLast(field, count, index)

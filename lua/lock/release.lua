@@ -44,12 +44,10 @@ local owners = {unpack(ARGV, 6)}
 
 --- @include "release-hold"
 
-local function dropOne() end
-
 -- The last hold is dropped without a decrement: the lock is free.
 local function dropLast()
   redis.call('DEL', lockKey)
   return redis.call(publish, channel, '0')
 end
 
-return releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, dropOne, dropLast) or {-1, 0}
+return releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast) or {-1, 0}

@@ -38,8 +38,6 @@ local fields = {unpack(ARGV, 6)}
 
 --- @include "release-hold"
 
-local function dropOne() end
-
 local function dropLast(field)
   redis.call('HDEL', lockKey, field, field .. ':acq', field .. ':rel')
   local hash = redis.call('HGETALL', lockKey)
@@ -54,4 +52,4 @@ local function dropLast(field)
   return redis.call(publish, channel, '1')
 end
 
-return releaseHold(lockKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast) or {-1, 0}
+return releaseHold(lockKey, requestKey, fields, mode, memo, undoMemo, memoMs, nil, dropLast) or {-1, 0}
