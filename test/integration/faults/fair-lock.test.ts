@@ -17,6 +17,7 @@ import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
+import { fairLockKeys } from '../../../src/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: lease, and how long a silent waiter keeps its place
 const R = L / 3; // renewal period, and the longest a live waiter goes without refreshing its place
@@ -41,8 +42,8 @@ afterAll(async () => {
   await Promise.all([lockServer.stop(), resourceServer.stop()]);
 });
 
-const queueKey = (name: string): string => `redisson_lock_queue:{${name}}`;
-const fenceKey = (name: string): string => `flowlock:fence:{${name}}`;
+const queueKey = (name: string): string => fairLockKeys('', name).queueKey;
+const fenceKey = (name: string): string => fairLockKeys('', name).fenceKey;
 const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
 
 /** Worker processes, killed after the test if they are still running. */

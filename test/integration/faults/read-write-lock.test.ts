@@ -16,6 +16,7 @@ import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
+import { readWriteLockKeys } from '../../../src/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: a dead holder's lease, read or write
 
@@ -39,7 +40,7 @@ afterAll(async () => {
   await Promise.all([lockServer.stop(), resourceServer.stop()]);
 });
 
-const writersKey = (name: string): string => `flowlock:writers:{${name}}`;
+const writersKey = (name: string): string => readWriteLockKeys('', name).writersKey;
 const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
 
 interface Run {
