@@ -1,4 +1,4 @@
-// Embeds lua/<primitive>/*.lua into src/lua-scripts.generated.ts so that nothing reads .lua files at run
+// Embeds lua/<primitive>/*.lua into src/redis/lua-scripts.generated.ts so that nothing reads .lua files at run
 // time. A script's name is its path under lua/ without the extension: `lock/acquire`, `fair-lock/release`.
 // A line `--- @include "<name>"` (as in BullMQ's scripts) is replaced by lua/includes/<name>.lua, itself
 // expanded the same way; each include goes in once per script. Run by `npm run generate` (and by build,
@@ -40,5 +40,5 @@ ${entries.join('\n')}
 
 export type LuaScriptName = keyof typeof luaSources;
 `;
-  writeFileSync(join(root, 'src', 'lua-scripts.generated.ts'), out);
+  writeFileSync(join(root, 'src', 'redis', 'lua-scripts.generated.ts'), out);
 }

@@ -4,10 +4,10 @@
  */
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { LockClientClosedError, type LockLostError } from './errors.js';
-import { runInNewFlow } from './flow.js';
-import { RFairLock } from './fair-lock.js';
-import { RLock, type LockContext } from './lock.js';
-import { RMultiLock } from './multi-lock.js';
+import { runInNewFlow } from './machinery/flow.js';
+import { RFairLock } from './primitives/fair-lock.js';
+import { RLock, type LockContext } from './primitives/lock.js';
+import { RMultiLock } from './primitives/multi-lock.js';
 import {
   checkLockName,
   checkRedisClient,
@@ -16,12 +16,12 @@ import {
   type LockClientOptions,
   type RedisClient,
 } from './options.js';
-import { RReadWriteLock } from './read-write-lock.js';
-import { ReplicaSync } from './replication.js';
-import { LockScripts } from './scripts.js';
-import { WaitQueues } from './waiting.js';
-import { clampedTimeout, monotonicNow } from './time.js';
-import { Watchdog } from './watchdog.js';
+import { RReadWriteLock } from './primitives/read-write-lock.js';
+import { ReplicaSync } from './machinery/replication.js';
+import { LockScripts } from './redis/scripts.js';
+import { WaitQueues } from './machinery/waiting.js';
+import { clampedTimeout, monotonicNow } from './machinery/time.js';
+import { Watchdog } from './machinery/watchdog.js';
 
 /** Payload of the `lockLost` event. */
 export interface LockLostEvent {

@@ -1,11 +1,11 @@
 export { createLockClient } from './client.js';
 export type { LockClient, LockClientEvents, LockLostEvent } from './client.js';
-export type { RLock, LockLease } from './lock.js';
-export type { RFairLock } from './fair-lock.js';
-export type { RReadWriteLock, RReadLock, RWriteLock } from './read-write-lock.js';
-export type { RMultiLock, MultiLockLease } from './multi-lock.js';
-export { createQuorumLockClient } from './quorum-lock.js';
-export type { QuorumLock, QuorumLease, QuorumLockClient } from './quorum-lock.js';
+export type { RLock, LockLease } from './primitives/lock.js';
+export type { RFairLock } from './primitives/fair-lock.js';
+export type { RReadWriteLock, RReadLock, RWriteLock } from './primitives/read-write-lock.js';
+export type { RMultiLock, MultiLockLease } from './primitives/multi-lock.js';
+export { createQuorumLockClient } from './primitives/quorum-lock.js';
+export type { QuorumLock, QuorumLease, QuorumLockClient } from './primitives/quorum-lock.js';
 export type { AcquireOptions, LockClientOptions, LockOptions, QuorumLockOptions, SyncReplicas } from './options.js';
 export {
   LockError,

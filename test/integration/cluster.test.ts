@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
-import { keySlot, lockKeys } from '../../src/keys.js';
+import { keySlot, lockKeys } from '../../src/redis/keys.js';
 import { newCluster, uniqueName, type Cluster } from '../support/fixture.js';
 import {
   handoffGaps,

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { createLockClient, LockAcquireTimeoutError, LockClientClosedError, LockLostError } from '../../src/index.js';
-import { LockScripts, releaseReply } from '../../src/scripts.js';
-import { fairLockKeys } from '../../src/keys.js';
+import { LockScripts, releaseReply } from '../../src/redis/scripts.js';
+import { fairLockKeys } from '../../src/redis/keys.js';
 import { channelSubscribers, commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 import { RedissonFairLock } from '../support/redisson.js';
 

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LockLostError, LockNotHeldError, NoFlowError } from '../../src/index.js';
-import { lockKeys } from '../../src/keys.js';
+import { lockKeys } from '../../src/redis/keys.js';
 import { commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();

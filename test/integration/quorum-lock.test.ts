@@ -13,7 +13,7 @@ import {
   type QuorumLockClient,
   type QuorumLockOptions,
 } from '../../src/index.js';
-import { lockKeys } from '../../src/keys.js';
+import { lockKeys } from '../../src/redis/keys.js';
 import { commandCalls, elapsedSince, newRedis, uniqueName, type Redis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 import { recordFigures } from '../support/figures.js';

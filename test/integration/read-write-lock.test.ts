@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { createLockClient, LockClientClosedError, LockLostError, LockUpgradeError } from '../../src/index.js';
-import { LockScripts } from '../../src/scripts.js';
-import { readWriteLockKeys } from '../../src/keys.js';
+import { LockScripts } from '../../src/redis/scripts.js';
+import { readWriteLockKeys } from '../../src/redis/keys.js';
 import { elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 import { listenerFor, RedissonReadWriteLock } from '../support/redisson.js';
 

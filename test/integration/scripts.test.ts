@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { lockKeys } from '../../src/keys.js';
-import { LockScripts } from '../../src/scripts.js';
+import { lockKeys } from '../../src/redis/keys.js';
+import { LockScripts } from '../../src/redis/scripts.js';
 import { everyNode, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();

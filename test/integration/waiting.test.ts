@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { lockKeys } from '../../src/keys.js';
+import { lockKeys } from '../../src/redis/keys.js';
 import {
   channelSubscribers,
   commandCalls,

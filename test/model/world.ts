@@ -4,10 +4,10 @@
  * Nothing here judges: it acts and records (timestamps, outcomes, listener contexts); model.ts judges.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { currentFlow } from '../../src/flow.js';
+import { currentFlow } from '../../src/machinery/flow.js';
 import { createLockClient, type LockClient, type LockLease, type RLock } from '../../src/index.js';
-import { lockKeys, type LockKeys } from '../../src/keys.js';
-import { luaSources } from '../../src/lua-scripts.generated.js';
+import { lockKeys, type LockKeys } from '../../src/redis/keys.js';
+import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { newRedis, type Redis } from '../support/fixture.js';
 import type { Hold } from './model.js';
 

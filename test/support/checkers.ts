@@ -1,6 +1,6 @@
 /** Checkers for the fault tests: overlap of critical sections, fencing order, handoff statistics, hygiene. */
 import type { Redis } from 'ioredis';
-import { redissonPrefixName } from '../../src/keys.ts';
+import { redissonPrefixName } from '../../src/redis/keys.ts';
 
 export interface Section {
   readonly owner: string;

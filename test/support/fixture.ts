@@ -10,7 +10,7 @@ import { Cluster as Cluster5, Redis as IORedis5, type ClusterOptions, type Redis
 import { Cluster as Cluster6, Redis as IORedis6 } from 'ioredis6';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
-import { keySlot } from '../../src/keys.js';
+import { keySlot } from '../../src/redis/keys.js';
 import { isCluster } from '../../src/options.js';
 import { startRedisCluster, type TestCluster } from './redis-cluster.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';

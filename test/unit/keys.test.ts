@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fairLockKeys, hashedPart, keySlot, lockKeys, readWriteLockKeys } from '../../src/keys.js';
+import { fairLockKeys, hashedPart, keySlot, lockKeys, readWriteLockKeys } from '../../src/redis/keys.js';
 
 describe('keys', () => {
   it('computes Redis Cluster slots (reference values from CLUSTER KEYSLOT)', () => {

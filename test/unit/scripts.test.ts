@@ -2,8 +2,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { luaSources } from '../../src/lua-scripts.generated.js';
-import { scriptKeyCounts } from '../../src/scripts.js';
+import { luaSources } from '../../src/redis/lua-scripts.generated.js';
+import { scriptKeyCounts } from '../../src/redis/scripts.js';
 
 const luaDir = join(import.meta.dirname, '..', '..', 'lua');
 const files = readdirSync(luaDir, { recursive: true })

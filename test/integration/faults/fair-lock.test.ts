@@ -17,7 +17,7 @@ import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
-import { fairLockKeys } from '../../../src/keys.js';
+import { fairLockKeys } from '../../../src/redis/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: lease, and how long a silent waiter keeps its place
 const R = L / 3; // renewal period, and the longest a live waiter goes without refreshing its place

@@ -16,7 +16,7 @@ import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
-import { readWriteLockKeys } from '../../../src/keys.js';
+import { readWriteLockKeys } from '../../../src/redis/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: a dead holder's lease, read or write
 

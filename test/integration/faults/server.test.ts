@@ -2,7 +2,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockClient, type LockClient, type LockLostEvent } from '../../../src/index.js';
-import { redissonPrefixName } from '../../../src/keys.js';
+import { redissonPrefixName } from '../../../src/redis/keys.js';
 import { leftovers } from '../../support/checkers.js';
 import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';

@@ -5,9 +5,9 @@
  * subscriber reconnects (messages may have been lost) every waiter is woken to try again.
  */
 import type { Cluster } from 'ioredis';
-import { LockClientClosedError } from './errors.js';
-import type { RedisClient } from './options.js';
-import type { PubSubMode } from './scripts.js';
+import { LockClientClosedError } from '../errors.js';
+import type { RedisClient } from '../options.js';
+import type { PubSubMode } from '../redis/scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 
 export type WakeReason = 'woken' | 'timeout';

@@ -4,11 +4,11 @@
  * time, the members already taken are released and the call fails. Each member is an ordinary reentrant
  * hold of the flow, renewed by the client's one watchdog; the lease's signal aborts when any is lost.
  */
-import { LockAcquireTimeoutError } from './errors.js';
-import { currentFlow, newFlow, runInFlow, runInNewFlow, type Flow } from './flow.js';
+import { LockAcquireTimeoutError } from '../errors.js';
+import { currentFlow, newFlow, runInFlow, runInNewFlow, type Flow } from '../machinery/flow.js';
 import { withLease, type LockLease, type RLock } from './lock.js';
-import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from './options.js';
-import { monotonicNow } from './time.js';
+import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
+import { monotonicNow } from '../machinery/time.js';
 
 /** The holds of one multi-lock acquisition; release it once (or let `await using` do it). */
 export interface MultiLockLease extends AsyncDisposable {

@@ -6,8 +6,8 @@
  * window and never closes it. Fencing tokens are what protect the resource.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { keySlot } from './keys.js';
-import { isCluster, type RedisClient, type SyncReplicas } from './options.js';
+import { keySlot } from '../redis/keys.js';
+import { isCluster, type RedisClient, type SyncReplicas } from '../options.js';
 
 /**
  * Where a grant's WAIT must go, and how often that connection had closed before the grant was sent

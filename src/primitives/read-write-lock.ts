@@ -15,7 +15,7 @@
  *   #7098): a dead reader's hold runs out although other readers keep the lock.
  * - A downgrade (write released, own read kept) announces "0", so that readers elsewhere come in.
  */
-import { readWriteLockKeys, type ReadWriteLockKeys } from './keys.js';
+import { readWriteLockKeys, type ReadWriteLockKeys } from '../redis/keys.js';
 import { RLock, type LockContext } from './lock.js';
 import type { LockKind, LockProtocol, WaitTicket } from './protocol.js';
 import {
@@ -26,7 +26,7 @@ import {
   type ReleaseOptions,
   type ReleaseReply,
   type RenewEntry,
-} from './scripts.js';
+} from '../redis/scripts.js';
 
 const WRITE_SUFFIX = ':write';
 

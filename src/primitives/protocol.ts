@@ -5,12 +5,20 @@
  * whose waiters hold a place in Redis (the fair lock's queue, the read-write lock's waiting writers), that
  * place.
  */
-import type { LockKeys } from './keys.js';
-import type { RedisClient } from './options.js';
-import type { AcquireReply, LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from './scripts.js';
+import type { LockKeys } from '../redis/keys.js';
+import type { RedisClient } from '../options.js';
+import type { HoldKind, HoldProtocol } from '../machinery/watchdog.js';
+import type {
+  AcquireReply,
+  LockScripts,
+  ReleaseMode,
+  ReleaseOptions,
+  ReleaseReply,
+  RenewEntry,
+} from '../redis/scripts.js';
 
 /** The plain lock, the fair lock, and the two sides of a read-write lock. */
-export type LockKind = 'lock' | 'fair' | 'read' | 'write';
+export type LockKind = Exclude<HoldKind, 'permit'>;
 
 /**
  * A waiter's place in Redis, refreshed by each of its attempts and given up when it stops waiting. Its
@@ -29,7 +37,7 @@ export interface WaitTicket {
   dispose(): void;
 }
 
-export interface LockProtocol {
+export interface LockProtocol extends HoldProtocol {
   readonly kind: LockKind;
   readonly keys: LockKeys;
   /**

@@ -15,8 +15,8 @@
  * - A process reuses a few waiter ids per lock (`<clientId>:w<n>`), whose subscriptions stay open a moment
  *   after use: a waiter usually needs no SUBSCRIBE round trip of its own.
  */
-import type { FairLockKeys } from './keys.js';
-import { fairLockKeys } from './keys.js';
+import type { FairLockKeys } from '../redis/keys.js';
+import { fairLockKeys } from '../redis/keys.js';
 import { RLock, type LockContext } from './lock.js';
 import type { LockProtocol, WaitTicket } from './protocol.js';
 import {
@@ -27,8 +27,8 @@ import {
   type ReleaseOptions,
   type ReleaseReply,
   type RenewEntry,
-} from './scripts.js';
-import type { WaitQueues } from './waiting.js';
+} from '../redis/scripts.js';
+import type { WaitQueues } from '../machinery/waiting.js';
 
 class FairProtocol implements LockProtocol {
   readonly kind = 'fair';

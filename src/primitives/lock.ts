@@ -16,9 +16,9 @@ import {
   LockNotReplicatedError,
   LockUpgradeError,
   NoFlowError,
-} from './errors.js';
-import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from './flow.js';
-import { lockKeys } from './keys.js';
+} from '../errors.js';
+import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from '../machinery/flow.js';
+import { lockKeys } from '../redis/keys.js';
 import {
   resolveAcquireOptions,
   resolveLockArgs,
@@ -27,13 +27,13 @@ import {
   type LockOptions,
   type RedisClient,
   type ResolvedAcquire,
-} from './options.js';
+} from '../options.js';
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
-import type { ReplicaSync } from './replication.js';
-import { newRequestId, type AcquireReply, type LockScripts } from './scripts.js';
-import { abortableSleep, clampedTimeout, monotonicNow } from './time.js';
-import type { WaitQueues, Waiter } from './waiting.js';
-import { driftMs, type Hold, type Watchdog } from './watchdog.js';
+import type { ReplicaSync } from '../machinery/replication.js';
+import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
+import { abortableSleep, clampedTimeout, monotonicNow } from '../machinery/time.js';
+import type { WaitQueues, Waiter } from '../machinery/waiting.js';
+import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
 
 /** What an RLock needs from its client. */
 export interface LockContext {

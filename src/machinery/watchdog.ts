@@ -8,11 +8,10 @@
  * still be in Redis (the drift allowance, a stalled event loop): it is purged there, so that no hold is
  * left in Redis that nobody here believes it has.
  */
-import { LockLostError } from './errors.js';
+import { LockLostError } from '../errors.js';
 import { outsideFlows } from './flow.js';
-import { keySlot, type LockKeys } from './keys.js';
-import type { LockProtocol } from './protocol.js';
-import type { LockScripts } from './scripts.js';
+import { keySlot } from '../redis/keys.js';
+import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 
 /** Lock keys per renewal call: at 1000 locks a call the watchdog sends 1 round trip per 1000 held locks. */
@@ -23,14 +22,27 @@ export function driftMs(leaseMs: number): number {
   return Math.floor(leaseMs * 0.01) + 2;
 }
 
+/** The kinds of hold: the locks' (see primitives/protocol.ts) and the expirable semaphore's permits. */
+export type HoldKind = 'lock' | 'fair' | 'read' | 'write' | 'permit';
+
+/** What the watchdog needs of a kind of hold: where it is filed, how it is renewed and given back. */
+export interface HoldProtocol {
+  readonly kind: HoldKind;
+  /** `lockKey` files the hold (a lock hash, the permit sorted set); its Cluster slot groups renewals. */
+  readonly keys: { readonly lockKey: string };
+  renewEntry(owner: string): RenewEntry;
+  /** Gives back the holds of `owners` ('purge': a hold declared lost here; 'all': the client is closing). */
+  release(mode: ReleaseMode, owners: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply>;
+}
+
 export type HoldState = 'held' | 'releasing' | 'released' | 'lost';
 
 /** One owner's hold on one lock, shared by all its re-entrant acquisitions. */
 export class Hold {
   readonly name: string;
-  /** The kind of lock, its keys and scripts. */
-  readonly protocol: LockProtocol;
-  readonly keys: LockKeys;
+  /** The kind of hold, its keys and scripts. */
+  readonly protocol: HoldProtocol;
+  readonly keys: HoldProtocol['keys'];
   /** The owner's field in the lock hash (the owner id; for a write hold `<owner>:write`). */
   readonly owner: string;
   readonly fencingToken: bigint;
@@ -46,7 +58,7 @@ export class Hold {
   deadline = 0;
   state: HoldState = 'held';
 
-  constructor(name: string, protocol: LockProtocol, owner: string, fencingToken: bigint) {
+  constructor(name: string, protocol: HoldProtocol, owner: string, fencingToken: bigint) {
     this.name = name;
     this.protocol = protocol;
     this.keys = protocol.keys;
@@ -128,7 +140,7 @@ export class Watchdog {
    */
   acquired(
     name: string,
-    protocol: LockProtocol,
+    protocol: HoldProtocol,
     owner: string,
     reply: { readonly token: bigint; readonly holdCount: number },
     requestId: string,

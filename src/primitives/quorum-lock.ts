@@ -14,9 +14,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { LockAcquireTimeoutError, LockClientClosedError, LockLostError, LockNotHeldError } from './errors.js';
-import { outsideFlows } from './flow.js';
-import { lockKeys, type LockKeys } from './keys.js';
+import { LockAcquireTimeoutError, LockClientClosedError, LockLostError, LockNotHeldError } from '../errors.js';
+import { outsideFlows } from '../machinery/flow.js';
+import { lockKeys, type LockKeys } from '../redis/keys.js';
 import { withLease } from './lock.js';
 import {
   checkLockName,
@@ -26,11 +26,11 @@ import {
   type QuorumLockOptions,
   type ResolvedAcquire,
   type ResolvedQuorumOptions,
-} from './options.js';
-import { LockScripts, newRequestId, type ReleaseReply } from './scripts.js';
-import { abortableSleep, clampedTimeout, monotonicNow } from './time.js';
-import { WaitQueues, type Waiter } from './waiting.js';
-import { driftMs } from './watchdog.js';
+} from '../options.js';
+import { LockScripts, newRequestId, type ReleaseReply } from '../redis/scripts.js';
+import { abortableSleep, clampedTimeout, monotonicNow } from '../machinery/time.js';
+import { WaitQueues, type Waiter } from '../machinery/waiting.js';
+import { driftMs } from '../machinery/watchdog.js';
 
 /** One acquisition of a quorum lock; release it once (or let `await using` do it). */
 export interface QuorumLease extends AsyncDisposable {
