@@ -1,6 +1,6 @@
 /**
  * The lock client: owns the shared subscriber connection, the watchdog and the wait queues of one ioredis
- * client, hands out RLock instances, starts flows, and shuts everything down in `close()`.
+ * client, hands out the locks, semaphores and latches, starts flows, and shuts everything down in `close()`.
  */
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { LockClientClosedError, type LockLostError } from './errors.js';
@@ -17,6 +17,9 @@ import {
   type RedisClient,
 } from './options.js';
 import { RReadWriteLock } from './primitives/read-write-lock.js';
+import { RCountDownLatch } from './primitives/count-down-latch.js';
+import { RPermitExpirableSemaphore } from './primitives/permit-expirable-semaphore.js';
+import { RSemaphore } from './primitives/semaphore.js';
 import { ReplicaSync } from './machinery/replication.js';
 import { LockScripts } from './redis/scripts.js';
 import { WaitQueues } from './machinery/waiting.js';
@@ -101,6 +104,24 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** A read-write lock for `name`: `readLock()` and `writeLock()`; no I/O. */
   getReadWriteLock(name: string): RReadWriteLock {
     return new RReadWriteLock(this.#context, checkLockName(name));
+  }
+
+  /** Redisson's RSemaphore for `name`: counted permits without owners or leases; no I/O. */
+  getSemaphore(name: string): RSemaphore {
+    return new RSemaphore(this.#context, checkLockName(name));
+  }
+
+  /**
+   * Redisson's RPermitExpirableSemaphore for `name`: permits with ids and leases (renewed by the watchdog
+   * when taken without `leaseTime`); shares its permits with `getSemaphore(name)`. No I/O.
+   */
+  getPermitExpirableSemaphore(name: string): RPermitExpirableSemaphore {
+    return new RPermitExpirableSemaphore(this.#context, checkLockName(name));
+  }
+
+  /** Redisson's RCountDownLatch for `name`; no I/O. */
+  getCountDownLatch(name: string): RCountDownLatch {
+    return new RCountDownLatch(this.#context, checkLockName(name));
   }
 
   /**

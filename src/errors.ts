@@ -6,7 +6,8 @@ export type LockErrorCode =
   | 'LOCK_NO_FLOW'
   | 'LOCK_CLIENT_CLOSED'
   | 'LOCK_NOT_REPLICATED'
-  | 'LOCK_UPGRADE';
+  | 'LOCK_UPGRADE'
+  | 'PERMIT_NOT_HELD';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {
@@ -29,7 +30,7 @@ export class LockAcquireTimeoutError extends LockError {
   readonly waitTime: number;
 
   constructor(lockName: string, waitTime: number) {
-    super(`Could not acquire lock "${lockName}" within ${waitTime} ms`, lockName);
+    super(`Could not acquire "${lockName}" within ${waitTime} ms`, lockName);
     this.waitTime = waitTime;
   }
 }
@@ -127,5 +128,24 @@ export class LockUpgradeError extends LockError {
         'upgrade would wait for itself. Release the read lock first, or take the write lock before the read lock',
       lockName,
     );
+  }
+}
+
+/**
+ * `release(permitId)` of an expirable semaphore's permit that is not held: released already, its lease ran
+ * out (it was given back to the semaphore then), or never granted. Nothing was changed.
+ */
+export class PermitNotHeldError extends LockError {
+  override readonly name = 'PermitNotHeldError';
+  readonly code = 'PERMIT_NOT_HELD';
+  readonly permitId: string;
+
+  constructor(semaphoreName: string, permitId: string, options?: { cause?: unknown }) {
+    super(
+      `Permit ${permitId} of semaphore "${semaphoreName}" is not held; nothing was changed`,
+      semaphoreName,
+      options,
+    );
+    this.permitId = permitId;
   }
 }

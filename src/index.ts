@@ -4,9 +4,21 @@ export type { RLock, LockLease } from './primitives/lock.js';
 export type { RFairLock } from './primitives/fair-lock.js';
 export type { RReadWriteLock, RReadLock, RWriteLock } from './primitives/read-write-lock.js';
 export type { RMultiLock, MultiLockLease } from './primitives/multi-lock.js';
+export type { RSemaphore } from './primitives/semaphore.js';
+export type { RPermitExpirableSemaphore, PermitLease } from './primitives/permit-expirable-semaphore.js';
+export type { RCountDownLatch } from './primitives/count-down-latch.js';
 export { createQuorumLockClient } from './primitives/quorum-lock.js';
 export type { QuorumLock, QuorumLease, QuorumLockClient } from './primitives/quorum-lock.js';
-export type { AcquireOptions, LockClientOptions, LockOptions, QuorumLockOptions, SyncReplicas } from './options.js';
+export type {
+  AcquireOptions,
+  LatchAwaitOptions,
+  LockClientOptions,
+  LockOptions,
+  QuorumLockOptions,
+  SemaphoreAcquireOptions,
+  SemaphoreTryAcquireOptions,
+  SyncReplicas,
+} from './options.js';
 export {
   LockError,
   LockAcquireTimeoutError,
@@ -16,5 +28,6 @@ export {
   LockClientClosedError,
   LockNotReplicatedError,
   LockUpgradeError,
+  PermitNotHeldError,
 } from './errors.js';
 export type { LockErrorCode } from './errors.js';

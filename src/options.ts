@@ -101,6 +101,28 @@ export interface LockOptions {
   readonly signal?: AbortSignal;
 }
 
+/** Options of a semaphore's `acquire`. */
+export interface SemaphoreAcquireOptions {
+  /** Permits to take at once (an integer >= 1). @default 1 */
+  readonly permits?: number;
+  /** Aborts the wait; the call rejects with the signal's reason and takes nothing. @default undefined */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of a semaphore's `tryAcquire`. */
+export interface SemaphoreTryAcquireOptions extends SemaphoreAcquireOptions {
+  /** How long to wait for the permits, in milliseconds. @default 0 (one attempt) */
+  readonly waitTime?: number;
+}
+
+/** Options of a count-down latch's `await`. */
+export interface LatchAwaitOptions {
+  /** How long to wait for the count to reach zero, in milliseconds. @default forever */
+  readonly waitTime?: number;
+  /** Aborts the wait; the call rejects with the signal's reason. @default undefined */
+  readonly signal?: AbortSignal;
+}
+
 export type RedisClient = Redis | Cluster;
 
 export interface ResolvedClientOptions {
@@ -145,6 +167,9 @@ const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'nod
 const SYNC_REPLICAS_KEYS: ReadonlySet<string> = new Set(['replicas', 'timeout']);
 const ACQUIRE_OPTION_KEYS: ReadonlySet<string> = new Set(['waitTime', 'leaseTime', 'signal']);
 const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set(['leaseTime', 'signal']);
+const SEMAPHORE_ACQUIRE_KEYS: ReadonlySet<string> = new Set(['permits', 'signal']);
+const SEMAPHORE_TRY_ACQUIRE_KEYS: ReadonlySet<string> = new Set(['permits', 'waitTime', 'signal']);
+const LATCH_AWAIT_KEYS: ReadonlySet<string> = new Set(['waitTime', 'signal']);
 
 function describe(value: unknown): string {
   if (typeof value === 'string') return `a string of ${value.length} characters`;
@@ -394,4 +419,81 @@ export function resolveQuorumAcquireOptions(options: unknown, nodeTimeout: numbe
     );
   }
   return resolved;
+}
+
+/** A number of permits (or a latch count): an integer >= 1. */
+export function checkPermits(value: unknown, argument = 'permits'): number {
+  if (typeof value !== 'number') throw new TypeError(`${argument} must be a number, got ${describe(value)}`);
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`${argument} must be a whole number >= 1, got ${value}`);
+  }
+  return value;
+}
+
+/** A change of the number of permits: a whole number, not 0 (negative takes permits away). */
+export function checkPermitDelta(value: unknown, argument = 'permits'): number {
+  if (typeof value !== 'number') throw new TypeError(`${argument} must be a number, got ${describe(value)}`);
+  if (!Number.isSafeInteger(value) || value === 0) {
+    throw new RangeError(`${argument} must be a whole number other than 0, got ${value}`);
+  }
+  return value;
+}
+
+export interface ResolvedPermitWait {
+  readonly permits: number;
+  /** `undefined`: forever. */
+  readonly waitTime: number | undefined;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** A semaphore's `acquire()`, `acquire(permits)`, `acquire({ permits?, signal? })`. */
+export function resolveSemaphoreAcquireArgs(args: readonly unknown[]): ResolvedPermitWait {
+  if (args.length > 1) throw new TypeError(`acquire takes at most 1 argument, got ${args.length}`);
+  const [first] = args;
+  if (typeof first === 'object' && first !== null) {
+    checkPlainObject(first, 'options');
+    checkKnownKeys(first, SEMAPHORE_ACQUIRE_KEYS, 'options');
+    return {
+      permits: first.permits === undefined ? 1 : checkPermits(first.permits, 'options.permits'),
+      waitTime: undefined,
+      signal: checkSignal(first.signal, 'options.signal'),
+    };
+  }
+  return { permits: first === undefined ? 1 : checkPermits(first), waitTime: undefined, signal: undefined };
+}
+
+/** A semaphore's `tryAcquire()`, `tryAcquire(permits, waitTime?)`, `tryAcquire({ permits?, waitTime?, signal? })`. */
+export function resolveSemaphoreTryAcquireArgs(args: readonly unknown[]): ResolvedPermitWait {
+  if (args.length > 2) throw new TypeError(`tryAcquire takes at most 2 arguments, got ${args.length}`);
+  const [first, second] = args;
+  if (typeof first === 'object' && first !== null) {
+    if (args.length > 1) throw new TypeError('tryAcquire(options) takes no second argument');
+    checkPlainObject(first, 'options');
+    checkKnownKeys(first, SEMAPHORE_TRY_ACQUIRE_KEYS, 'options');
+    return {
+      permits: first.permits === undefined ? 1 : checkPermits(first.permits, 'options.permits'),
+      waitTime: first.waitTime === undefined ? 0 : checkWaitTime(first.waitTime, 'options.waitTime'),
+      signal: checkSignal(first.signal, 'options.signal'),
+    };
+  }
+  return {
+    permits: first === undefined ? 1 : checkPermits(first),
+    waitTime: second === undefined ? 0 : checkWaitTime(second),
+    signal: undefined,
+  };
+}
+
+/** A latch's `await()`, `await(waitTime)`, `await({ waitTime?, signal? })`. */
+export function resolveLatchAwaitArgs(args: readonly unknown[]): Omit<ResolvedPermitWait, 'permits'> {
+  if (args.length > 1) throw new TypeError(`await takes at most 1 argument, got ${args.length}`);
+  const [first] = args;
+  if (typeof first === 'object' && first !== null) {
+    checkPlainObject(first, 'options');
+    checkKnownKeys(first, LATCH_AWAIT_KEYS, 'options');
+    return {
+      waitTime: first.waitTime === undefined ? undefined : checkWaitTime(first.waitTime, 'options.waitTime'),
+      signal: checkSignal(first.signal, 'options.signal'),
+    };
+  }
+  return { waitTime: first === undefined ? undefined : checkWaitTime(first), signal: undefined };
 }

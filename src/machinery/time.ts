@@ -29,3 +29,48 @@ export function abortableSleep(ms: number, signals: readonly AbortSignal[]): Pro
     for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/** How a wait for a reply ended. */
+export type Settled<T> =
+  | { readonly kind: 'reply'; readonly value: T }
+  | { readonly kind: 'deadline' }
+  | { readonly kind: 'aborted'; readonly reason: unknown }
+  | { readonly kind: 'closed' };
+
+/**
+ * Awaits `promise`, but no later than `deadline` (monotonic ms), no longer than `signal` allows, and not
+ * past the client's close.
+ */
+export function settleBy<T>(
+  promise: Promise<T>,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  closeSignal: AbortSignal,
+): Promise<Settled<T>> {
+  if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason as unknown });
+  if (closeSignal.aborted) return Promise.resolve({ kind: 'closed' });
+  return new Promise((resolve, reject) => {
+    const timer =
+      deadline === Infinity ? undefined : clampedTimeout(() => done({ kind: 'deadline' }), deadline - monotonicNow());
+    const onAbort = (): void => done({ kind: 'aborted', reason: signal?.reason });
+    const onClose = (): void => done({ kind: 'closed' });
+    const cleanup = (): void => {
+      if (timer) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      closeSignal.removeEventListener('abort', onClose);
+    };
+    function done(outcome: Settled<T>): void {
+      cleanup();
+      resolve(outcome);
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    closeSignal.addEventListener('abort', onClose, { once: true });
+    promise.then(
+      (value) => done({ kind: 'reply', value }),
+      (error: unknown) => {
+        cleanup();
+        reject(error);
+      },
+    );
+  });
+}

@@ -1,8 +1,10 @@
 /**
- * Waiting for a lock by pub/sub: one subscriber connection per client, one subscription per lock channel
- * while it has local waiters, and a FIFO of local waiters per lock in which one release message wakes one
- * waiter. Pub/sub only speeds waiting up: every wait is also bounded by the holder's TTL, and after the
- * subscriber reconnects (messages may have been lost) every waiter is woken to try again.
+ * Waiting by pub/sub, for every primitive: one subscriber connection per client, one subscription per
+ * channel while it has local waiters, and a FIFO of local waiters per channel that a message wakes as the
+ * primitive's wake mode says (one waiter per lock release, every reader, as many permit waiters as the
+ * permits announced can serve, every latch waiter at zero). Pub/sub only speeds waiting up: a lock wait is
+ * also bounded by the holder's TTL, and after the subscriber reconnects (messages may have been lost) every
+ * waiter is woken to try again.
  */
 import type { Cluster } from 'ioredis';
 import { LockClientClosedError } from '../errors.js';
@@ -11,6 +13,25 @@ import type { PubSubMode } from '../redis/scripts.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 
 export type WakeReason = 'woken' | 'timeout';
+
+/**
+ * What a message on a channel wakes. 'one': one waiter (a lock release; a process's newcomers queue behind
+ * its waiters). 'all': every waiter (the read-write lock's readers may all go in together). 'permits': the
+ * message is a number of available permits, and waiters are woken in arrival order while their needs fit
+ * in it; a waiter that does not fit stops the walk, so that smaller needs behind it do not overtake it.
+ * 'zero': every waiter, on the message "0" only (a count-down latch opened).
+ */
+export type WakeMode = 'one' | 'all' | 'permits' | 'zero';
+
+/** How a waiter enters a channel's queue. */
+export interface EnterOptions {
+  /** @default 'one' */
+  readonly wake?: WakeMode;
+  /** Permits this waiter needs ('permits' mode). @default 1 */
+  readonly need?: number;
+  /** The subscription outlives the last waiter by this long (a fair-lock waiter id that is reused). @default 0 */
+  readonly lingerMs?: number;
+}
 
 /** Bound on one wait while the channel's subscription is not (yet) active: pub/sub cannot wake us then. */
 const UNSUBSCRIBED_WAIT_MS = 1000;
@@ -32,8 +53,7 @@ class ChannelQueue {
 
   /** Longest single wait while subscribed (sharded pub/sub can lose a subscription silently). */
   subscribedWaitMs = Infinity;
-  /** A message wakes every waiter (the read-write lock), not just the first. */
-  broadcast = false;
+  wake: WakeMode = 'one';
   /** Keeps the subscription this long after the last waiter left (a fair-lock waiter id that is reused). */
   lingerMs = 0;
   lingerTimer: NodeJS.Timeout | undefined;
@@ -44,24 +64,50 @@ class ChannelQueue {
     this.wakeAll();
   }
 
-  /** A release happened: wake the first parked waiter, or leave a permit for one that is mid-attempt. */
-  dispatch(): void {
-    if (this.broadcast) {
-      this.wakeAll();
-      return;
+  /** A message arrived (or this process learned what one would say): wake waiters as the mode says. */
+  dispatch(message: string): void {
+    switch (this.wake) {
+      case 'all':
+        this.wakeAll();
+        return;
+      case 'zero':
+        if (message === '0') this.wakeAll();
+        return;
+      case 'permits':
+        this.wakeFitting(Number(message));
+        return;
+      case 'one': {
+        // A release: wake the first parked waiter, or leave a permit for one that is mid-attempt.
+        const waiter = this.waiters.find((w) => w.isParked);
+        if (waiter) waiter.wake();
+        else this.permits = Math.min(this.permits + 1, this.waiters.length);
+      }
     }
-    const waiter = this.waiters.find((w) => w.isParked);
-    if (waiter) waiter.wake();
-    else this.permits = Math.min(this.permits + 1, this.waiters.length);
+  }
+
+  /** Wakes waiters in arrival order while their needs fit in `available` permits. */
+  wakeFitting(available: number): void {
+    let budget = Number.isFinite(available) ? available : 0;
+    for (const waiter of this.waiters) {
+      if (waiter.need > budget) return;
+      budget -= waiter.need;
+      waiter.wake();
+    }
   }
 
   wakeAll(): void {
     let unparked = 0;
     for (const waiter of this.waiters) {
-      if (waiter.isParked) waiter.wake();
+      if (waiter.isParked || this.wake === 'permits' || this.wake === 'zero') waiter.wake();
       else unparked++;
     }
     this.permits = unparked;
+  }
+
+  /** A woken waiter left without using its wake: pass it on to the next. */
+  passOn(): void {
+    if (this.wake === 'one') this.dispatch('0');
+    else if (this.wake === 'permits') this.waiters[0]?.wake();
   }
 }
 
@@ -69,16 +115,24 @@ export class Waiter {
   readonly #queues: WaitQueues;
   readonly #channel: string;
   readonly #queue: ChannelQueue;
+  /** Permits this waiter needs ('permits' mode). */
+  readonly need: number;
   #settle: ((reason: WakeReason) => void) | undefined;
   #fail: ((error: unknown) => void) | undefined;
   /** Woken by a release that it has not yet acted on; passed on if it leaves without trying. */
   #unusedWake = false;
+  /**
+   * Woken while not parked ('permits' and 'zero' modes): the message may have followed the state its attempt
+   * in flight read, so its next park returns at once.
+   */
+  #pendingWake = false;
   #left = false;
 
-  constructor(queues: WaitQueues, channel: string, queue: ChannelQueue) {
+  constructor(queues: WaitQueues, channel: string, queue: ChannelQueue, need: number) {
     this.#queues = queues;
     this.#channel = channel;
     this.#queue = queue;
+    this.need = need;
   }
 
   get isParked(): boolean {
@@ -98,6 +152,7 @@ export class Waiter {
   /** The waiter is about to try to acquire: any wake it got is used up. */
   attempting(): void {
     this.#unusedWake = false;
+    this.#pendingWake = false;
   }
 
   /**
@@ -107,8 +162,9 @@ export class Waiter {
   park(timeoutMs: number, signal: AbortSignal | undefined): Promise<WakeReason> {
     if (this.#queues.closed) return Promise.reject(new LockClientClosedError());
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.#queue.permits > 0) {
-      this.#queue.permits--;
+    if (this.#queue.permits > 0 || this.#pendingWake) {
+      if (this.#pendingWake) this.#pendingWake = false;
+      else this.#queue.permits--;
       this.#unusedWake = true;
       return Promise.resolve('woken');
     }
@@ -141,15 +197,20 @@ export class Waiter {
 
   wake(): void {
     this.#unusedWake = true;
-    this.#settle?.('woken');
+    if (this.#settle) this.#settle('woken');
+    else if (this.#queue.wake === 'permits' || this.#queue.wake === 'zero') this.#pendingWake = true;
   }
 
   close(): void {
     this.#fail?.(new LockClientClosedError());
   }
 
-  /** Leaves the queue; the last waiter of a lock drops its subscription. Idempotent. */
-  leave(): void {
+  /**
+   * Leaves the queue; the last waiter of a channel drops its subscription. `available`: this waiter got what
+   * it waited for and the primitive learned that so many permits are left, which the waiters behind it may
+   * take ('permits' mode). Idempotent.
+   */
+  leave(available?: number): void {
     if (this.#left) return;
     this.#left = true;
     const waiters = this.#queue.waiters;
@@ -157,7 +218,9 @@ export class Waiter {
     if (index !== -1) waiters.splice(index, 1);
     this.#queue.permits = Math.min(this.#queue.permits, waiters.length);
     if (waiters.length === 0) this.#queues.drop(this.#channel, this.#queue);
-    else if (this.#unusedWake) this.#queue.dispatch();
+    else if (available !== undefined && available > 0) this.#queue.wakeFitting(available);
+    // A permit waiter that leaves may have kept the one behind it from trying (it does not overtake).
+    else if (this.#unusedWake || this.#queue.wake === 'permits') this.#queue.passOn();
   }
 }
 
@@ -239,11 +302,8 @@ export class WaitQueues {
     return false;
   }
 
-  /**
-   * Joins the FIFO of `channel`, subscribing to it when this is its first waiter. `broadcast`: a message
-   * wakes every waiter. `lingerMs`: the subscription outlives the last waiter by this long.
-   */
-  enter(channel: string, { broadcast = false, lingerMs = 0 }: { broadcast?: boolean; lingerMs?: number } = {}): Waiter {
+  /** Joins the FIFO of `channel`, subscribing to it when this is its first waiter. */
+  enter(channel: string, { wake = 'one', need = 1, lingerMs = 0 }: EnterOptions = {}): Waiter {
     let queue = this.#queues.get(channel);
     if (queue?.lingerTimer) {
       clearTimeout(queue.lingerTimer);
@@ -251,7 +311,7 @@ export class WaitQueues {
     }
     if (!queue) {
       const created = new ChannelQueue();
-      created.broadcast = broadcast;
+      created.wake = wake;
       created.lingerMs = lingerMs;
       this.#queues.set(channel, created);
       this.#pubsubMode()
@@ -273,7 +333,7 @@ export class WaitQueues {
         );
       queue = created;
     }
-    const waiter = new Waiter(this, channel, queue);
+    const waiter = new Waiter(this, channel, queue, need);
     queue.waiters.push(waiter);
     return waiter;
   }
@@ -327,8 +387,8 @@ export class WaitQueues {
     // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an
     // unhandled 'error' event from crashing the process.
     connection.on('error', () => undefined);
-    connection.on(mode === 'sharded' ? 'smessage' : 'message', (channel: string) => {
-      this.#queues.get(channel)?.dispatch();
+    connection.on(mode === 'sharded' ? 'smessage' : 'message', (channel: string, message: string) => {
+      this.#queues.get(channel)?.dispatch(message);
     });
     // ioredis writes a SUBSCRIBE at once even while a new connection is still in its handshake (status
     // 'connect'). Its reply puts the connection in subscriber mode, so the handshake's INFO ready check is
@@ -421,4 +481,60 @@ interface Subscriber {
   readonly connection: RedisClient;
   subscribe(channels: string[]): Promise<void>;
   unsubscribe(channel: string): Promise<unknown>;
+}
+
+/** What one attempt found: done (with its value), or not yet, and then how long at most to park before asking again. */
+export type Attempt<T> =
+  | { readonly done: true; readonly value: T; readonly available?: number }
+  | { readonly done: false; readonly retryInMs?: number };
+
+/**
+ * What a queued newcomer keeps of its wait time for one attempt when its turn has not come: it asks Redis
+ * once before its wait ends, never after.
+ */
+const LAST_ATTEMPT_RESERVE_MS = 20;
+
+/**
+ * The wait of the counted primitives (semaphores, the latch): attempt; after a failed attempt join the
+ * channel's queue (subscribing), attempt once more, then park until a message wakes this waiter, the
+ * attempt's retry hint or `deadline` (monotonic ms), and attempt again, until done or the deadline. A
+ * permit waiter that may wait queues behind this process's waiters on the channel (arrival order); a done
+ * attempt that left permits (`available`) wakes the waiters behind it that they can serve. Resolves to the
+ * done attempt's value, or undefined at the deadline; rejects with the signal's reason or a close.
+ */
+export async function waitFor<T>(
+  waits: WaitQueues,
+  channel: string,
+  entry: EnterOptions,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  attempt: () => Promise<Attempt<T>>,
+): Promise<T | undefined> {
+  const parkFirst = entry.wake === 'permits' && deadline > monotonicNow() && waits.hasWaiters(channel);
+  let waiter = parkFirst ? waits.enter(channel, entry) : undefined;
+  let attempted = false;
+  let retryInMs = Infinity;
+  let available: number | undefined;
+  try {
+    for (;;) {
+      if (waiter && (attempted || parkFirst)) {
+        const remaining = deadline - monotonicNow();
+        const parkFor = attempted ? remaining : remaining - Math.min(remaining / 2, LAST_ATTEMPT_RESERVE_MS);
+        if (parkFor > 0) await waiter.park(Math.min(parkFor, retryInMs), signal);
+        if (deadline - monotonicNow() <= 0) return undefined;
+        waiter.attempting();
+      }
+      const result = await attempt();
+      attempted = true;
+      if (result.done) {
+        available = result.available;
+        return result.value;
+      }
+      if (deadline - monotonicNow() <= 0) return undefined;
+      retryInMs = result.retryInMs ?? Infinity;
+      waiter ??= waits.enter(channel, entry);
+    }
+  } finally {
+    waiter?.leave(available);
+  }
 }

@@ -31,8 +31,8 @@ import {
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
 import type { ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
-import { abortableSleep, clampedTimeout, monotonicNow } from '../machinery/time.js';
-import type { WaitQueues, Waiter } from '../machinery/waiting.js';
+import { abortableSleep, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
+import type { EnterOptions, WaitQueues, Waiter } from '../machinery/waiting.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
 
 /** What an RLock needs from its client. */
@@ -243,8 +243,8 @@ export class RLock {
     // a waiting writer's registration); it listens on its own channel there, or on the lock's.
     const ticket = !reentry && waitTime !== 0 ? protocol.ticket?.(owners) : undefined;
     const channel = ticket?.channel ?? protocol.keys.channel;
-    const entry = {
-      broadcast: protocol.wake === 'all',
+    const entry: EnterOptions = {
+      wake: protocol.wake === 'all' ? 'all' : 'one',
       lingerMs: ticket && protocol.wake === 'ticket' ? LINGER_MS : 0,
     };
     const localOrder = protocol.wake === 'one';
@@ -516,48 +516,4 @@ export async function withLease<L extends { readonly signal: AbortSignal; releas
     });
   }
   return result;
-}
-
-type Settled<T> =
-  | { readonly kind: 'reply'; readonly value: T }
-  | { readonly kind: 'deadline' }
-  | { readonly kind: 'aborted'; readonly reason: unknown }
-  | { readonly kind: 'closed' };
-
-/**
- * Awaits `promise`, but no later than `deadline` (monotonic ms), no longer than `signal` allows, and not
- * past the client's close.
- */
-function settleBy<T>(
-  promise: Promise<T>,
-  deadline: number,
-  signal: AbortSignal | undefined,
-  closeSignal: AbortSignal,
-): Promise<Settled<T>> {
-  if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason as unknown });
-  if (closeSignal.aborted) return Promise.resolve({ kind: 'closed' });
-  return new Promise((resolve, reject) => {
-    const timer =
-      deadline === Infinity ? undefined : clampedTimeout(() => done({ kind: 'deadline' }), deadline - monotonicNow());
-    const onAbort = (): void => done({ kind: 'aborted', reason: signal?.reason });
-    const onClose = (): void => done({ kind: 'closed' });
-    const cleanup = (): void => {
-      if (timer) clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      closeSignal.removeEventListener('abort', onClose);
-    };
-    function done(outcome: Settled<T>): void {
-      cleanup();
-      resolve(outcome);
-    }
-    signal?.addEventListener('abort', onAbort, { once: true });
-    closeSignal.addEventListener('abort', onClose, { once: true });
-    promise.then(
-      (value) => done({ kind: 'reply', value }),
-      (error: unknown) => {
-        cleanup();
-        reject(error);
-      },
-    );
-  });
 }

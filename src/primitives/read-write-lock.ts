@@ -70,7 +70,7 @@ class ReadProtocol extends ReadWriteProtocol {
   }
 
   renewEntry(field: string): RenewEntry {
-    return { lockKey: this.keys.lockKey, field, timeoutBase: this.keys.timeoutBase };
+    return { lockKey: this.keys.lockKey, field, kind: 'read', timeoutBase: this.keys.timeoutBase };
   }
 
   async acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {

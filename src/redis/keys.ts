@@ -174,3 +174,72 @@ export function readWriteLockKeys(keyPrefix: string, name: string, cluster = fal
     ...ownKeys(base),
   };
 }
+
+/**
+ * A semaphore's names. RSemaphore and RPermitExpirableSemaphore share Redisson's permit counter and channel
+ * (a Java client of either excludes ours); the expirable one adds the sorted set of its permits.
+ */
+export interface SemaphoreKeys {
+  /** String: the number of available permits (Redisson's `N`). Files the permits' holds. */
+  readonly lockKey: string;
+  /** Redisson's `redisson_sc:{name}`: the new number of available permits whenever it grows. */
+  readonly channel: string;
+  /** Redisson's `{name}:timeout`: sorted set of permit id (16 raw bytes) -> lease end (epoch ms). */
+  readonly timeoutKey: string;
+  /** Ours: the one waiter for several permits that newcomers of this library leave room for. */
+  readonly claimKey: string;
+  /** Prefix of the memo of a grant (append the request id): a resend is answered, an undo finds it. */
+  readonly acquireMemoPrefix: string;
+  /** Prefix of the memo of a release (append the request id): a resend is answered, not run again. */
+  readonly releaseMemoPrefix: string;
+}
+
+/** Redisson's `suffixName(name, suffix)`: `{name}:suffix`, or `name:suffix` when the name holds a `{`. */
+function redissonSuffixName(name: string, suffix: string): string {
+  return name.includes('{') ? `${name}:${suffix}` : `{${name}}:${suffix}`;
+}
+
+export function semaphoreKeys(keyPrefix: string, name: string, cluster = false): SemaphoreKeys {
+  const base = nameBase(keyPrefix, name, cluster);
+  const timeoutKey = keyPrefix + redissonSuffixName(name, 'timeout');
+  return {
+    lockKey: base.lockKey,
+    channel: redissonName(base, 'redisson_sc'),
+    timeoutKey:
+      base.cluster && !inLockSlot(base, timeoutKey, false)
+        ? `${keyPrefix}{${base.tag}}${base.suffix}:timeout`
+        : timeoutKey,
+    claimKey: `${keyPrefix}flowlock:claim:{${base.tag}}${base.suffix}`,
+    acquireMemoPrefix: `${keyPrefix}flowlock:acquired:{${base.tag}}:`,
+    releaseMemoPrefix: ownKeys(base).releaseMemoPrefix,
+  };
+}
+
+/** A count-down latch's names. */
+export interface LatchKeys {
+  /** String: the count (Redisson's `N`); deleted when it reaches zero. */
+  readonly lockKey: string;
+  /** `redisson_countdownlatch__channel__{name}`: "0" when the count reaches zero, "1" when it is set. */
+  readonly channel: string;
+  /** Prefix of the memo of a count-down (append the request id): a resend does not count twice. */
+  readonly countDownMemoPrefix: string;
+}
+
+/**
+ * Redisson wraps the name in braces for the latch's channel whatever it holds. For a name that has braces
+ * of its own that channel hashes to another slot than the count (`{a}b` -> tag `{a`), which a Cluster
+ * refuses in one script: there, and only there, the channel carries the count's slot tag instead
+ * (`redisson_countdownlatch__channel__{a}:{a}b`), so Java clients do not wake on our count-downs for such
+ * names on a Cluster (they cannot count down there at all: CROSSSLOT).
+ */
+export function latchKeys(keyPrefix: string, name: string, cluster = false): LatchKeys {
+  const base = nameBase(keyPrefix, name, cluster);
+  const word = 'redisson_countdownlatch__channel__';
+  const channel = `${keyPrefix}${word}{${name}}`;
+  return {
+    lockKey: base.lockKey,
+    channel:
+      base.cluster && !inLockSlot(base, channel, false) ? `${keyPrefix}${word}{${base.tag}}${base.suffix}` : channel,
+    countDownMemoPrefix: `${keyPrefix}flowlock:counted:{${base.tag}}:`,
+  };
+}

@@ -14,7 +14,6 @@ import { monotonicNow } from '../machinery/time.js';
 export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'>> = {
   'lock/acquire': 2,
   'lock/release': 3,
-  'lock/renew': 'variadic',
   'lock/force-unlock': 2,
   'lock/hold-count': 1,
   'fair-lock/acquire': 4,
@@ -27,16 +26,33 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'read-write-lock/write-release': 3,
   'read-write-lock/leave': 3,
   'read-write-lock/force-unlock': 2,
+  'semaphore/acquire': 4,
+  'semaphore/release': 3,
+  'semaphore/leave': 3,
+  'semaphore/try-set-permits': 2,
+  'semaphore/add-permits': 2,
+  'semaphore/drain-permits': 1,
+  'permit-expirable-semaphore/acquire': 3,
+  'permit-expirable-semaphore/release': 4,
+  'permit-expirable-semaphore/available-permits': 3,
+  'count-down-latch/try-set-count': 2,
+  'count-down-latch/count-down': 3,
+  'watchdog/renew': 'variadic',
 };
 
 export type AcquireReply =
   | { readonly acquired: true; readonly token: bigint; readonly holdCount: number; readonly ownerIndex: number }
   | { readonly acquired: false; readonly pttl: number; readonly upgrade?: true };
 
-/** One hold for the watchdog's renewal: its hash, its field, and for a read hold its timeout keys' prefix. */
+/**
+ * One hold for the watchdog's renewal: its hash and field (for a permit: its semaphore's sorted set and the
+ * permit's raw id), and for a read hold its timeout keys' prefix.
+ */
 export interface RenewEntry {
   readonly lockKey: string;
-  readonly field: string;
+  readonly field: string | Buffer;
+  /** Omitted for a hold that is a hash field (plain, fair and write locks). */
+  readonly kind?: 'read' | 'permit';
   readonly timeoutBase?: string;
 }
 
@@ -48,7 +64,8 @@ export interface ReleaseReply {
   readonly woken: number;
 }
 
-type Arg = string | number;
+/** A script argument; a Buffer goes as raw bytes (a permit id). */
+type Arg = string | number | Buffer;
 
 // Request ids only need to be unique among the calls that touch one lock: a random per-process prefix
 // (72 bits) and a counter give that in 13-20 characters, a third of a UUID, on every acquire and release.
@@ -80,11 +97,12 @@ const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUB
 const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
 
 /**
- * How long Redis remembers a release that freed a lock, so that a resend of it (ioredis, after a reconnect)
- * is answered as the success it was. ioredis' default retries give up well within it; a resend later than
- * this reports LockNotHeldError (the lock stays free).
+ * How long Redis remembers a call that a resend must not repeat (a release that freed a lock, a semaphore's
+ * grant or release, a count-down), so that a resend of it (ioredis, after a reconnect) is answered as the
+ * success it was. ioredis' default retries give up well within it; a lock release resent later than this
+ * reports LockNotHeldError (the lock stays free).
  */
-const RELEASE_MEMO_MS = 30_000;
+export const MEMO_MS = 30_000;
 
 /**
  * How long a script call on a Cluster is sent again while ioredis gives up redirecting it. ioredis follows
@@ -111,7 +129,8 @@ function isRedirection(error: unknown): boolean {
   );
 }
 
-function integerAt(reply: unknown, index: number): number {
+/** The integer at `index` of a script's array reply (RESP2 or RESP3, number or numeric string). */
+export function integerAt(reply: unknown, index: number): number {
   const value = (reply as unknown[])[index];
   if (typeof value === 'number') return value;
   if (typeof value === 'string' || typeof value === 'bigint') return Number(value);
@@ -254,7 +273,7 @@ export class LockScripts {
     const reply = await this.run(
       script,
       [...keys, memoPrefix + requestId],
-      [requestId, RELEASE_MEMO_MS, mode, undoId, announce, ...owners],
+      [requestId, MEMO_MS, mode, undoId, announce, ...owners],
       { direct: repair },
     );
     return releaseReply(reply);
@@ -263,10 +282,10 @@ export class LockScripts {
   /** Renews each hold of `entries` for its field; resolves to whether each is still held. One slot per call. */
   async renew(entries: readonly RenewEntry[], leaseMs: number): Promise<boolean[]> {
     const keys = entries.flatMap((entry) => [entry.lockKey, entry.timeoutBase ?? entry.lockKey]);
-    const args = entries.flatMap((entry) => [entry.field, entry.timeoutBase === undefined ? 'hash' : 'read']);
+    const args = entries.flatMap((entry) => [entry.field, entry.kind ?? 'hash']);
     // Not resent: the watchdog's next period retries, and a renewal held up in resends would hold up the
     // renewals of every other slot (one renewal round runs at a time).
-    const reply = (await this.run('lock/renew', keys, [leaseMs, ...args], { resend: false })) as unknown[];
+    const reply = (await this.run('watchdog/renew', keys, [leaseMs, ...args], { resend: false })) as unknown[];
     return reply.map((_, i) => integerAt(reply, i) === 1);
   }
 
@@ -279,16 +298,18 @@ export class LockScripts {
   }
 
   /**
-   * Runs a script that may publish (force-unlocks, a waiter leaving): `args` followed by the publish command
-   * of this deployment, its last ARGV.
+   * Runs a script that may publish (force-unlocks, a waiter leaving, the semaphores and the latch): `args`
+   * followed by the publish command of this deployment (or of `pubsub`, when the caller knows it), its last
+   * ARGV.
    */
   async runAnnouncing(
     name: LuaScriptName,
     keys: readonly string[],
     args: readonly Arg[],
-    options?: { direct?: boolean },
+    { pubsub, ...options }: { direct?: boolean; pubsub?: PubSubMode | undefined } = {},
   ): Promise<unknown> {
-    return this.run(name, keys, [...args, await this.#announce()], options);
+    const announce = pubsub ? publishCommand(pubsub) : await this.#announce();
+    return this.run(name, keys, [...args, announce], options);
   }
 
   async forceUnlock(keys: LockKeys): Promise<boolean> {

@@ -161,7 +161,7 @@ export interface LostRecord {
   matched: boolean;
 }
 
-const renewSha = luaSources['lock/renew'].sha1;
+const renewSha = luaSources['watchdog/renew'].sha1;
 
 /** One lock client with its own ioredis connection; replaced by a fresh one after `close()`. */
 export class ClientHandle {

@@ -1,0 +1,64 @@
+--[[
+  renew: the watchdog's batch renewal of every kind of hold (locks, expirable permits); extends each hold
+  only while its owner still has it.
+
+  KEYS[1..n] pairs   KEYS[2i-1] lockKey: the hash of hold i (plain, fair or read-write lock), or for a
+                     permit the sorted set "{<name>}:timeout" of its semaphore; one Cluster slot per call;
+                     KEYS[2i] timeoutBase: for a read hold, the prefix of its per-hold timeout keys
+                     "<timeoutBase>:<field>:rwlock_timeout:<k>" (Redisson's layout); for any other hold
+                     the first key again (unused)
+
+  ARGV[1] leaseMs       integer > 0, milliseconds: the TTL each held lock gets
+  ARGV[2i], ARGV[2i+1]  field of hold i in its hash (owner id; write holds "<owner>:write"; a permit's
+                        id, 16 raw bytes), and its kind: "hash" (plain, fair and write holds), "read"
+                        or "permit"
+
+  Returns
+    array of n/2 integers: 1 the field is still in its hash (its TTL is now at least leaseMs), or the
+    permit's lease has not ended (it now ends leaseMs from now, server time); 0 otherwise
+
+  Side effects
+    PEXPIRE lockKey leaseMs when the field is there and the TTL is shorter; for a read hold also PEXPIRE of
+    its own timeout keys 1..count; for a permit ZADD XX of its new lease end. Never touches another owner's hold (other readers' timeout keys
+    included: a dead reader's keys run out, Redisson #7098) and never creates a key
+]]
+local leaseMs = tonumber(ARGV[1])
+local firstEntry = 2
+
+--- @include "server-time"
+
+local now
+local results = {}
+for i = 1, #KEYS / 2 do
+  local lockKey = KEYS[2 * i - 1]
+  local timeoutBase = KEYS[2 * i]
+  local field = ARGV[firstEntry + 2 * (i - 1)]
+  local kind = ARGV[firstEntry + 2 * (i - 1) + 1]
+  if kind == 'permit' then
+    now = now or serverTime()
+    local leaseEnd = tonumber(redis.call('ZSCORE', lockKey, field))
+    if leaseEnd and leaseEnd > now then
+      redis.call('ZADD', lockKey, 'XX', now + leaseMs, field)
+      results[i] = 1
+    else
+      results[i] = 0
+    end
+  else
+    local count = tonumber(redis.call('HGET', lockKey, field))
+    if count then
+      if kind == 'read' then
+        for k = 1, count do
+          redis.call('PEXPIRE', timeoutBase .. ':' .. field .. ':rwlock_timeout:' .. k, leaseMs)
+        end
+      end
+      local pttl = redis.call('PTTL', lockKey)
+      if pttl >= 0 and pttl < leaseMs then
+        redis.call('PEXPIRE', lockKey, leaseMs)
+      end
+      results[i] = 1
+    else
+      results[i] = 0
+    end
+  end
+end
+return results

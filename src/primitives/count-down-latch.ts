@@ -1,0 +1,82 @@
+/**
+ * RCountDownLatch: Redisson's count-down latch. The count is one integer (`<name>`, deleted at zero);
+ * `trySetCount` arms it and announces "1", the count-down that reaches zero announces "0" on
+ * `redisson_countdownlatch__channel__{name}`, which wakes every waiter of every client (Java's too).
+ *
+ * Differences from Redisson, none visible on the wire to a Java client:
+ * - A count-down is idempotent under a resend (a memo key): a reconnect never counts down twice.
+ * - Waiters re-check the count after the subscriber reconnects (a "0" may have been missed meanwhile).
+ * - On a Cluster, a name with braces of its own gets a channel in its count's slot (see `latchKeys`).
+ */
+import { LockClientClosedError } from '../errors.js';
+import { monotonicNow, settleBy } from '../machinery/time.js';
+import { waitFor } from '../machinery/waiting.js';
+import { checkPermits, resolveLatchAwaitArgs, type LatchAwaitOptions } from '../options.js';
+import { latchKeys, type LatchKeys } from '../redis/keys.js';
+import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
+import type { LockContext } from './lock.js';
+import { checkOpen } from './semaphore.js';
+
+export class RCountDownLatch {
+  readonly name: string;
+  readonly #context: LockContext;
+  readonly #keys: LatchKeys;
+
+  constructor(context: LockContext, name: string) {
+    this.name = name;
+    this.#context = context;
+    this.#keys = latchKeys(context.keyPrefix, name, context.cluster);
+  }
+
+  /** Arms the latch with `count` if it is not counting (zero, or never set); resolves to whether it did. */
+  async trySetCount(count: number): Promise<boolean> {
+    checkPermits(count, 'count');
+    checkOpen(this.#context, this.name);
+    const { lockKey, channel } = this.#keys;
+    const reply = await this.#context.scripts.runAnnouncing(
+      'count-down-latch/try-set-count',
+      [lockKey, channel],
+      [count],
+    );
+    return integerAt([reply], 0) === 1;
+  }
+
+  /** Decrements the count; the count-down that reaches zero wakes every waiter. No effect at zero. */
+  async countDown(): Promise<void> {
+    checkOpen(this.#context, this.name);
+    const { lockKey, channel, countDownMemoPrefix } = this.#keys;
+    await this.#context.scripts.runAnnouncing(
+      'count-down-latch/count-down',
+      [lockKey, channel, countDownMemoPrefix + newRequestId()],
+      [MEMO_MS],
+    );
+  }
+
+  /** The current count (0 when the latch is open or was never set). */
+  async getCount(): Promise<number> {
+    checkOpen(this.#context, this.name);
+    return Number((await this.#context.redis.get(this.#keys.lockKey)) ?? 0);
+  }
+
+  /**
+   * Waits until the count is zero: resolves to true then, or to false when `waitTime` (ms) runs out first
+   * (forever without one). Rejects with the signal's reason on abort.
+   */
+  await(waitTime?: number): Promise<boolean>;
+  await(options: LatchAwaitOptions): Promise<boolean>;
+  async await(...args: unknown[]): Promise<boolean> {
+    const { waitTime, signal } = resolveLatchAwaitArgs(args);
+    const context = this.#context;
+    checkOpen(context, this.name);
+    signal?.throwIfAborted();
+    const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
+    const open = await waitFor(context.waits, this.#keys.channel, { wake: 'zero' }, deadline, signal, async () => {
+      // Bounded like a lock attempt: a stalled Redis does not stretch the wait.
+      const outcome = await settleBy(this.getCount(), deadline, signal, context.closeSignal);
+      if (outcome.kind === 'aborted') throw outcome.reason;
+      if (outcome.kind === 'closed') throw new LockClientClosedError(this.name);
+      return outcome.kind === 'reply' && outcome.value <= 0 ? { done: true, value: true } : { done: false };
+    });
+    return open === true;
+  }
+}

@@ -1,0 +1,248 @@
+/**
+ * RPermitExpirableSemaphore: Redisson's semaphore whose permits have ids and leases. It shares the permit
+ * counter and the channel with RSemaphore (`<name>`, `redisson_sc:{name}`) and keeps every permit out in
+ * Redisson's sorted set (`{name}:timeout`, permit id as 16 raw bytes -> lease end, epoch ms). A permit
+ * whose lease ended goes back to the counter at the next script that looks (any client's, Java's too).
+ *
+ * Differences from Redisson, none visible on the wire to a Java client:
+ * - A permit taken without `leaseTime` is renewed by the client's one watchdog while its holder lives (its
+ *   lease is `watchdogTimeout`, pushed forward every third of it), so a crashed holder's permit comes back
+ *   within about `watchdogTimeout`; Redisson has no watchdog for permits (they never expire, or expire at a
+ *   fixed lease).
+ * - A permit is a lease handle (`PermitLease`, with a signal that aborts when the permit is lost), and
+ *   `close()` gives back the permits its client holds.
+ * - A permit whose fixed lease ends while its holder's process lives is given back at once (its waiters
+ *   wake then); waiters elsewhere also wake when the earliest lease they saw ends.
+ * - Lease ends are server time (TIME), not the client's clock.
+ */
+import { randomBytes } from 'node:crypto';
+import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
+import { monotonicNow } from '../machinery/time.js';
+import { waitFor } from '../machinery/waiting.js';
+import type { Hold, HoldProtocol } from '../machinery/watchdog.js';
+import {
+  checkPermitDelta,
+  checkPermits,
+  resolveAcquireOptions,
+  type AcquireOptions,
+  type ResolvedAcquire,
+} from '../options.js';
+import { semaphoreKeys, type SemaphoreKeys } from '../redis/keys.js';
+import {
+  integerAt,
+  MEMO_MS,
+  newRequestId,
+  type LockScripts,
+  type ReleaseMode,
+  type ReleaseOptions,
+  type ReleaseReply,
+  type RenewEntry,
+} from '../redis/scripts.js';
+import { withLease, type LockContext } from './lock.js';
+import { addPermits, attemptGrant, checkOpen, trySetPermits } from './semaphore.js';
+
+/** One permit of an expirable semaphore; release it once (or let `await using` do it). */
+export interface PermitLease extends AsyncDisposable {
+  readonly name: string;
+  /** The permit's id: 32 lowercase hex digits (Redisson's form), usable with `release(permitId)`. */
+  readonly permitId: string;
+  /** Aborts with a LockLostError when the permit is lost (its lease ran out, the client closed). */
+  readonly signal: AbortSignal;
+  /** Gives the permit back; rejects with PermitNotHeldError if it was no longer held. Idempotent. */
+  release(): Promise<void>;
+}
+
+const PERMIT_ID = /^[0-9a-f]{32}$/;
+
+/** How the watchdog renews, purges and gives back a permit: the permit id (hex) is the hold's owner. */
+class PermitProtocol implements HoldProtocol {
+  readonly kind = 'permit';
+  readonly keys: { readonly lockKey: string };
+  readonly #semaphore: SemaphoreKeys;
+  readonly #scripts: LockScripts;
+
+  constructor(scripts: LockScripts, keys: SemaphoreKeys) {
+    this.#scripts = scripts;
+    this.#semaphore = keys;
+    this.keys = { lockKey: keys.timeoutKey };
+  }
+
+  renewEntry(permitId: string): RenewEntry {
+    return { lockKey: this.#semaphore.timeoutKey, field: Buffer.from(permitId, 'hex'), kind: 'permit' };
+  }
+
+  /** Gives the permit back if it is still out: every mode means the same for a permit (it has one count). */
+  async release(_mode: ReleaseMode, permitIds: readonly string[], options: ReleaseOptions = {}): Promise<ReleaseReply> {
+    const { lockKey, timeoutKey, channel, releaseMemoPrefix } = this.#semaphore;
+    const reply = await this.#scripts.runAnnouncing(
+      'permit-expirable-semaphore/release',
+      [lockKey, timeoutKey, channel, releaseMemoPrefix + (options.requestId ?? newRequestId())],
+      [Buffer.from(permitIds[0] ?? '', 'hex'), MEMO_MS],
+      { direct: options.repair === true, pubsub: options.pubsub },
+    );
+    return { remaining: integerAt(reply, 0), ownerIndex: 0, woken: integerAt(reply, 2) };
+  }
+}
+
+export class RPermitExpirableSemaphore {
+  readonly name: string;
+  readonly #context: LockContext;
+  readonly #keys: SemaphoreKeys;
+  readonly #protocol: PermitProtocol;
+
+  constructor(context: LockContext, name: string) {
+    this.name = name;
+    this.#context = context;
+    this.#keys = semaphoreKeys(context.keyPrefix, name, context.cluster);
+    this.#protocol = new PermitProtocol(context.scripts, this.#keys);
+  }
+
+  /** Sets the number of permits if the semaphore has none set yet; resolves to whether it did. */
+  async trySetPermits(permits: number): Promise<boolean> {
+    return trySetPermits(this.#context, this.name, this.#keys, checkPermits(permits));
+  }
+
+  /** Adds permits (a negative number takes them away). */
+  async addPermits(permits: number): Promise<void> {
+    await addPermits(this.#context, this.name, this.#keys, checkPermitDelta(permits));
+  }
+
+  /** The number of permits available now, once permits whose lease ended are given back. */
+  async availablePermits(): Promise<number> {
+    checkOpen(this.#context, this.name);
+    const { lockKey, timeoutKey, channel } = this.#keys;
+    const reply = await this.#context.scripts.runAnnouncing(
+      'permit-expirable-semaphore/available-permits',
+      [lockKey, timeoutKey, channel],
+      [],
+    );
+    return integerAt([reply], 0);
+  }
+
+  /**
+   * Waits for a permit (forever unless `waitTime`; LockAcquireTimeoutError when it runs out). Without
+   * `leaseTime` the watchdog renews the permit while this process lives.
+   */
+  async acquire(options?: AcquireOptions): Promise<PermitLease> {
+    const resolved = resolveAcquireOptions(options);
+    const lease = await this.#take(resolved);
+    if (!lease) throw new LockAcquireTimeoutError(this.name, resolved.waitTime ?? 0);
+    return lease;
+  }
+
+  /** A permit if one is available at once (or within `waitTime`), else undefined. */
+  async tryAcquire(options?: AcquireOptions): Promise<PermitLease | undefined> {
+    const resolved = resolveAcquireOptions(options);
+    return this.#take({ ...resolved, waitTime: resolved.waitTime ?? 0 });
+  }
+
+  /**
+   * Gives back the permit `permitId` (from this client or any other); rejects with PermitNotHeldError if it
+   * is not held (released already, lease ended, unknown).
+   */
+  async release(permitId: string): Promise<void> {
+    if (typeof permitId !== 'string') throw new TypeError('permitId must be a string');
+    if (!PERMIT_ID.test(permitId)) throw new RangeError('permitId must be 32 lowercase hex digits');
+    checkOpen(this.#context, this.name);
+    const hold = this.#context.watchdog.find(this.#protocol.keys.lockKey, permitId);
+    if (hold) return this.#releaseHold(hold);
+    const reply = await this.#protocol.release('one', [permitId]);
+    if (reply.remaining < 0) throw new PermitNotHeldError(this.name, permitId);
+  }
+
+  /**
+   * Runs `fn` holding a permit and gives it back afterwards (LockAcquireTimeoutError at `waitTime`). `fn`
+   * gets the permit's signal (aborted if it is lost) and the permit. As with `withLock`, a permit lost while
+   * `fn` ran makes the call reject with a LockLostError whose `result` is what `fn` returned.
+   */
+  async withPermit<T>(
+    fn: (signal: AbortSignal, permit: PermitLease) => T | PromiseLike<T>,
+    options?: AcquireOptions,
+  ): Promise<T> {
+    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    const resolved = resolveAcquireOptions(options);
+    return withLease(async () => {
+      const lease = await this.#take(resolved);
+      if (!lease) throw new LockAcquireTimeoutError(this.name, resolved.waitTime ?? 0);
+      return lease;
+    }, fn);
+  }
+
+  async #take({ waitTime, leaseTime, signal }: ResolvedAcquire): Promise<PermitLease | undefined> {
+    const context = this.#context;
+    checkOpen(context, this.name);
+    signal?.throwIfAborted();
+    const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
+    const { lockKey, timeoutKey, channel } = this.#keys;
+    const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
+    const hold = await waitFor(context.waits, channel, { wake: 'permits' }, deadline, signal, async () => {
+      const id = randomBytes(16);
+      const permitId = id.toString('hex');
+      const requestId = newRequestId();
+      const sentAt = monotonicNow();
+      const reply = await attemptGrant(context, this.name, lockKey, deadline, signal, {
+        send: async () => {
+          const raw = await context.scripts.runAnnouncing(
+            'permit-expirable-semaphore/acquire',
+            [lockKey, timeoutKey, channel],
+            [id, leaseMs],
+          );
+          const granted = integerAt(raw, 0) === 1;
+          return { granted, available: integerAt(raw, 1), untilMs: granted ? -1 : integerAt(raw, 2) };
+        },
+        undo: async () => {
+          await this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined);
+        },
+      });
+      if (!reply) return { done: false };
+      if (!reply.granted) return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
+      const token = { token: 0n, holdCount: 1 };
+      const granted = context.watchdog.acquired(
+        this.name,
+        this.#protocol,
+        permitId,
+        token,
+        requestId,
+        sentAt,
+        leaseTime,
+      );
+      return { done: true, value: granted, available: reply.available };
+    });
+    return hold && this.#lease(hold);
+  }
+
+  #lease(hold: Hold): PermitLease {
+    let released: Promise<void> | undefined;
+    const release = (): Promise<void> => (released ??= this.#releaseHold(hold));
+    return {
+      name: this.name,
+      permitId: hold.owner,
+      signal: hold.signal,
+      release,
+      [Symbol.asyncDispose]: release,
+    };
+  }
+
+  async #releaseHold(hold: Hold): Promise<void> {
+    const { watchdog } = this.#context;
+    const notHeld = (): PermitNotHeldError => {
+      const lost: unknown = hold.signal.aborted ? hold.signal.reason : undefined;
+      return new PermitNotHeldError(this.name, hold.owner, lost instanceof LockLostError ? { cause: lost } : undefined);
+    };
+    if (watchdog.find(hold.keys.lockKey, hold.owner) !== hold) throw notHeld();
+    hold.state = 'releasing';
+    let reply;
+    try {
+      reply = await this.#protocol.release('one', [hold.owner]);
+    } catch (error) {
+      // Unknown outcome: no more renewals, so that at worst the permit comes back when its lease ends.
+      watchdog.forget(hold);
+      throw error;
+    }
+    if (reply.remaining < 0) {
+      watchdog.lose(hold, 'it was not held when released', { report: false });
+      throw notHeld();
+    }
+    watchdog.forget(hold);
+  }
+}
