@@ -15,7 +15,7 @@ import { checkPermits, resolveLatchAwaitArgs, type LatchAwaitOptions } from '../
 import { latchKeys, type LatchKeys } from '../redis/keys.js';
 import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
 import type { LockContext } from './lock.js';
-import { checkOpen } from './semaphore.js';
+import { checkOpen, singleAttemptDeadline } from './semaphore.js';
 
 export class RCountDownLatch {
   readonly name: string;
@@ -70,9 +70,9 @@ export class RCountDownLatch {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
+    const lookDeadline = singleAttemptDeadline(waitTime, deadline);
     const open = await waitFor(context.waits, this.#keys.channel, { wake: 'zero' }, deadline, signal, async () => {
-      // Bounded like a lock attempt: a stalled Redis does not stretch the wait.
-      const outcome = await settleBy(this.getCount(), deadline, signal, context.closeSignal);
+      const outcome = await settleBy(this.getCount(), lookDeadline, signal, context.closeSignal);
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (outcome.kind === 'closed') throw new LockClientClosedError(this.name);
       return outcome.kind === 'reply' && outcome.value <= 0 ? { done: true, value: true } : { done: false };

@@ -39,7 +39,7 @@ import {
   type RenewEntry,
 } from '../redis/scripts.js';
 import { withLease, type LockContext } from './lock.js';
-import { addPermits, attemptGrant, checkOpen, trySetPermits } from './semaphore.js';
+import { addPermits, attemptGrant, checkOpen, singleAttemptDeadline, trySetPermits } from './semaphore.js';
 
 /** One permit of an expirable semaphore; release it once (or let `await using` do it). */
 export interface PermitLease extends AsyncDisposable {
@@ -173,6 +173,7 @@ export class RPermitExpirableSemaphore {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
+    const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
     const { lockKey, timeoutKey, channel } = this.#keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
     const hold = await waitFor(context.waits, channel, { wake: 'permits' }, deadline, signal, async () => {
@@ -180,7 +181,7 @@ export class RPermitExpirableSemaphore {
       const permitId = id.toString('hex');
       const requestId = newRequestId();
       const sentAt = monotonicNow();
-      const reply = await attemptGrant(context, this.name, lockKey, deadline, signal, {
+      const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
         send: async () => {
           const raw = await context.scripts.runAnnouncing(
             'permit-expirable-semaphore/acquire',

@@ -101,6 +101,7 @@ export class RSemaphore {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
+    const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
     const { lockKey, claimKey, channel, acquireMemoPrefix } = this.#keys;
     // A waiter for several permits claims them once it failed an attempt (see the module comment), and
     // then refreshes its claim at least every third of its life.
@@ -118,7 +119,7 @@ export class RSemaphore {
         async () => {
           const requestId = newRequestId();
           claim.sent ||= claimId !== '';
-          const reply = await attemptGrant(context, this.name, lockKey, deadline, signal, {
+          const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
             send: async () => {
               const raw = await context.scripts.runAnnouncing(
                 'semaphore/acquire',
@@ -199,6 +200,14 @@ export async function addPermits(
 }
 
 /**
+ * The deadline of each attempt: the wait's, since a stalled Redis must not stretch it, but a single attempt
+ * (waitTime 0) runs to its reply: there is nothing to wait for.
+ */
+export function singleAttemptDeadline(waitTime: number | undefined, deadline: number): number {
+  return waitTime === 0 ? Infinity : deadline;
+}
+
+/**
  * One grant attempt of a semaphore, bounded by `deadline` (monotonic ms), the signal and the client's close;
  * with `syncReplicas`, the grant is confirmed by WAIT or undone (LockNotReplicatedError). A grant whose
  * reply was lost, or arrived after the caller gave up, is undone (close() waits for that). Resolves to the
@@ -232,8 +241,7 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
   const pending = confirmed();
   let outcome;
   try {
-    // A single attempt (deadline now) runs to its reply: there is nothing to wait for.
-    outcome = await settleBy(pending, deadline <= monotonicNow() ? Infinity : deadline, signal, closeSignal);
+    outcome = await settleBy(pending, deadline, signal, closeSignal);
   } catch (error) {
     // No reply: the script may have run anyway. (A grant too few replicas acknowledged is undone already.)
     if (!(error instanceof LockNotReplicatedError)) track(undo());

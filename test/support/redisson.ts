@@ -1,10 +1,11 @@
 /**
  * Plays a Java service on Redisson through its wire protocol, for interoperability tests: Redisson's fair
- * lock (RedissonFairLock) and read-write lock (RedissonReadLock / RedissonWriteLock) scripts, written here
- * from shared/REDISSON-PROTOCOLS.md sections 2 and 3 (keys, arguments, steps and replies as described
- * there), and a waiter that listens and retries the way Redisson's does.
+ * lock (RedissonFairLock), read-write lock (RedissonReadLock / RedissonWriteLock), semaphores
+ * (RedissonSemaphore, RedissonPermitExpirableSemaphore) and count-down latch scripts, written here from
+ * shared/REDISSON-PROTOCOLS.md sections 2 to 6 (keys, arguments, steps and replies as described there), and
+ * waiters that listen and retry the way Redisson's do.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { onTestFinished } from 'vitest';
 import { masterOf, newRedis, onCluster, type Client, type Cluster, type Redis } from './fixture.js';
@@ -334,5 +335,204 @@ async function message(subscriber: Redis, channel: string, timeoutMs: number): P
     // Timed out: retry, as Redisson does after the TTL.
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** Redisson's RSemaphore tryAcquire(p): KEYS N; ARGV p. */
+const SEMAPHORE_TRY_ACQUIRE = `
+local value = redis.call('get', KEYS[1])
+if value ~= false and tonumber(value) >= tonumber(ARGV[1]) then
+  redis.call('decrby', KEYS[1], ARGV[1])
+  return 1
+end
+return 0`;
+
+/** Redisson's RSemaphore release(p): KEYS N, channel; ARGV p, publish. */
+const SEMAPHORE_RELEASE = `
+local value = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], value)`;
+
+/** Redisson's RSemaphore (and the plain side of RPermitExpirableSemaphore's key) on `name`. */
+export class RedissonSemaphore {
+  readonly #redis: Client;
+  readonly #name: string;
+
+  constructor(redis: Client, name: string) {
+    this.#redis = redis;
+    this.#name = name;
+  }
+
+  get channel(): string {
+    return `redisson_sc:{${this.#name}}`;
+  }
+
+  async tryAcquire(permits = 1): Promise<boolean> {
+    return Number(await this.#redis.eval(SEMAPHORE_TRY_ACQUIRE, 1, this.#name, permits)) === 1;
+  }
+
+  async release(permits = 1): Promise<void> {
+    await this.#redis.eval(SEMAPHORE_RELEASE, 2, this.#name, this.channel, permits, publishCommand(this.#redis));
+  }
+
+  /** Redisson's acquire loop: subscribe, try, and wait for a message (unbounded there; `maxMs` here). */
+  async acquire(permits: number, maxMs: number): Promise<boolean> {
+    const subscriber = listenerFor(this.#redis, this.channel);
+    await subscribe(subscriber, this.channel);
+    const deadline = performance.now() + maxMs;
+    for (;;) {
+      if (await this.tryAcquire(permits)) return true;
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) return false;
+      await message(subscriber, this.channel, remaining);
+    }
+  }
+}
+
+/**
+ * Redisson's RPermitExpirableSemaphore tryAcquire(1, lease): KEYS N, {N}:timeout, channel; ARGV 1 n,
+ * 2 expiry, 3 now, 4 non-expirable score, 5 publish, 6 raw permit id. Reclaims expired permits first.
+ */
+const PERMIT_TRY_ACQUIRE = `
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
+if #expired > 0 then
+  redis.call('zrem', KEYS[2], unpack(expired))
+  local value = redis.call('incrby', KEYS[1], #expired)
+  if value > 0 then redis.call(ARGV[5], KEYS[3], value) end
+end
+local value = redis.call('get', KEYS[1])
+if value ~= false and tonumber(value) >= tonumber(ARGV[1]) then
+  redis.call('decrby', KEYS[1], ARGV[1])
+  redis.call('zadd', KEYS[2], ARGV[2], ARGV[6])
+  return 'OK'
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[2] ~= nil and first[2] ~= ARGV[4] then return ':' .. first[2] end
+return nil`;
+
+/** Redisson's RPermitExpirableSemaphore tryRelease(id): KEYS N, channel, {N}:timeout; ARGV id, 1, now, publish. */
+const PERMIT_TRY_RELEASE = `
+local expire = redis.call('zscore', KEYS[3], ARGV[1])
+local removed = redis.call('zrem', KEYS[3], ARGV[1])
+if tonumber(removed) ~= 1 then return 0 end
+local value = redis.call('incrby', KEYS[1], ARGV[2])
+redis.call(ARGV[4], KEYS[2], value)
+if expire == false or tonumber(expire) <= tonumber(ARGV[3]) then return 0 end
+return 1`;
+
+/** Redisson's non-expirable permit score. */
+const NO_LEASE = 922337203685477;
+
+/** Redisson's RPermitExpirableSemaphore on `name`. */
+export class RedissonPermitExpirableSemaphore {
+  readonly #redis: Client;
+  readonly #name: string;
+
+  constructor(redis: Client, name: string) {
+    this.#redis = redis;
+    this.#name = name;
+  }
+
+  get channel(): string {
+    return `redisson_sc:{${this.#name}}`;
+  }
+
+  get timeoutKey(): string {
+    return `{${this.#name}}:timeout`;
+  }
+
+  /** One permit for `leaseMs` (-1: no lease): its id (hex), or undefined when none is free. */
+  async tryAcquire(leaseMs: number): Promise<string | undefined> {
+    const id = randomBytes(16);
+    const now = Date.now();
+    const reply = await this.#redis.eval(
+      PERMIT_TRY_ACQUIRE,
+      3,
+      this.#name,
+      this.timeoutKey,
+      this.channel,
+      1,
+      leaseMs === -1 ? NO_LEASE : now + leaseMs,
+      now,
+      NO_LEASE,
+      publishCommand(this.#redis),
+      id,
+    );
+    return reply === 'OK' ? id.toString('hex') : undefined;
+  }
+
+  /** Redisson's tryRelease: true when the permit was held and its lease had not ended. */
+  async tryRelease(permitId: string): Promise<boolean> {
+    const reply = await this.#redis.eval(
+      PERMIT_TRY_RELEASE,
+      3,
+      this.#name,
+      this.channel,
+      this.timeoutKey,
+      Buffer.from(permitId, 'hex'),
+      1,
+      Date.now(),
+      publishCommand(this.#redis),
+    );
+    return Number(reply) === 1;
+  }
+}
+
+/** Redisson's RCountDownLatch countDown: KEYS N, channel; ARGV "0", publish. */
+const LATCH_COUNT_DOWN = `
+local v = redis.call('decr', KEYS[1])
+if v <= 0 then redis.call('del', KEYS[1]) end
+if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end`;
+
+/** Redisson's RCountDownLatch trySetCount: KEYS N, channel; ARGV "1", count, publish. */
+const LATCH_TRY_SET_COUNT = `
+if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('set', KEYS[1], ARGV[2])
+  redis.call(ARGV[3], KEYS[2], ARGV[1])
+  return 1
+end
+return 0`;
+
+/** Redisson's RCountDownLatch on `name`. */
+export class RedissonCountDownLatch {
+  readonly #redis: Client;
+  readonly #name: string;
+
+  constructor(redis: Client, name: string) {
+    this.#redis = redis;
+    this.#name = name;
+  }
+
+  get channel(): string {
+    return `redisson_countdownlatch__channel__{${this.#name}}`;
+  }
+
+  async trySetCount(count: number): Promise<boolean> {
+    const reply = await this.#redis.eval(
+      LATCH_TRY_SET_COUNT,
+      2,
+      this.#name,
+      this.channel,
+      '1',
+      count,
+      publishCommand(this.#redis),
+    );
+    return Number(reply) === 1;
+  }
+
+  async countDown(): Promise<void> {
+    await this.#redis.eval(LATCH_COUNT_DOWN, 2, this.#name, this.channel, '0', publishCommand(this.#redis));
+  }
+
+  /** Redisson's await(t): GET; subscribe; wait for "0" while the count is above zero. */
+  async await(maxMs: number): Promise<boolean> {
+    const subscriber = listenerFor(this.#redis, this.channel);
+    await subscribe(subscriber, this.channel);
+    const deadline = performance.now() + maxMs;
+    for (;;) {
+      if (Number((await this.#redis.get(this.#name)) ?? 0) <= 0) return true;
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) return false;
+      await message(subscriber, this.channel, remaining);
+    }
   }
 }

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { fairLockKeys, hashedPart, keySlot, lockKeys, readWriteLockKeys } from '../../src/redis/keys.js';
+import {
+  fairLockKeys,
+  hashedPart,
+  keySlot,
+  latchKeys,
+  lockKeys,
+  readWriteLockKeys,
+  semaphoreKeys,
+} from '../../src/redis/keys.js';
 
 describe('keys', () => {
   it('computes Redis Cluster slots (reference values from CLUSTER KEYSLOT)', () => {
@@ -104,5 +112,53 @@ describe('keys', () => {
         }
       }
     }
+  });
+
+  it("uses Redisson's names for the semaphores and the count-down latch", () => {
+    expect(semaphoreKeys('', 'pool')).toMatchObject({
+      lockKey: 'pool',
+      channel: 'redisson_sc:{pool}',
+      timeoutKey: '{pool}:timeout',
+    });
+    expect(semaphoreKeys('', '{t}x')).toMatchObject({ channel: 'redisson_sc:{t}x', timeoutKey: '{t}x:timeout' });
+    expect(semaphoreKeys('app:', 'pool')).toMatchObject({
+      lockKey: 'app:pool',
+      channel: 'app:redisson_sc:{pool}',
+      timeoutKey: 'app:{pool}:timeout',
+    });
+    expect(latchKeys('', 'boot')).toMatchObject({
+      lockKey: 'boot',
+      channel: 'redisson_countdownlatch__channel__{boot}',
+    });
+    // The latch's channel wraps the name in braces whatever it holds (no prefixName there)...
+    expect(latchKeys('', '{t}x').channel).toBe('redisson_countdownlatch__channel__{{t}x}');
+    // ...which lands in another slot than the count on a Cluster: there the channel carries the count's tag.
+    expect(keySlot('redisson_countdownlatch__channel__{{t}x}')).not.toBe(keySlot('{t}x'));
+    expect(latchKeys('', '{t}x', true).channel).toBe('redisson_countdownlatch__channel__{t}:{t}x');
+    expect(latchKeys('', 'boot', true).channel).toBe('redisson_countdownlatch__channel__{boot}');
+  });
+
+  it('on Cluster keeps every key and channel of the semaphores and the latch in one slot, whatever the name', () => {
+    for (const prefix of ['', 'app:', '{tenant}:']) {
+      for (const name of hostile) {
+        const semaphore = semaphoreKeys(prefix, name, true);
+        const slot = keySlot(semaphore.lockKey);
+        for (const key of [
+          semaphore.channel,
+          semaphore.timeoutKey,
+          semaphore.claimKey,
+          `${semaphore.acquireMemoPrefix}r1`,
+          `${semaphore.releaseMemoPrefix}r1`,
+        ]) {
+          expect(keySlot(key), `${prefix}${name}: ${key}`).toBe(slot);
+        }
+        const latch = latchKeys(prefix, name, true);
+        for (const key of [latch.channel, `${latch.countDownMemoPrefix}r1`]) {
+          expect(keySlot(key), `${prefix}${name}: ${key}`).toBe(keySlot(latch.lockKey));
+        }
+      }
+    }
+    const claims = new Set(hostile.map((name) => semaphoreKeys('app:', name, true).claimKey));
+    expect(claims.size).toBe(hostile.length);
   });
 });

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
   checkLockName,
+  checkPermitDelta,
+  checkPermits,
   checkRedisClient,
+  resolveLatchAwaitArgs,
+  resolveSemaphoreAcquireArgs,
+  resolveSemaphoreTryAcquireArgs,
   resolveAcquireOptions,
   resolveClientOptions,
   resolveLockArgs,
@@ -114,5 +119,46 @@ describe('options: bad input fails before any I/O with an error naming the argum
     expect(a).toMatch(/^billing-service:[\w-]{12}$/);
     expect(b).toMatch(/^billing-service:[\w-]{12}$/);
     expect(a).not.toBe(b);
+  });
+});
+
+describe('options of the semaphores and the latch', () => {
+  const cases: [string, () => unknown, ErrorConstructor, RegExp][] = [
+    ['permits not a number', () => checkPermits('3'), TypeError, /permits must be a number/],
+    ['permits zero', () => checkPermits(0), RangeError, /permits must be a whole number >= 1/],
+    ['permits negative', () => checkPermits(-2), RangeError, /permits must be a whole number >= 1/],
+    ['permits fractional', () => checkPermits(1.5), RangeError, /permits must be a whole number/],
+    ['permits NaN', () => checkPermits(NaN), RangeError, /permits/],
+    ['count zero', () => checkPermits(0, 'count'), RangeError, /count must be a whole number >= 1/],
+    ['delta zero', () => checkPermitDelta(0), RangeError, /permits must be a whole number other than 0/],
+    ['delta fractional', () => checkPermitDelta(-0.5), RangeError, /other than 0/],
+    ['acquire(permits) zero', () => resolveSemaphoreAcquireArgs([0]), RangeError, /permits/],
+    [
+      'acquire options unknown',
+      () => resolveSemaphoreAcquireArgs([{ waitTime: 5 }]),
+      TypeError,
+      /unknown option "waitTime"/,
+    ],
+    ['acquire options permits', () => resolveSemaphoreAcquireArgs([{ permits: -1 }]), RangeError, /options\.permits/],
+    ['acquire extra argument', () => resolveSemaphoreAcquireArgs([1, 2]), TypeError, /at most 1 argument/],
+    ['tryAcquire waitTime', () => resolveSemaphoreTryAcquireArgs([1, -5]), RangeError, /waitTime must be >= 0/],
+    ['tryAcquire options', () => resolveSemaphoreTryAcquireArgs([{ permits: 2.5 }]), RangeError, /options\.permits/],
+    ['tryAcquire signal', () => resolveSemaphoreTryAcquireArgs([{ signal: {} }]), TypeError, /options\.signal/],
+    ['await waitTime', () => resolveLatchAwaitArgs([-1]), RangeError, /waitTime must be >= 0/],
+    ['await options', () => resolveLatchAwaitArgs([{ permits: 1 }]), TypeError, /unknown option "permits"/],
+  ];
+  it.each(cases)('%s', (_label, call, type, message) => {
+    expect(call).toThrow(type);
+    expect(call).toThrow(message);
+  });
+
+  it('fills defaults', () => {
+    expect(resolveSemaphoreAcquireArgs([])).toEqual({ permits: 1, waitTime: undefined, signal: undefined });
+    expect(resolveSemaphoreTryAcquireArgs([])).toEqual({ permits: 1, waitTime: 0, signal: undefined });
+    expect(resolveSemaphoreTryAcquireArgs([3, 100])).toEqual({ permits: 3, waitTime: 100, signal: undefined });
+    expect(resolveSemaphoreTryAcquireArgs([{ waitTime: 5 }])).toEqual({ permits: 1, waitTime: 5, signal: undefined });
+    expect(resolveLatchAwaitArgs([])).toEqual({ waitTime: undefined, signal: undefined });
+    expect(resolveLatchAwaitArgs([{ waitTime: 10 }])).toEqual({ waitTime: 10, signal: undefined });
+    expect(checkPermitDelta(-3)).toBe(-3);
   });
 });

@@ -1,0 +1,167 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, vi } from 'vitest';
+import { LockClientClosedError } from '../../src/index.js';
+import { latchKeys } from '../../src/redis/keys.js';
+import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
+import {
+  channelSubscribers,
+  commandCalls,
+  elapsedSince,
+  everyNode,
+  onCluster,
+  uniqueName,
+  useRedis,
+} from '../support/fixture.js';
+import { RedissonCountDownLatch } from '../support/redisson.js';
+
+const redis = useRedis();
+
+function until(check: () => Promise<boolean> | boolean, timeout = 3000): Promise<boolean> {
+  return vi.waitUntil(check, { timeout, interval: 10 });
+}
+
+const keysOf = (name: string) => latchKeys('', name, onCluster);
+
+function track<T>(promise: Promise<T>): { done: boolean; value?: T; error?: unknown; at?: number } {
+  const state: { done: boolean; value?: T; error?: unknown; at?: number } = { done: false };
+  promise.then(
+    (value) => Object.assign(state, { done: true, value, at: performance.now() }),
+    (error: unknown) => Object.assign(state, { done: true, error, at: performance.now() }),
+  );
+  return state;
+}
+
+describe('RCountDownLatch', () => {
+  it("counts down Redisson's key: trySetCount, countDown, getCount, await", async () => {
+    const name = uniqueName('latch');
+    const latch = redis.locks().getCountDownLatch(name);
+    expect(await latch.getCount()).toBe(0);
+    expect(await latch.await()).toBe(true);
+    expect(await latch.trySetCount(2)).toBe(true);
+    expect(await latch.trySetCount(5)).toBe(false);
+    expect(await redis.admin.get(name)).toBe('2');
+    const start = performance.now();
+    expect(await latch.await(100)).toBe(false);
+    expect(elapsedSince(start)).toBeGreaterThanOrEqual(95);
+    await latch.countDown();
+    expect(await latch.getCount()).toBe(1);
+    await latch.countDown();
+    expect(await latch.getCount()).toBe(0);
+    expect(await redis.admin.exists(name)).toBe(0);
+    await latch.countDown(); // no effect once open
+    expect(await redis.admin.exists(name)).toBe(0);
+    expect(await latch.await({ waitTime: 0 })).toBe(true);
+    expect(await latch.trySetCount(1)).toBe(true);
+  });
+
+  it('wakes every waiter of every client when the count reaches zero, without polling meanwhile', async () => {
+    const name = uniqueName('latch');
+    const counter = redis.locks().getCountDownLatch(name);
+    await counter.trySetCount(2);
+    const waiters = Array.from({ length: 3 }, () => redis.locks().getCountDownLatch(name)).flatMap((latch) =>
+      Array.from({ length: 3 }, () => track(latch.await())),
+    );
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 3);
+    await sleep(50);
+    const before = (await commandCalls(redis.admin))['get'] ?? 0;
+    await counter.countDown(); // "1" left: nobody wakes, nobody asks
+    await sleep(300);
+    expect(((await commandCalls(redis.admin))['get'] ?? 0) - before).toBe(0);
+    expect(waiters.some((w) => w.done)).toBe(false);
+    await counter.countDown();
+    const opened = performance.now();
+    await until(() => waiters.every((w) => w.done));
+    expect(waiters.every((w) => w.value === true)).toBe(true);
+    expect(Math.max(...waiters.map((w) => (w.at ?? Infinity) - opened))).toBeLessThan(200);
+  });
+
+  it('re-checks after the subscriber reconnects: a zero reached meanwhile is not missed', async () => {
+    const name = uniqueName('latch');
+    const counter = redis.locks().getCountDownLatch(name);
+    await counter.trySetCount(1);
+    const waiter = track(redis.locks().getCountDownLatch(name).await(10_000));
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    for (const node of everyNode(redis.admin)) await node.client('KILL', 'TYPE', 'pubsub').catch(() => 0);
+    await counter.countDown();
+    const start = performance.now();
+    await until(() => waiter.done, 5000);
+    expect(waiter.value).toBe(true);
+    expect(elapsedSince(start)).toBeLessThan(2000);
+  });
+
+  it('answers a resent count-down from its memo: a reconnect never counts down twice', async () => {
+    const name = uniqueName('latch');
+    const { lockKey, channel, countDownMemoPrefix } = keysOf(name);
+    const scripts = new LockScripts(redis.redis());
+    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    await redis.admin.set(lockKey, 3);
+    const countDown = (id: string) =>
+      scripts.run('count-down-latch/count-down', [lockKey, channel, countDownMemoPrefix + id], [MEMO_MS, publish]);
+    expect(await countDown('a')).toBe(2);
+    expect(await countDown('a')).toBe(2);
+    expect(await countDown('b')).toBe(1);
+    expect(await redis.admin.get(lockKey)).toBe('1');
+  });
+
+  it('ends waits on abort and close, leaving no subscription', async () => {
+    const name = uniqueName('latch');
+    const locks = redis.locks();
+    const latch = locks.getCountDownLatch(name);
+    await latch.trySetCount(1);
+    const controller = new AbortController();
+    const aborted = expect(latch.await({ signal: controller.signal })).rejects.toThrow('stop');
+    setTimeout(() => controller.abort(new Error('stop')), 50);
+    await aborted;
+    const closed = expect(latch.await()).rejects.toThrow(LockClientClosedError);
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await locks.close();
+    await closed;
+    // The subscriber connection is closed; the server notices a moment later.
+    expect(await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0, 1000)).toBe(
+      true,
+    );
+    await expect(latch.countDown()).rejects.toThrow(LockClientClosedError);
+  });
+
+  it('works for a name with braces of its own (on a Cluster its channel then carries the count’s slot)', async () => {
+    const name = `{${uniqueName('tag')}}latch`;
+    const latch = redis.locks().getCountDownLatch(name);
+    await latch.trySetCount(1);
+    const waiter = track(redis.locks().getCountDownLatch(name).await(5000));
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    expect(keysOf(name).channel).toBe(
+      onCluster
+        ? `redisson_countdownlatch__channel__{${name.slice(1, name.indexOf('}'))}}:${name}`
+        : `redisson_countdownlatch__channel__{${name}}`,
+    );
+    await latch.countDown();
+    await until(() => waiter.done);
+    expect(waiter.value).toBe(true);
+  });
+
+  describe('with Redisson (played through its protocol)', () => {
+    it('a Java count-down wakes our waiters and ours wakes Java’s', async () => {
+      const name = uniqueName('latch');
+      const java = new RedissonCountDownLatch(redis.admin, name);
+      expect(java.channel).toBe(keysOf(name).channel);
+      expect(await java.trySetCount(2)).toBe(true);
+      const latch = redis.locks().getCountDownLatch(name);
+      expect(await latch.getCount()).toBe(2);
+      expect(await latch.trySetCount(3)).toBe(false);
+      const ours = track(latch.await(5000));
+      const javaWaiting = new RedissonCountDownLatch(redis.admin, name).await(5000);
+      await until(async () => (await channelSubscribers(redis.admin, java.channel)) === 2);
+      await java.countDown();
+      await latch.countDown();
+      expect(await javaWaiting).toBe(true);
+      await until(() => ours.done);
+      expect(ours.value).toBe(true);
+      // And the other way round: our count reaching zero opens a Java waiter.
+      await latch.trySetCount(1);
+      const again = new RedissonCountDownLatch(redis.admin, name).await(5000);
+      await until(async () => (await channelSubscribers(redis.admin, java.channel)) === 1);
+      await latch.countDown();
+      expect(await again).toBe(true);
+    });
+  });
+});

@@ -1,0 +1,209 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import {
+  LockAcquireTimeoutError,
+  LockClientClosedError,
+  LockLostError,
+  PermitNotHeldError,
+  type PermitLease,
+} from '../../src/index.js';
+import { semaphoreKeys } from '../../src/redis/keys.js';
+import { channelSubscribers, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { TcpProxy } from '../support/proxy.js';
+import { RedissonPermitExpirableSemaphore, RedissonSemaphore } from '../support/redisson.js';
+
+const redis = useRedis();
+
+function until(check: () => Promise<boolean> | boolean, timeout = 3000): Promise<boolean> {
+  return vi.waitUntil(check, { timeout, interval: 10 });
+}
+
+const keysOf = (name: string) => semaphoreKeys('', name, onCluster);
+
+async function serverNow(): Promise<number> {
+  const [seconds, micros] = await redis.admin.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** The lease end Redis has for `permitId` (epoch ms), or null when the permit is not out. */
+async function leaseEnd(name: string, permitId: string): Promise<number | null> {
+  const score = await redis.admin.zscore(keysOf(name).timeoutKey, Buffer.from(permitId, 'hex'));
+  return score === null ? null : Number(score);
+}
+
+function track<T>(promise: Promise<T>): { done: boolean; value?: T; error?: unknown } {
+  const state: { done: boolean; value?: T; error?: unknown } = { done: false };
+  promise.then(
+    (value) => Object.assign(state, { done: true, value }),
+    (error: unknown) => Object.assign(state, { done: true, error }),
+  );
+  return state;
+}
+
+describe('RPermitExpirableSemaphore', () => {
+  it("keeps each permit in Redisson's sorted set under a 16-byte id, with its lease end", async () => {
+    const locks = redis.locks({ watchdogTimeout: 10_000 });
+    const name = uniqueName('pes');
+    const ps = locks.getPermitExpirableSemaphore(name);
+    expect(await ps.trySetPermits(2)).toBe(true);
+    const first = await ps.acquire();
+    expect(first.permitId).toMatch(/^[0-9a-f]{32}$/);
+    const now = await serverNow();
+    const end = await leaseEnd(name, first.permitId);
+    expect(end).toBeGreaterThan(now + 9000);
+    expect(end).toBeLessThanOrEqual(now + 10_000);
+    expect(await redis.admin.zcard(keysOf(name).timeoutKey)).toBe(1);
+    const second = await ps.tryAcquire({ leaseTime: 5000 });
+    expect(second).toBeDefined();
+    expect(await ps.tryAcquire()).toBeUndefined();
+    expect(await ps.availablePermits()).toBe(0);
+    expect(await redis.admin.get(name)).toBe('0');
+    await expect(ps.acquire({ waitTime: 100 })).rejects.toThrow(LockAcquireTimeoutError);
+    await first.release();
+    await first.release(); // idempotent
+    await expect(ps.release(first.permitId)).rejects.toThrow(PermitNotHeldError);
+    // Any client may give a permit back by its id.
+    await redis
+      .locks()
+      .getPermitExpirableSemaphore(name)
+      .release(second?.permitId ?? '');
+    expect(second?.signal.aborted).toBe(false);
+    expect(await ps.availablePermits()).toBe(2);
+    expect(await redis.admin.zcard(keysOf(name).timeoutKey)).toBe(0);
+    const result = await ps.withPermit(async (signal, permit) => {
+      expect(signal.aborted).toBe(false);
+      expect(await leaseEnd(name, permit.permitId)).not.toBeNull();
+      return 'done';
+    });
+    expect(result).toBe('done');
+    expect(await ps.availablePermits()).toBe(2);
+  });
+
+  it('renews permits taken without leaseTime while their holder lives', async () => {
+    const name = uniqueName('pes');
+    const ps = redis.locks({ watchdogTimeout: 300 }).getPermitExpirableSemaphore(name);
+    await ps.trySetPermits(1);
+    const permit = await ps.acquire();
+    await sleep(1200);
+    expect(permit.signal.aborted).toBe(false);
+    expect(await leaseEnd(name, permit.permitId)).toBeGreaterThan(await serverNow());
+    expect(await ps.tryAcquire()).toBeUndefined();
+    await permit.release();
+    expect(await ps.availablePermits()).toBe(1);
+  });
+
+  it('reclaims a permit whose fixed lease ran out and wakes its waiters without a release', async () => {
+    const name = uniqueName('pes');
+    const ps = redis.locks().getPermitExpirableSemaphore(name);
+    await ps.trySetPermits(1);
+    const permit = await ps.acquire({ leaseTime: 300 });
+    const start = performance.now();
+    const waiter = track(redis.locks().getPermitExpirableSemaphore(name).acquire({ waitTime: 5000 }));
+    await until(() => permit.signal.aborted);
+    expect(permit.signal.reason).toBeInstanceOf(LockLostError);
+    await until(() => waiter.done);
+    expect(waiter.error).toBeUndefined();
+    expect(elapsedSince(start)).toBeLessThan(1000);
+    const error: unknown = await permit.release().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PermitNotHeldError);
+    expect((error as PermitNotHeldError).cause).toBeInstanceOf(LockLostError);
+    await (waiter.value as PermitLease).release();
+  });
+
+  it.runIf(!onCluster)(
+    "gives a dead holder's permit back within about watchdogTimeout, to a waiter elsewhere",
+    async () => {
+      const name = uniqueName('pes');
+      const proxy = await TcpProxy.start(redis.server.port);
+      onTestFinished(() => proxy.close());
+      // The holder talks to Redis through the proxy; stopping it is a process that froze or died.
+      const holder = redis.locks({ watchdogTimeout: 600 }, { port: proxy.port, maxRetriesPerRequest: 0 });
+      await holder.getPermitExpirableSemaphore(name).trySetPermits(1);
+      const permit = await holder.getPermitExpirableSemaphore(name).acquire();
+      const waiter = track(redis.locks().getPermitExpirableSemaphore(name).acquire({ waitTime: 5000 }));
+      await sleep(100);
+      const start = performance.now();
+      proxy.stop();
+      await until(() => waiter.done, 5000);
+      expect(waiter.error).toBeUndefined();
+      expect(elapsedSince(start)).toBeLessThan(600 + 800);
+      await until(() => permit.signal.aborted);
+      await (waiter.value as PermitLease).release();
+      proxy.cutAll();
+    },
+  );
+
+  it('gives back the permits of its leases on close()', async () => {
+    const name = uniqueName('pes');
+    const locks = redis.locks();
+    const ps = locks.getPermitExpirableSemaphore(name);
+    await ps.trySetPermits(2);
+    const leases = [await ps.acquire(), await ps.acquire({ leaseTime: 60_000 })];
+    expect(await redis.admin.get(name)).toBe('0');
+    const blocked = expect(ps.acquire()).rejects.toThrow(LockClientClosedError);
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await locks.close();
+    await blocked;
+    expect(leases.every((lease) => lease.signal.aborted)).toBe(true);
+    expect(await redis.admin.get(name)).toBe('2');
+    expect(await redis.admin.zcard(keysOf(name).timeoutKey)).toBe(0);
+    // The subscriber connection is closed; the server notices a moment later.
+    expect(await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0, 1000)).toBe(
+      true,
+    );
+  });
+
+  it('reports a permit lost while withPermit ran, with what the function returned', async () => {
+    const name = uniqueName('pes');
+    const ps = redis.locks().getPermitExpirableSemaphore(name);
+    await ps.trySetPermits(1);
+    const error: unknown = await ps
+      .withPermit(
+        async (signal) => {
+          await until(() => signal.aborted);
+          return 'finished';
+        },
+        { leaseTime: 200 },
+      )
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+    expect((error as LockLostError).result).toBe('finished');
+  });
+
+  describe('with Redisson (played through its protocol)', () => {
+    it('shares permits and ids both ways, and each side’s release wakes the other’s waiter', async () => {
+      const name = uniqueName('pes');
+      const java = new RedissonPermitExpirableSemaphore(redis.admin, name);
+      expect(java.timeoutKey).toBe(keysOf(name).timeoutKey);
+      const ps = redis.locks().getPermitExpirableSemaphore(name);
+      await ps.trySetPermits(2);
+      const javaPermit = await java.tryAcquire(-1);
+      expect(javaPermit).toMatch(/^[0-9a-f]{32}$/);
+      const ours = await ps.acquire();
+      expect(await java.tryAcquire(-1)).toBeUndefined();
+      expect(await ps.availablePermits()).toBe(0);
+      // A Java release wakes our waiter.
+      const waiter = track(redis.locks().getPermitExpirableSemaphore(name).acquire());
+      await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+      expect(await java.tryRelease(javaPermit ?? '')).toBe(true);
+      await until(() => waiter.done);
+      expect(waiter.error).toBeUndefined();
+      // Java releases our permit by its id, we release Java's by its id.
+      expect(await java.tryRelease(ours.permitId)).toBe(true);
+      expect(ours.signal.aborted).toBe(false);
+      const again = await java.tryAcquire(60_000);
+      await ps.release(again ?? '');
+      // Our release wakes a Java waiter (the semaphores share RSemaphore's channel and wait loop).
+      const javaWaiting = new RedissonSemaphore(redis.admin, name);
+      const probe = javaWaiting.acquire(1, 5000);
+      await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+      await (waiter.value as PermitLease).release();
+      expect(await probe).toBe(true);
+      // A Java permit whose lease ended is reclaimed by our next call.
+      await redis.admin.set(name, 1);
+      expect(await java.tryAcquire(50)).toBeDefined();
+      await sleep(100);
+      expect(await ps.availablePermits()).toBe(1);
+    });
+  });
+});

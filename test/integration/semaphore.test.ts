@@ -1,0 +1,306 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, vi } from 'vitest';
+import { createLockClient, LockClientClosedError } from '../../src/index.js';
+import { semaphoreKeys } from '../../src/redis/keys.js';
+import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
+import {
+  channelSubscribers,
+  commandCalls,
+  elapsedSince,
+  everyNode,
+  newRedis,
+  onCluster,
+  uniqueName,
+  useRedis,
+} from '../support/fixture.js';
+import { listenerFor, RedissonSemaphore } from '../support/redisson.js';
+
+const redis = useRedis();
+
+function until(check: () => Promise<boolean> | boolean, timeout = 3000): Promise<boolean> {
+  return vi.waitUntil(check, { timeout, interval: 10 });
+}
+
+const keysOf = (name: string) => semaphoreKeys('', name, onCluster);
+
+async function scriptCalls(): Promise<number> {
+  const calls = await commandCalls(redis.admin);
+  return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+}
+
+/** Settles `promise` into a record of when (ms after `start`) and how it settled. */
+function track<T>(promise: Promise<T>): { done: boolean; value?: T; error?: unknown } {
+  const state: { done: boolean; value?: T; error?: unknown } = { done: false };
+  promise.then(
+    (value) => Object.assign(state, { done: true, value }),
+    (error: unknown) => Object.assign(state, { done: true, error }),
+  );
+  return state;
+}
+
+describe('RSemaphore', () => {
+  it("counts permits in Redisson's key: trySetPermits, tryAcquire, addPermits, drainPermits, release", async () => {
+    const locks = redis.locks();
+    const name = uniqueName('sem');
+    const sem = locks.getSemaphore(name);
+    expect(await sem.availablePermits()).toBe(0);
+    expect(await sem.trySetPermits(3)).toBe(true);
+    expect(await sem.trySetPermits(5)).toBe(false);
+    expect(await redis.admin.get(name)).toBe('3');
+    expect(await sem.tryAcquire(2)).toBe(true);
+    expect(await sem.tryAcquire(2)).toBe(false);
+    expect(await sem.availablePermits()).toBe(1);
+    await sem.addPermits(2);
+    expect(await sem.availablePermits()).toBe(3);
+    await sem.addPermits(-1);
+    expect(await sem.availablePermits()).toBe(2);
+    expect(await sem.drainPermits()).toBe(2);
+    expect(await sem.drainPermits()).toBe(0);
+    await sem.release(2);
+    expect(await sem.availablePermits()).toBe(2);
+    await sem.acquire(2);
+    expect(await sem.availablePermits()).toBe(0);
+    // No owners: any instance, any client releases.
+    await redis.locks().getSemaphore(name).release();
+    expect(await redis.admin.get(name)).toBe('1');
+    expect(await redis.admin.type(name)).toBe('string');
+  });
+
+  it('rejects bad input before any I/O, naming the argument', async () => {
+    const idle = newRedis(onCluster ? { host: '127.0.0.1', port: 1 } : redis.server, { lazyConnect: true });
+    const locks = createLockClient(idle);
+    const sem = locks.getSemaphore('pool');
+    expect(() => locks.getSemaphore('')).toThrow(RangeError);
+    await expect(sem.trySetPermits(0)).rejects.toThrow(RangeError);
+    await expect(sem.trySetPermits('3' as unknown as number)).rejects.toThrow(TypeError);
+    await expect(sem.addPermits(0)).rejects.toThrow(/permits must be a whole number other than 0/);
+    await expect(sem.acquire(1.5)).rejects.toThrow(/permits must be a whole number >= 1/);
+    await expect(sem.acquire({ permits: -1 })).rejects.toThrow(/options\.permits/);
+    await expect(sem.tryAcquire(1, -5)).rejects.toThrow(/waitTime must be >= 0/);
+    await expect(sem.release(0)).rejects.toThrow(RangeError);
+    const ps = locks.getPermitExpirableSemaphore('pool');
+    await expect(ps.acquire({ leaseTime: 5 })).rejects.toThrow(/leaseTime must be >= 30/);
+    await expect(ps.release('not-an-id')).rejects.toThrow(/permitId must be 32 lowercase hex digits/);
+    const latch = locks.getCountDownLatch('boot');
+    await expect(latch.trySetCount(0)).rejects.toThrow(/count must be a whole number >= 1/);
+    await expect(latch.await(-1)).rejects.toThrow(/waitTime must be >= 0/);
+    expect(idle.status).toBe('wait');
+    await locks.close();
+    idle.disconnect();
+  });
+
+  it('waits by pub/sub: no command while parked, woken by the release', async () => {
+    const name = uniqueName('sem');
+    const sem = redis.locks().getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const waiter = track(redis.locks().getSemaphore(name).acquire());
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await sleep(50);
+    const before = await scriptCalls();
+    await sleep(300);
+    expect((await scriptCalls()) - before).toBe(0);
+    expect(waiter.done).toBe(false);
+    const start = performance.now();
+    await sem.release();
+    await until(() => waiter.done);
+    expect(elapsedSince(start)).toBeLessThan(500);
+    expect(waiter.error).toBeUndefined();
+  });
+
+  it('wakes as many local waiters as the released permits serve, in arrival order', async () => {
+    const name = uniqueName('sem');
+    const locks = redis.locks();
+    // Both scripts loaded on the node first, so that no NOSCRIPT retry counts below.
+    await locks.getSemaphore(name).release();
+    expect(await locks.getSemaphore(name).tryAcquire()).toBe(true);
+    const order: number[] = [];
+    const waiters = Array.from({ length: 5 }, (_, i) =>
+      locks
+        .getSemaphore(name)
+        .acquire()
+        .then(() => order.push(i)),
+    );
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await sleep(100);
+    const before = await scriptCalls();
+    await redis.locks().getSemaphore(name).release(3);
+    await until(() => order.length === 3);
+    await sleep(100);
+    expect(order).toEqual([0, 1, 2]);
+    // Three grants and the release: nobody else was woken to try.
+    expect((await scriptCalls()) - before).toBeLessThanOrEqual(5);
+    await redis.locks().getSemaphore(name).release(2);
+    await Promise.all(waiters);
+    expect(order).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('lets no smaller need overtake a waiter for several permits in its process', async () => {
+    const name = uniqueName('sem');
+    const locks = redis.locks();
+    const big = track(locks.getSemaphore(name).acquire(3));
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    const small = track(locks.getSemaphore(name).acquire(1));
+    await sleep(50);
+    const other = redis.locks().getSemaphore(name);
+    await other.release(2);
+    await sleep(200);
+    expect(big.done).toBe(false);
+    expect(small.done).toBe(false);
+    await other.release(1);
+    await until(() => big.done);
+    await sleep(100);
+    expect(small.done).toBe(false);
+    await other.release(1);
+    await until(() => small.done);
+    expect(await other.availablePermits()).toBe(0);
+  });
+
+  it('does not let smaller needs of other processes starve a waiter for several permits', async () => {
+    const name = uniqueName('sem');
+    const setup = redis.locks().getSemaphore(name);
+    await setup.trySetPermits(3);
+    // Three clients take and give back one permit each, as fast as they can: there is rarely more than one
+    // permit free at a time, and never three, unless the big waiter's claim holds the newcomers back.
+    let stop = false;
+    let cycles = 0;
+    const churners = Array.from({ length: 3 }, async () => {
+      const sem = redis.locks().getSemaphore(name);
+      while (!stop) {
+        if (await sem.tryAcquire(1, 1000)) {
+          cycles++;
+          await sleep(2);
+          await sem.release();
+        }
+      }
+    });
+    await until(() => cycles > 30);
+    const start = performance.now();
+    const granted = await redis.locks().getSemaphore(name).tryAcquire(3, 5000);
+    const waited = elapsedSince(start);
+    stop = true;
+    await Promise.all(churners);
+    expect(granted).toBe(true);
+    expect(waited).toBeLessThan(3000);
+    expect(await redis.admin.exists(keysOf(name).claimKey)).toBe(0);
+    await setup.release(3);
+    expect(await setup.availablePermits()).toBe(3);
+  });
+
+  it('gives up its claim when it stops waiting, and wakes the waiters it held back', async () => {
+    const name = uniqueName('sem');
+    const sem = redis.locks().getSemaphore(name);
+    await sem.trySetPermits(1);
+    expect(await redis.locks().getSemaphore(name).tryAcquire(2, 300)).toBe(false);
+    await until(async () => (await redis.admin.exists(keysOf(name).claimKey)) === 0);
+    expect(await sem.tryAcquire(1)).toBe(true);
+    await sem.release();
+    // A claim held back a waiter of another process; the claimant aborts: that waiter goes in at once.
+    const controller = new AbortController();
+    const claimant = track(redis.locks().getSemaphore(name).acquire({ permits: 2, signal: controller.signal }));
+    await until(async () => (await redis.admin.exists(keysOf(name).claimKey)) === 1);
+    const heldBack = track(redis.locks().getSemaphore(name).tryAcquire(1, 5000));
+    await sleep(200);
+    expect(heldBack.done).toBe(false);
+    const start = performance.now();
+    controller.abort(new Error('enough'));
+    await until(() => heldBack.done);
+    expect(heldBack.value).toBe(true);
+    expect(elapsedSince(start)).toBeLessThan(1000);
+    expect((claimant.error as Error).message).toBe('enough');
+  });
+
+  it('answers a resent grant or release from its memo, and undoes a grant exactly once', async () => {
+    const name = uniqueName('sem');
+    const { lockKey, claimKey, channel, acquireMemoPrefix, releaseMemoPrefix } = keysOf(name);
+    const scripts = new LockScripts(redis.redis());
+    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    await redis.admin.set(lockKey, 5);
+    const acquire = () =>
+      scripts.run(
+        'semaphore/acquire',
+        [lockKey, claimKey, `${acquireMemoPrefix}r1`, channel],
+        [2, MEMO_MS, '', 1000, publish],
+      );
+    expect(await acquire()).toEqual([1, 3]);
+    expect(await acquire()).toEqual([1, 3]);
+    expect(await redis.admin.get(lockKey)).toBe('3');
+    const release = (memo: string, mode: string) =>
+      scripts.run('semaphore/release', [lockKey, channel, memo], [1, MEMO_MS, mode, publish]);
+    const available = async (memo: string, mode: string) => ((await release(memo, mode)) as number[])[0];
+    expect(await available(`${releaseMemoPrefix}r2`, 'release')).toBe(4);
+    expect(await available(`${releaseMemoPrefix}r2`, 'release')).toBe(4);
+    expect(await available(`${acquireMemoPrefix}r1`, 'undo')).toBe(6);
+    expect(await release(`${acquireMemoPrefix}r1`, 'undo')).toEqual([-1, 0]);
+    expect(await redis.admin.get(lockKey)).toBe('6');
+  });
+
+  it('re-checks after the subscriber reconnects: a release sent meanwhile is not missed (Redisson #5762)', async () => {
+    const name = uniqueName('sem');
+    const locks = redis.locks();
+    const waiter = track(locks.getSemaphore(name).acquire());
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await sleep(50);
+    for (const node of everyNode(redis.admin)) await node.client('KILL', 'TYPE', 'pubsub').catch(() => 0);
+    // Given back without a message anyone hears: the key changes, nobody is subscribed.
+    await redis.admin.incr(name);
+    const start = performance.now();
+    await until(() => waiter.done, 5000);
+    expect(waiter.error).toBeUndefined();
+    expect(elapsedSince(start)).toBeLessThan(3000);
+  });
+
+  it('times out, aborts and closes without taking anything or leaving a subscription', async () => {
+    const name = uniqueName('sem');
+    const locks = redis.locks();
+    const sem = locks.getSemaphore(name);
+    const start = performance.now();
+    expect(await sem.tryAcquire(1, 200)).toBe(false);
+    expect(elapsedSince(start)).toBeGreaterThanOrEqual(190);
+    const controller = new AbortController();
+    const aborted = sem.acquire({ signal: controller.signal });
+    setTimeout(() => controller.abort(new Error('stop')), 50);
+    await expect(aborted).rejects.toThrow('stop');
+    const closed = expect(sem.acquire(2)).rejects.toThrow(LockClientClosedError);
+    await sleep(50);
+    await locks.close();
+    await closed;
+    await expect(sem.release()).rejects.toThrow(LockClientClosedError);
+    // The subscriber connection is closed; the server notices a moment later.
+    expect(await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0, 1000)).toBe(
+      true,
+    );
+    expect(await redis.admin.exists(keysOf(name).claimKey)).toBe(0);
+    expect(Number((await redis.admin.get(name)) ?? 0)).toBe(0);
+  });
+
+  describe('with Redisson (played through its protocol)', () => {
+    it('shares the permits, and each side’s release wakes the other’s waiter', async () => {
+      const name = uniqueName('sem');
+      const java = new RedissonSemaphore(redis.admin, name);
+      expect(java.channel).toBe(keysOf(name).channel);
+      const sem = redis.locks().getSemaphore(name);
+      expect(await sem.trySetPermits(2)).toBe(true);
+      expect(await java.tryAcquire(1)).toBe(true);
+      expect(await sem.tryAcquire(1)).toBe(true);
+      expect(await java.tryAcquire(1)).toBe(false);
+      expect(await sem.availablePermits()).toBe(0);
+      // Ours waits; the Java release wakes it.
+      const ours = track(redis.locks().getSemaphore(name).acquire());
+      await until(async () => (await channelSubscribers(redis.admin, java.channel)) === 1);
+      await java.release(1);
+      await until(() => ours.done);
+      expect(ours.error).toBeUndefined();
+      // Java waits (on its own subscriber); our release wakes it.
+      const javaSide = new RedissonSemaphore(redis.admin, name);
+      const javaWaiting = javaSide.acquire(1, 5000);
+      await until(async () => (await channelSubscribers(redis.admin, java.channel)) === 1);
+      const start = performance.now();
+      await sem.release();
+      expect(await javaWaiting).toBe(true);
+      expect(elapsedSince(start)).toBeLessThan(1000);
+      listenerFor(redis.admin, java.channel);
+      expect(await sem.availablePermits()).toBe(0);
+    });
+  });
+});
