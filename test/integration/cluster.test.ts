@@ -383,6 +383,63 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
   );
 });
 
+describe('T17 for the semaphores and the latch: their slot migrated back and forth', () => {
+  it('keeps at most the permits out, loses no wake-up, and ends with every permit back', async () => {
+    const name = uniqueName('t17-sem');
+    const slot = keySlot(name);
+    const seed = cluster.nodes[0]?.port ?? 0;
+    const permits = 3;
+    const clients = Array.from({ length: 4 }, () => locksOn({ watchdogTimeout: 3000 }));
+    const first = clients[0];
+    if (!first) throw new Error('no client');
+    await first.getSemaphore(name).trySetPermits(permits);
+    let inside = 0;
+    let maxInside = 0;
+    let sections = 0;
+    const perClient = 40;
+    const work = clients.flatMap((locks, i) =>
+      [0, 1].map(async (flow) => {
+        // Half the flows use the plain semaphore, half the expirable one: they share the permits.
+        const plain = (i + flow) % 2 === 0;
+        for (let n = 0; n < perClient / 2; n++) {
+          const permit = plain
+            ? await locks.getSemaphore(name).acquire()
+            : await locks.getPermitExpirableSemaphore(name).acquire({ waitTime: 20_000 });
+          inside++;
+          maxInside = Math.max(maxInside, inside);
+          await sleep(2);
+          inside--;
+          sections++;
+          await (permit === undefined ? locks.getSemaphore(name).release() : permit.release());
+        }
+      }),
+    );
+    const latchName = `{${name}}:latch`;
+    await first.getCountDownLatch(latchName).trySetCount(1);
+    const latchWaiters = clients.map((locks) => locks.getCountDownLatch(latchName).await(30_000));
+    const workload = { finished: false };
+    const all = Promise.all(work).finally(() => (workload.finished = true));
+    let migrations = 0;
+    while (!workload.finished && migrations < 6) {
+      await sleep(150);
+      const from = slotOwner(seed, slot);
+      const to = masters(seed).find((m) => m.id !== from.id);
+      if (!to) break;
+      await migrateSlot(slot, from, to);
+      migrations++;
+    }
+    await all;
+    await first.getCountDownLatch(latchName).countDown();
+    expect(await Promise.all(latchWaiters)).toEqual(clients.map(() => true));
+    recordFigures('T17 slot migration (semaphores)', { migrations, sections, maxInside });
+    expect(migrations).toBeGreaterThanOrEqual(3);
+    expect(sections).toBe(clients.length * perClient);
+    expect(maxInside).toBeLessThanOrEqual(permits);
+    expect(maxInside).toBe(permits);
+    expect(await first.getPermitExpirableSemaphore(name).availablePermits()).toBe(permits);
+  }, 120_000);
+});
+
 function inRange(range: string, slot: number): boolean {
   const match = /^(\d+)(?:-(\d+))?$/.exec(range);
   if (!match) return false;

@@ -116,6 +116,30 @@ describe('syncReplicas', () => {
     }
   });
 
+  it('confirms or undoes semaphore grants the same way, giving the permits back', async () => {
+    const locks = lockClient({ syncReplicas: { replicas: 1, timeout: 200 } });
+    const name = uniqueName('sync');
+    const sem = locks.getSemaphore(`${name}:sem`);
+    const ps = locks.getPermitExpirableSemaphore(`${name}:pes`);
+    await sem.trySetPermits(1);
+    await ps.trySetPermits(1);
+    expect(await sem.tryAcquire()).toBe(true);
+    await sem.release();
+    await (await ps.acquire()).release();
+    replica.pause();
+    try {
+      const semError: unknown = await sem.tryAcquire(1, 1000).catch((e: unknown) => e);
+      expect(semError).toBeInstanceOf(LockNotReplicatedError);
+      const psError: unknown = await ps.acquire({ waitTime: 1000 }).catch((e: unknown) => e);
+      expect(psError).toBeInstanceOf(LockNotReplicatedError);
+      expect(await admin.get(`${name}:sem`)).toBe('1');
+      expect(await admin.get(`${name}:pes`)).toBe('1');
+      expect(await admin.zcard(`{${name}:pes}:timeout`)).toBe(0);
+    } finally {
+      replica.resume();
+    }
+  });
+
   it('undoes an unacknowledged re-entry and keeps the outer hold', async () => {
     const locks = lockClient({ syncReplicas: { replicas: 1, timeout: 200 } });
     const name = uniqueName('sync');
