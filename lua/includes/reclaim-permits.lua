@@ -1,11 +1,13 @@
--- reclaimPermits(permitsKey, timeoutKey, channel, publish, now): gives back every permit of an expirable
--- semaphore whose lease ended by `now` (epoch ms), and wakes waiters when that frees any; returns how many.
-local function reclaimPermits(permitsKey, timeoutKey, channel, publish, now)
+--- @include "permit-queue"
+-- reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish,
+-- now): gives back every permit of an expirable semaphore whose lease ended by `now` (epoch ms), and serves
+-- the waiters they can; returns how many came back.
+local function reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, now)
   local expired = redis.call('ZREMRANGEBYSCORE', timeoutKey, '-inf', now)
   if expired > 0 then
     local available = redis.call('INCRBY', permitsKey, expired)
     if available > 0 then
-      redis.call(publish, channel, available)
+      announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, available)
     end
   end
   return expired

@@ -1,14 +1,22 @@
 --[[
-  acquire: take one permit of an expirable semaphore under the caller's permit id, for leaseMs.
+  acquire: take one permit of an expirable semaphore under the caller's permit id, for leaseMs, if one is
+  free beyond what the queued waiters ahead of the caller wait for; otherwise queue the caller (when it
+  may wait).
 
-  KEYS[1] permitsKey  string: available permits (shared with Redisson's RPermitExpirableSemaphore)
-  KEYS[2] timeoutKey  sorted set "{<name>}:timeout": permit id (16 raw bytes) -> lease end, epoch ms
-                      (Redisson's 922337203685477 = no lease)
-  KEYS[3] channel     "redisson_sc:{<name>}" (prefixed): gets the new number of available permits
+  KEYS[1] permitsKey    string: available permits (shared with Redisson's RPermitExpirableSemaphore)
+  KEYS[2] timeoutKey    sorted set "{<name>}:timeout": permit id (16 raw bytes) -> lease end, epoch ms
+                        (Redisson's 922337203685477 = no lease)
+  KEYS[3] queueKey      list: the permit queue (see includes/permit-queue.lua)
+  KEYS[4] deadlinesKey  sorted set: queue entry -> deadline
+  KEYS[5] grantsKey     sorted set: entries handed their permits -> until when the record is kept
+  KEYS[6] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
 
-  ARGV[1] permitId  16 raw bytes, chosen by the caller (random)
-  ARGV[2] leaseMs   integer > 0, milliseconds
-  ARGV[3] publish   "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[1] permitId    16 raw bytes, chosen by the caller (random)
+  ARGV[2] leaseMs     integer > 0, milliseconds
+  ARGV[3] entry       the caller's queue entry "1|<clientId>|<n>|w" when it may wait, else ""
+  ARGV[4] entryMs     integer > 0, milliseconds: how long the entry lives past this attempt
+  ARGV[5] wakePrefix  channel prefix of the queued waiters' clients
+  ARGV[6] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     {1, left}                 granted (or already granted to this permit id: a resend); left = available
@@ -16,30 +24,35 @@
                               permit comes back), -1 when no permit has a lease
 
   Side effects
-    first, permits whose lease ended go back: ZREMRANGEBYSCORE timeoutKey, INCRBY permitsKey, PUBLISH
-    (or SPUBLISH) channel <available>;
-    granted: DECRBY permitsKey 1; ZADD timeoutKey <now + leaseMs> permitId; the permit key's TTL, if any,
-    is copied to timeoutKey (Redisson #2444). Server time (TIME), not the client's clock
+    first, permits whose lease ended go back (ZREMRANGEBYSCORE timeoutKey, INCRBY permitsKey) and wake the
+    waiters they serve; entries whose deadline passed leave the queue;
+    granted: DECRBY permitsKey 1; ZADD timeoutKey <now + leaseMs> permitId; the entry leaves the queue;
+    the permit key's TTL, if any, is copied to timeoutKey (Redisson #2444);
+    refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs.
+    Server time (TIME), not the client's clock
 ]]
 local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]
-local channel = KEYS[3]
+local queueKey = KEYS[3]
+local deadlinesKey = KEYS[4]
+local grantsKey = KEYS[5]
+local channel = KEYS[6]
 local permitId = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
-local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local entry = ARGV[3]
+local entryMs = tonumber(ARGV[4])
+local wakePrefix = ARGV[5]
+local publish = ARGV[6] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
---- @include "server-time"
 --- @include "reclaim-permits"
 
 local now = serverTime()
-reclaimPermits(permitsKey, timeoutKey, channel, publish, now)
-
-local available = tonumber(redis.call('GET', permitsKey) or 0)
+reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, now)
 if redis.call('ZSCORE', timeoutKey, permitId) then
-  return {1, available}
+  return {1, tonumber(redis.call('GET', permitsKey) or 0)}
 end
-if available >= 1 then
-  local left = redis.call('DECRBY', permitsKey, 1)
+local left, available = takePermits(permitsKey, queueKey, deadlinesKey, grantsKey, entry, entryMs, 1, now)
+if left then
   redis.call('ZADD', timeoutKey, now + leaseMs, permitId)
   local pttl = redis.call('PTTL', permitsKey)
   if pttl > 0 then

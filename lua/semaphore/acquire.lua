@@ -1,70 +1,47 @@
 --[[
-  acquire: take `permits` permits of a semaphore if that many are available and no waiter for several
-  permits that came first needs them.
+  acquire: take `permits` permits of a semaphore if that many are free beyond what the queued waiters
+  ahead of the caller wait for; otherwise queue the caller (when it may wait).
 
-  KEYS[1] permitsKey  string: available permits (Redisson's RSemaphore / RPermitExpirableSemaphore key)
-  KEYS[2] claimKey    string "<need>:<claimId>": the one waiter for several permits that this library's
-                      newcomers leave room for (Redisson's clients do not read it)
-  KEYS[3] memoKey     string: memo of this acquisition (acquire memo prefix + request id)
-  KEYS[4] channel     "redisson_sc:{<name>}" (prefixed): gets the permits left when a claim is satisfied
+  KEYS[1] permitsKey    string: available permits (Redisson's RSemaphore / RPermitExpirableSemaphore key)
+  KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
+  KEYS[3] deadlinesKey  sorted set: queue entry -> deadline (epoch ms, server time)
+  KEYS[4] grantsKey     sorted set: entries handed their permits -> until when the record is kept
+  KEYS[5] memoKey       string: memo of this acquisition (acquire memo prefix + request id)
 
   ARGV[1] permits  integer >= 1
   ARGV[2] memoMs   integer > 0, milliseconds: how long memoKey is kept
-  ARGV[3] claimId  the caller's waiter id when it may claim (a waiter for several permits), else ""
-  ARGV[4] claimMs  integer > 0, milliseconds: how long a claim lives past its waiter's latest attempt
-  ARGV[5] publish  "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[3] entry    the caller's queue entry "<permits>|<clientId>|<n>|h" when it may wait, else ""
+  ARGV[4] entryMs  integer > 0, milliseconds: how long the entry lives past this attempt
 
   Returns
-    {1, left}       granted (or already granted by an earlier send of this request); left = permits left
-    {0, available}  not granted: too few permits, or they are kept for an older claim
+    {1, left}       granted, or handed over to the entry before (or already granted by an earlier send
+                    of this request); left = permits left
+    {0, available}  not granted: too few permits, or they are kept for queued waiters ahead
 
   Side effects
-    granted: DECRBY permitsKey permits; SET memoKey permits PX memoMs; when the caller's own claim is
-             satisfied, DEL claimKey and PUBLISH (or SPUBLISH) channel <left> if left > 0, so that
-             waiters held back by the claim try again
-    refused with a claimId and no other waiter's claim: SET claimKey "<permits>:<claimId>" PX claimMs
+    entries whose deadline passed leave the queue;
+    granted: DECRBY permitsKey permits (not for handed-over permits: ZREM grantsKey entry instead);
+             SET memoKey permits PX memoMs; the entry leaves the queue
+    refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs
 ]]
 local permitsKey = KEYS[1]
-local claimKey = KEYS[2]
-local memoKey = KEYS[3]
-local channel = KEYS[4]
+local queueKey = KEYS[2]
+local deadlinesKey = KEYS[3]
+local grantsKey = KEYS[4]
+local memoKey = KEYS[5]
 local permits = tonumber(ARGV[1])
 local memoMs = tonumber(ARGV[2])
-local claimId = ARGV[3]
-local claimMs = tonumber(ARGV[4])
-local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local entry = ARGV[3]
+local entryMs = tonumber(ARGV[4])
 
-local available = tonumber(redis.call('GET', permitsKey) or 0)
+--- @include "permit-queue"
+
 if redis.call('EXISTS', memoKey) == 1 then
-  return {1, available}
+  return {1, tonumber(redis.call('GET', permitsKey) or 0)}
 end
-
--- An older waiter for several permits keeps its need free: newcomers take only what exceeds it.
-local claim = redis.call('GET', claimKey)
-local reserved = 0
-local mine = false
-if claim then
-  local colon = string.find(claim, ':', 1, true)
-  if string.sub(claim, colon + 1) == claimId then
-    mine = true
-  else
-    reserved = tonumber(string.sub(claim, 1, colon - 1))
-  end
-end
-
-if available - reserved >= permits then
-  local left = redis.call('DECRBY', permitsKey, permits)
+local left, available = takePermits(permitsKey, queueKey, deadlinesKey, grantsKey, entry, entryMs, permits, serverTime())
+if left then
   redis.call('SET', memoKey, permits, 'PX', memoMs)
-  if mine then
-    redis.call('DEL', claimKey)
-    if left > 0 then
-      redis.call(publish, channel, left)
-    end
-  end
   return {1, left}
-end
-
-if claimId ~= '' and (mine or not claim) then
-  redis.call('SET', claimKey, permits .. ':' .. claimId, 'PX', claimMs)
 end
 return {0, available}

@@ -1,26 +1,37 @@
 --[[
   add-permits: add to (or, with a negative delta, take from) the available permits of a semaphore.
 
-  KEYS[1] permitsKey  string: available permits (created at 0 if missing)
-  KEYS[2] channel     "redisson_sc:{<name>}" (prefixed)
+  KEYS[1] permitsKey    string: available permits (created at 0 if missing)
+  KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
+  KEYS[3] deadlinesKey  sorted set: queue entry -> deadline
+  KEYS[4] grantsKey     sorted set: entries handed their permits -> until when the record is kept
+  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed)
 
-  ARGV[1] delta    integer, not 0
-  ARGV[2] publish  "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[1] delta       integer, not 0
+  ARGV[2] wakePrefix  channel prefix of the queued waiters' clients
+  ARGV[3] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     the number of available permits afterwards (negative when more were taken than there were)
 
   Side effects
-    INCRBY permitsKey delta (keeps a TTL the key has, unlike Redisson's SET); PUBLISH (or SPUBLISH)
-    channel <available> when the delta is positive and permits are available
+    INCRBY permitsKey delta (keeps a TTL the key has, unlike Redisson's SET); when the delta is positive
+    and permits are available, the queued waiters they serve are woken, and what no queued waiter needs is
+    published on channel
 ]]
 local permitsKey = KEYS[1]
-local channel = KEYS[2]
+local queueKey = KEYS[2]
+local deadlinesKey = KEYS[3]
+local grantsKey = KEYS[4]
+local channel = KEYS[5]
 local delta = tonumber(ARGV[1])
-local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local wakePrefix = ARGV[2]
+local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+
+--- @include "permit-queue"
 
 local available = redis.call('INCRBY', permitsKey, delta)
 if delta > 0 and available > 0 then
-  redis.call(publish, channel, available)
+  announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, available)
 end
 return available

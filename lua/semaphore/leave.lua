@@ -1,34 +1,49 @@
 --[[
-  leave: a waiter for several permits gives up its claim (it stopped waiting), and the waiters the claim
-  held back try again.
+  leave: a waiter stops waiting (it gave up, was aborted, or its client closes): its entry leaves the permit
+  queue, permits handed to it that it did not take go back, and the waiters it kept from them are served.
 
-  KEYS[1] claimKey    string "<need>:<claimId>"
-  KEYS[2] permitsKey  string: available permits
-  KEYS[3] channel     "redisson_sc:{<name>}" (prefixed)
+  KEYS[1] queueKey      list: the permit queue (see includes/permit-queue.lua)
+  KEYS[2] deadlinesKey  sorted set: queue entry -> deadline
+  KEYS[3] grantsKey     sorted set: entries handed their permits -> until when the record is kept
+  KEYS[4] permitsKey    string: available permits
+  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed)
 
-  ARGV[1] claimId  the waiter's id
-  ARGV[2] publish  "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[1] entry       the waiter's entry "<permits>|<clientId>|<n>|<kind>"
+  ARGV[2] wakePrefix  channel prefix of the queued waiters' clients
+  ARGV[3] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
-    1  the claim was the waiter's and is gone
-    0  it was not (never made, expired, or taken over)
+    2  permits had been handed to the entry: they went back
+    1  the entry was queued and is gone
+    0  neither (never queued, took its permits, or dropped as dead)
 
   Side effects
-    DEL claimKey when it is the waiter's; then PUBLISH (or SPUBLISH) channel <available> if > 0
+    LREM queueKey, ZREM deadlinesKey; handed permits: ZREM grantsKey, INCRBY permitsKey <need>; then,
+    when permits are available, the waiters they serve are served as a release serves them
 ]]
-local claimKey = KEYS[1]
-local permitsKey = KEYS[2]
-local channel = KEYS[3]
-local claimId = ARGV[1]
-local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local queueKey = KEYS[1]
+local deadlinesKey = KEYS[2]
+local grantsKey = KEYS[3]
+local permitsKey = KEYS[4]
+local channel = KEYS[5]
+local entry = ARGV[1]
+local wakePrefix = ARGV[2]
+local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
-local claim = redis.call('GET', claimKey)
-if not claim or string.sub(claim, string.find(claim, ':', 1, true) + 1) ~= claimId then
-  return 0
+--- @include "permit-queue"
+
+local left = 1
+if redis.call('ZREM', grantsKey, entry) == 1 then
+  redis.call('INCRBY', permitsKey, entryNeed(entry))
+  left = 2
+else
+  redis.call('ZREM', deadlinesKey, entry)
+  if redis.call('LREM', queueKey, 1, entry) == 0 then
+    return 0
+  end
 end
-redis.call('DEL', claimKey)
 local available = tonumber(redis.call('GET', permitsKey) or 0)
 if available > 0 then
-  redis.call(publish, channel, available)
+  announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, available)
 end
-return 1
+return left

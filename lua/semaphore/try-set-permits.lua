@@ -1,26 +1,37 @@
 --[[
   try-set-permits: set the number of permits of a semaphore that has none set yet.
 
-  KEYS[1] permitsKey  string: available permits
-  KEYS[2] channel     "redisson_sc:{<name>}" (prefixed)
+  KEYS[1] permitsKey    string: available permits
+  KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
+  KEYS[3] deadlinesKey  sorted set: queue entry -> deadline
+  KEYS[4] grantsKey     sorted set: entries handed their permits -> until when the record is kept
+  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed)
 
-  ARGV[1] permits  integer >= 1
-  ARGV[2] publish  "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[1] permits     integer >= 1
+  ARGV[2] wakePrefix  channel prefix of the queued waiters' clients
+  ARGV[3] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     1  set
     0  the semaphore already had a count (unchanged)
 
   Side effects
-    SET permitsKey permits and PUBLISH (or SPUBLISH) channel <permits>, when the key did not exist
+    when the key did not exist: SET permitsKey permits; the queued waiters they serve are woken, and what
+    no queued waiter needs is published on channel
 ]]
 local permitsKey = KEYS[1]
-local channel = KEYS[2]
-local permits = ARGV[1]
-local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local queueKey = KEYS[2]
+local deadlinesKey = KEYS[3]
+local grantsKey = KEYS[4]
+local channel = KEYS[5]
+local permits = tonumber(ARGV[1])
+local wakePrefix = ARGV[2]
+local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+
+--- @include "permit-queue"
 
 if redis.call('SET', permitsKey, permits, 'NX') then
-  redis.call(publish, channel, permits)
+  announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, permits)
   return 1
 end
 return 0

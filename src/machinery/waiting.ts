@@ -31,7 +31,20 @@ export interface EnterOptions {
   readonly need?: number;
   /** The subscription outlives the last waiter by this long (a fair-lock waiter id that is reused). @default 0 */
   readonly lingerMs?: number;
+  /** The waiter's name: a message on the queue's `direct` channel that names it wakes it. @default undefined */
+  readonly id?: string;
+  /**
+   * A second channel of the queue, subscribed with it, whose messages each name the one waiter they wake
+   * (the permit queue's channel of this client). @default undefined
+   */
+  readonly direct?: string;
 }
+
+/**
+ * How long a subscription that waiters of this process will likely need again stays open after its last
+ * waiter (a fair-lock waiter id, a semaphore's channels): the next waiter then needs no SUBSCRIBE.
+ */
+export const LINGER_MS = 2000;
 
 /** Bound on one wait while the channel's subscription is not (yet) active: pub/sub cannot wake us then. */
 const UNSUBSCRIBED_WAIT_MS = 1000;
@@ -54,6 +67,8 @@ class ChannelQueue {
   /** Longest single wait while subscribed (sharded pub/sub can lose a subscription silently). */
   subscribedWaitMs = Infinity;
   wake: WakeMode = 'one';
+  /** The queue's `direct` channel, if it has one. */
+  direct: string | undefined;
   /** Keeps the subscription this long after the last waiter left (a fair-lock waiter id that is reused). */
   lingerMs = 0;
   lingerTimer: NodeJS.Timeout | undefined;
@@ -104,6 +119,11 @@ class ChannelQueue {
     this.permits = unparked;
   }
 
+  /** A message on the direct channel: wake the waiter it names. */
+  wakeNamed(id: string): void {
+    this.waiters.find((waiter) => waiter.id === id)?.wakeByName();
+  }
+
   /** A woken waiter left without using its wake: pass it on to the next. */
   passOn(): void {
     if (this.wake === 'one') this.dispatch('0');
@@ -117,6 +137,8 @@ export class Waiter {
   readonly #queue: ChannelQueue;
   /** Permits this waiter needs ('permits' mode). */
   readonly need: number;
+  /** The waiter's name on its queue's direct channel. */
+  readonly id: string | undefined;
   #settle: ((reason: WakeReason) => void) | undefined;
   #fail: ((error: unknown) => void) | undefined;
   /** Woken by a release that it has not yet acted on; passed on if it leaves without trying. */
@@ -126,13 +148,16 @@ export class Waiter {
    * in flight read, so its next park returns at once.
    */
   #pendingWake = false;
+  /** A message on the queue's direct channel named this waiter (the permit queue handed it its permits). */
+  #named = false;
   #left = false;
 
-  constructor(queues: WaitQueues, channel: string, queue: ChannelQueue, need: number) {
+  constructor(queues: WaitQueues, channel: string, queue: ChannelQueue, need: number, id: string | undefined) {
     this.#queues = queues;
     this.#channel = channel;
     this.#queue = queue;
     this.need = need;
+    this.id = id;
   }
 
   get isParked(): boolean {
@@ -195,6 +220,16 @@ export class Waiter {
     });
   }
 
+  /** Whether a message on the direct channel named this waiter. */
+  get named(): boolean {
+    return this.#named;
+  }
+
+  wakeByName(): void {
+    this.#named = true;
+    this.wake();
+  }
+
   wake(): void {
     this.#unusedWake = true;
     if (this.#settle) this.#settle('woken');
@@ -219,8 +254,8 @@ export class Waiter {
     this.#queue.permits = Math.min(this.#queue.permits, waiters.length);
     if (waiters.length === 0) this.#queues.drop(this.#channel, this.#queue);
     else if (available !== undefined && available > 0) this.#queue.wakeFitting(available);
-    // A permit waiter that leaves may have kept the one behind it from trying (it does not overtake).
-    else if (this.#unusedWake || this.#queue.wake === 'permits') this.#queue.passOn();
+    // A wake that was handed over by name was this waiter's alone: nothing to pass on.
+    else if (this.#unusedWake && !this.#named) this.#queue.passOn();
   }
 }
 
@@ -238,6 +273,8 @@ export class WaitQueues {
   readonly #redis: RedisClient;
   readonly #pubsubMode: () => Promise<PubSubMode>;
   readonly #queues = new Map<string, ChannelQueue>();
+  /** Direct channels (see EnterOptions) and their queues. */
+  readonly #direct = new Map<string, ChannelQueue>();
   /** Waiter slots in use, per lock: fair-lock waiters reuse ids (and their subscriptions). */
   readonly #slots = new Map<string, Set<number>>();
   /** Channels whose lock this process just freed while waiters in other processes were listening. */
@@ -303,7 +340,7 @@ export class WaitQueues {
   }
 
   /** Joins the FIFO of `channel`, subscribing to it when this is its first waiter. */
-  enter(channel: string, { wake = 'one', need = 1, lingerMs = 0 }: EnterOptions = {}): Waiter {
+  enter(channel: string, { wake = 'one', need = 1, lingerMs = 0, id, direct }: EnterOptions = {}): Waiter {
     let queue = this.#queues.get(channel);
     if (queue?.lingerTimer) {
       clearTimeout(queue.lingerTimer);
@@ -313,7 +350,9 @@ export class WaitQueues {
       const created = new ChannelQueue();
       created.wake = wake;
       created.lingerMs = lingerMs;
+      created.direct = direct;
       this.#queues.set(channel, created);
+      if (direct !== undefined) this.#direct.set(direct, created);
       this.#pubsubMode()
         .then(async (mode) => {
           if (mode === 'sharded') {
@@ -325,7 +364,7 @@ export class WaitQueues {
           }
           // Closed, or every waiter left, while the mode was looked up: no connection, no stale subscription.
           if (this.#closed || this.#queues.get(channel) !== created) return;
-          await this.#connection(mode).subscribe([channel]);
+          await this.#connection(mode).subscribe(direct === undefined ? [channel] : [channel, direct]);
         })
         .then(
           () => created.subscriptionSettled(true),
@@ -333,7 +372,7 @@ export class WaitQueues {
         );
       queue = created;
     }
-    const waiter = new Waiter(this, channel, queue, need);
+    const waiter = new Waiter(this, channel, queue, need, id);
     queue.waiters.push(waiter);
     return waiter;
   }
@@ -355,7 +394,12 @@ export class WaitQueues {
   #unsubscribe(channel: string, queue: ChannelQueue): void {
     if (this.#queues.get(channel) !== queue) return;
     this.#queues.delete(channel);
-    if (!this.#closed) this.#subscriber?.unsubscribe(channel).catch(() => undefined);
+    const channels = [channel];
+    if (queue.direct !== undefined) {
+      this.#direct.delete(queue.direct);
+      channels.push(queue.direct);
+    }
+    if (!this.#closed) this.#subscriber?.unsubscribe(channels).catch(() => undefined);
   }
 
   async close(): Promise<void> {
@@ -365,6 +409,7 @@ export class WaitQueues {
       for (const waiter of [...queue.waiters]) waiter.close();
     }
     this.#queues.clear();
+    this.#direct.clear();
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
     this.#unfollowSlots?.();
@@ -388,7 +433,9 @@ export class WaitQueues {
     // unhandled 'error' event from crashing the process.
     connection.on('error', () => undefined);
     connection.on(mode === 'sharded' ? 'smessage' : 'message', (channel: string, message: string) => {
-      this.#queues.get(channel)?.dispatch(message);
+      const queue = this.#queues.get(channel);
+      if (queue) queue.dispatch(message);
+      else this.#direct.get(channel)?.wakeNamed(message);
     });
     // ioredis writes a SUBSCRIBE at once even while a new connection is still in its handshake (status
     // 'connect'). Its reply puts the connection in subscriber mode, so the handshake's INFO ready check is
@@ -424,8 +471,10 @@ export class WaitQueues {
         );
         confirmed = true;
       },
-      unsubscribe: (channel) =>
-        whenReady(() => (mode === 'sharded' ? connection.sunsubscribe(channel) : connection.unsubscribe(channel))),
+      unsubscribe: (channels) =>
+        whenReady(() =>
+          mode === 'sharded' ? connection.sunsubscribe(...channels) : connection.unsubscribe(...channels),
+        ),
     };
     // After ioredis re-created sharded subscribers (slots moved, a node failed), messages may have been lost.
     // It also announces them (twice) while first connecting, before any subscription could have been lost:
@@ -463,7 +512,8 @@ export class WaitQueues {
 
   /** After a reconnect: make sure every channel is subscribed, then let every waiter try again. */
   async #resubscribe(subscriber: Subscriber): Promise<void> {
-    const channels = [...this.#queues.keys()];
+    const queued = [...this.#queues.keys()];
+    const channels = [...queued, ...this.#direct.keys()];
     const subscribed =
       channels.length === 0
         ? true
@@ -472,7 +522,7 @@ export class WaitQueues {
             () => false,
           );
     if (this.#closed) return;
-    for (const channel of channels) this.#queues.get(channel)?.subscriptionSettled(subscribed);
+    for (const channel of queued) this.#queues.get(channel)?.subscriptionSettled(subscribed);
   }
 }
 
@@ -480,7 +530,7 @@ export class WaitQueues {
 interface Subscriber {
   readonly connection: RedisClient;
   subscribe(channels: string[]): Promise<void>;
-  unsubscribe(channel: string): Promise<unknown>;
+  unsubscribe(channels: string[]): Promise<unknown>;
 }
 
 /** What one attempt found: done (with its value), or not yet, and then how long at most to park before asking again. */
@@ -489,18 +539,15 @@ export type Attempt<T> =
   | { readonly done: false; readonly retryInMs?: number };
 
 /**
- * What a queued newcomer keeps of its wait time for one attempt when its turn has not come: it asks Redis
- * once before its wait ends, never after.
- */
-const LAST_ATTEMPT_RESERVE_MS = 20;
-
-/**
  * The wait of the counted primitives (semaphores, the latch): attempt; after a failed attempt join the
  * channel's queue (subscribing), attempt once more, then park until a message wakes this waiter, the
- * attempt's retry hint or `deadline` (monotonic ms), and attempt again, until done or the deadline. A
- * permit waiter that may wait queues behind this process's waiters on the channel (arrival order); a done
- * attempt that left permits (`available`) wakes the waiters behind it that they can serve. Resolves to the
- * done attempt's value, or undefined at the deadline; rejects with the signal's reason or a close.
+ * attempt's retry hint or `deadline` (monotonic ms), and attempt again, until done or the deadline. A done
+ * attempt that left permits (`available`) wakes the local waiters behind it that they can serve (those a
+ * Redisson release announced). Order across processes is the permit queue's, in Redis. `handedOver`:
+ * a message naming this waiter on the queue's direct channel means it got what it waited for (the plain
+ * semaphore's permits are handed over by the release); its value is then the result, with no attempt.
+ * Resolves to the done attempt's value, or undefined at the deadline; rejects with the signal's reason or a
+ * close.
  */
 export async function waitFor<T>(
   waits: WaitQueues,
@@ -509,18 +556,20 @@ export async function waitFor<T>(
   deadline: number,
   signal: AbortSignal | undefined,
   attempt: () => Promise<Attempt<T>>,
+  handedOver?: () => T,
 ): Promise<T | undefined> {
-  const parkFirst = entry.wake === 'permits' && deadline > monotonicNow() && waits.hasWaiters(channel);
-  let waiter = parkFirst ? waits.enter(channel, entry) : undefined;
+  // Already listening (a subscription that lingers): joining before the first attempt catches a message
+  // that follows it, so no second attempt is needed once subscribed.
+  let waiter = waits.isSubscribed(channel) ? waits.enter(channel, entry) : undefined;
   let attempted = false;
   let retryInMs = Infinity;
   let available: number | undefined;
   try {
     for (;;) {
-      if (waiter && (attempted || parkFirst)) {
+      if (waiter && attempted) {
         const remaining = deadline - monotonicNow();
-        const parkFor = attempted ? remaining : remaining - Math.min(remaining / 2, LAST_ATTEMPT_RESERVE_MS);
-        if (parkFor > 0) await waiter.park(Math.min(parkFor, retryInMs), signal);
+        if (remaining > 0) await waiter.park(Math.min(remaining, retryInMs), signal);
+        if (handedOver && waiter.named) return handedOver();
         if (deadline - monotonicNow() <= 0) return undefined;
         waiter.attempting();
       }

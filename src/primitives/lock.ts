@@ -32,7 +32,7 @@ import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js
 import type { ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
 import { abortableSleep, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
-import type { EnterOptions, WaitQueues, Waiter } from '../machinery/waiting.js';
+import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
 
 /** What an RLock needs from its client. */
@@ -79,12 +79,6 @@ const YIELD_MS = 20;
  * come: it asks Redis once before its wait ends, never after.
  */
 const LAST_ATTEMPT_RESERVE_MS = 20;
-
-/**
- * How long a fair-lock waiter id's subscription stays open after its waiter is done: the next waiter of
- * this process on that lock takes the same id and needs no SUBSCRIBE round trip.
- */
-const LINGER_MS = 2000;
 
 /** The longest pause before asking again after grants that came too late to be held. */
 const LATE_GRANT_MAX_PAUSE_MS = 1000;

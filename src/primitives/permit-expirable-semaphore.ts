@@ -14,11 +14,11 @@
  * - A permit whose fixed lease ends while its holder's process lives is given back at once (its waiters
  *   wake then); waiters elsewhere also wake when the earliest lease they saw ends.
  * - Lease ends are server time (TIME), not the client's clock.
+ * - Waiters queue with the plain semaphore's (see semaphore.ts): first come first served, no herd.
  */
 import { randomBytes } from 'node:crypto';
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
 import { monotonicNow } from '../machinery/time.js';
-import { waitFor } from '../machinery/waiting.js';
 import type { Hold, HoldProtocol } from '../machinery/watchdog.js';
 import {
   checkPermitDelta,
@@ -39,7 +39,15 @@ import {
   type RenewEntry,
 } from '../redis/scripts.js';
 import { withLease, type LockContext } from './lock.js';
-import { addPermits, attemptGrant, checkOpen, singleAttemptDeadline, trySetPermits } from './semaphore.js';
+import {
+  addPermits,
+  attemptGrant,
+  checkOpen,
+  queueEntry,
+  singleAttemptDeadline,
+  trySetPermits,
+  waitInQueue,
+} from './semaphore.js';
 
 /** One permit of an expirable semaphore; release it once (or let `await using` do it). */
 export interface PermitLease extends AsyncDisposable {
@@ -73,14 +81,17 @@ class PermitProtocol implements HoldProtocol {
 
   /** Gives the permit back if it is still out: every mode means the same for a permit (it has one count). */
   async release(_mode: ReleaseMode, permitIds: readonly string[], options: ReleaseOptions = {}): Promise<ReleaseReply> {
-    const { lockKey, timeoutKey, channel, releaseMemoPrefix } = this.#semaphore;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, releaseMemoPrefix, wakePrefix } =
+      this.#semaphore;
+    const memoKey = releaseMemoPrefix + (options.requestId ?? newRequestId());
     const reply = await this.#scripts.runAnnouncing(
       'permit-expirable-semaphore/release',
-      [lockKey, timeoutKey, channel, releaseMemoPrefix + (options.requestId ?? newRequestId())],
-      [Buffer.from(permitIds[0] ?? '', 'hex'), MEMO_MS],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, memoKey],
+      [Buffer.from(permitIds[0] ?? '', 'hex'), MEMO_MS, wakePrefix],
       { direct: options.repair === true, pubsub: options.pubsub },
     );
-    return { remaining: integerAt(reply, 0), ownerIndex: 0, woken: integerAt(reply, 2) };
+    // 1: given back (remaining holds 0); -1: it was not out.
+    return { remaining: integerAt([reply], 0) === 1 ? 0 : -1, ownerIndex: 0, woken: 0 };
   }
 }
 
@@ -110,11 +121,11 @@ export class RPermitExpirableSemaphore {
   /** The number of permits available now, once permits whose lease ended are given back. */
   async availablePermits(): Promise<number> {
     checkOpen(this.#context, this.name);
-    const { lockKey, timeoutKey, channel } = this.#keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, wakePrefix } = this.#keys;
     const reply = await this.#context.scripts.runAnnouncing(
       'permit-expirable-semaphore/available-permits',
-      [lockKey, timeoutKey, channel],
-      [],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel],
+      [wakePrefix],
     );
     return integerAt([reply], 0);
   }
@@ -174,9 +185,11 @@ export class RPermitExpirableSemaphore {
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
-    const { lockKey, timeoutKey, channel } = this.#keys;
+    const keys = this.#keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, wakePrefix } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
-    const hold = await waitFor(context.waits, channel, { wake: 'permits' }, deadline, signal, async () => {
+    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1, 'w');
+    const hold = await waitInQueue(context, keys, queue, deadline, signal, async (entry) => {
       const id = randomBytes(16);
       const permitId = id.toString('hex');
       const requestId = newRequestId();
@@ -185,8 +198,8 @@ export class RPermitExpirableSemaphore {
         send: async () => {
           const raw = await context.scripts.runAnnouncing(
             'permit-expirable-semaphore/acquire',
-            [lockKey, timeoutKey, channel],
-            [id, leaseMs],
+            [lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel],
+            [id, leaseMs, entry, context.watchdogTimeout, wakePrefix],
           );
           const granted = integerAt(raw, 0) === 1;
           return { granted, available: integerAt(raw, 1), untilMs: granted ? -1 : integerAt(raw, 2) };
@@ -196,6 +209,7 @@ export class RPermitExpirableSemaphore {
         },
       });
       if (!reply) return { done: false };
+      // Woken, at the latest, when the earliest lease ends: its permit then comes back.
       if (!reply.granted) return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
       const token = { token: 0n, holdCount: 1 };
       const granted = context.watchdog.acquired(

@@ -4,20 +4,24 @@
  * no owner and no lease (Redisson's semantics): a process that dies holding permits leaks them until
  * someone calls `addPermits` (RPermitExpirableSemaphore has leases and a watchdog). No flows, no re-entry.
  *
- * Waiting is by pub/sub: a release wakes, in each process, as many of its waiters as the announced permits
- * can serve, in arrival order; a newcomer queues behind its process's waiters.
+ * Waiting is by pub/sub, first come first served across every client of this library: a waiter whose
+ * attempt fails joins the permit queue in Redis (`flowlock:permit-queue:{name}`, shared with the expirable
+ * semaphore), and newcomers take only permits that no queued waiter ahead of them needs. A release wakes
+ * exactly the queued waiters its permits serve, in order, each on its own client's channel (no herd: other
+ * processes hear nothing), and announces on Redisson's channel only what no queued waiter needs. A waiter
+ * for several permits is therefore neither stuck behind smaller needs nor starved by them (Redisson #6664,
+ * #6687). An entry lives `watchdogTimeout` past its waiter's latest attempt (a waiter attempts at least
+ * every third of that), so a crashed waiter stops holding the queue up within about `watchdogTimeout`.
  *
  * Differences from Redisson, none visible on the wire to a Java client:
- * - A waiter for several permits is neither stuck behind smaller needs nor starved by them: in its process
- *   nobody overtakes it, and across processes, once it has failed an attempt, it claims the permits
- *   (`flowlock:claim:{name}`, one claim at a time, living `watchdogTimeout` past its latest attempt):
- *   newcomers of this library then take only permits beyond its need. Java clients do not read the claim.
+ * - The queue is ours: Redisson's clients take permits as they find them (they may overtake our queue),
+ *   and hear on Redisson's channel only the permits our queued waiters do not need.
  * - Grants and releases are idempotent under a resend (memo keys), and a grant whose reply was lost, or came
  *   after the caller gave up, is given back.
  * - `addPermits` keeps a TTL the key has; `drainPermits` never makes the count positive.
  */
 import { LockClientClosedError, LockNotReplicatedError } from '../errors.js';
-import { waitFor } from '../machinery/waiting.js';
+import { LINGER_MS, waitFor, type Attempt, type EnterOptions } from '../machinery/waiting.js';
 import { monotonicNow, settleBy } from '../machinery/time.js';
 import {
   checkPermitDelta,
@@ -31,8 +35,6 @@ import {
 import { semaphoreKeys, type SemaphoreKeys } from '../redis/keys.js';
 import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
 import type { LockContext } from './lock.js';
-
-let claimCounter = 0;
 
 export class RSemaphore {
   readonly name: string;
@@ -88,11 +90,11 @@ export class RSemaphore {
   async release(permits = 1): Promise<void> {
     checkPermits(permits);
     checkOpen(this.#context, this.name);
-    const { lockKey, channel, releaseMemoPrefix } = this.#keys;
+    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, releaseMemoPrefix, wakePrefix } = this.#keys;
     await this.#context.scripts.runAnnouncing(
       'semaphore/release',
-      [lockKey, channel, releaseMemoPrefix + newRequestId()],
-      [permits, MEMO_MS, 'release'],
+      [lockKey, queueKey, deadlinesKey, grantsKey, channel, releaseMemoPrefix + newRequestId()],
+      [permits, MEMO_MS, 'release', wakePrefix],
     );
   }
 
@@ -102,69 +104,137 @@ export class RSemaphore {
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
-    const { lockKey, claimKey, channel, acquireMemoPrefix } = this.#keys;
-    // A waiter for several permits claims them once it failed an attempt (see the module comment), and
-    // then refreshes its claim at least every third of its life.
-    const claimId = permits > 1 && waitTime !== 0 ? `${context.clientId}:c${claimCounter++}` : '';
-    const refreshMs = claimId ? Math.floor(context.watchdogTimeout / 3) : undefined;
-    // Set by the attempts (a closure): whether Redis may hold this waiter's claim.
-    const claim = { sent: false };
-    try {
-      const granted = await waitFor(
-        context.waits,
-        channel,
-        { wake: 'permits', need: permits },
+    const keys = this.#keys;
+    const { lockKey, queueKey, deadlinesKey, grantsKey, acquireMemoPrefix } = keys;
+    // A queued waiter is handed its permits by the release that frees them: told so on its client's
+    // channel, it has them without another round trip. (With syncReplicas it asks for them, so that WAIT
+    // confirms the grant on its own connection.)
+    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits, context.replicaSync ? 'w' : 'h');
+    return (
+      (await waitInQueue(
+        context,
+        keys,
+        queue,
         deadline,
         signal,
-        async () => {
+        async (entry) => {
           const requestId = newRequestId();
-          claim.sent ||= claimId !== '';
           const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
             send: async () => {
-              const raw = await context.scripts.runAnnouncing(
+              const raw = await context.scripts.run(
                 'semaphore/acquire',
-                [lockKey, claimKey, acquireMemoPrefix + requestId, channel],
-                [permits, MEMO_MS, claimId, context.watchdogTimeout],
+                [lockKey, queueKey, deadlinesKey, grantsKey, acquireMemoPrefix + requestId],
+                [permits, MEMO_MS, entry, context.watchdogTimeout],
               );
               return { granted: integerAt(raw, 0) === 1, available: integerAt(raw, 1) };
             },
             undo: () => this.#undo(requestId),
           });
-          if (reply?.granted) return { done: true, value: true, available: reply.available };
-          return refreshMs === undefined ? { done: false } : { done: false, retryInMs: refreshMs };
+          return reply?.granted ? { done: true, value: true, available: reply.available } : { done: false };
         },
-      );
-      if (granted) claim.sent = false; // the grant dropped the claim
-      return granted === true;
-    } finally {
-      if (claim.sent) context.track(this.#leaveClaim(claimId));
-    }
+        () => true,
+      )) === true
+    );
   }
 
   /** Gives back the grant of acquisition `requestId`, if it ran and was not undone yet. */
   async #undo(requestId: string): Promise<void> {
-    const { lockKey, channel, acquireMemoPrefix } = this.#keys;
+    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, acquireMemoPrefix, wakePrefix } = this.#keys;
     try {
       await this.#context.scripts.runAnnouncing(
         'semaphore/release',
-        [lockKey, channel, acquireMemoPrefix + requestId],
-        [0, MEMO_MS, 'undo'],
+        [lockKey, queueKey, deadlinesKey, grantsKey, channel, acquireMemoPrefix + requestId],
+        [0, MEMO_MS, 'undo', wakePrefix],
         { direct: true },
       );
     } catch {
       // The connection is failing: the memo runs out and the permits stay taken (no owner to expire them).
     }
   }
+}
 
-  async #leaveClaim(claimId: string): Promise<void> {
-    const { claimKey, lockKey, channel } = this.#keys;
-    try {
-      await this.#context.scripts.runAnnouncing('semaphore/leave', [claimKey, lockKey, channel], [claimId], {
-        direct: true,
-      });
-    } catch {
-      // The connection is failing: the claim runs out within watchdogTimeout.
-    }
+/** A waiter's place in the permit queue: its entry, and the local queue it waits in. */
+export interface QueueEntry {
+  readonly entry: string;
+  readonly local: EnterOptions;
+  /** Permits are handed over to it (a message naming it means it has them). */
+  readonly handedOver: boolean;
+}
+
+let entryCounter = 0;
+
+/**
+ * A new entry in the permit queue for a waiter of this client that needs `permits`: kind 'h', a release
+ * hands it its permits; 'w', a release wakes it to take them (an expirable permit has an id and a lease).
+ */
+export function queueEntry(context: LockContext, keys: SemaphoreKeys, permits: number, kind: 'h' | 'w'): QueueEntry {
+  const entry = `${permits}|${context.clientId}|${entryCounter++}|${kind}`;
+  return {
+    entry,
+    handedOver: kind === 'h',
+    local: {
+      wake: 'permits',
+      need: permits,
+      id: entry,
+      direct: keys.wakePrefix + context.clientId,
+      // A process that waits once on a semaphore likely waits again: its next waiter needs no SUBSCRIBE.
+      lingerMs: LINGER_MS,
+    },
+  };
+}
+
+/**
+ * Waits for permits the way both semaphores do: `attempt(entry)` sends the waiter's queue entry ('' for a
+ * single attempt, which never queues) and resolves whether it was granted. A waiter that queued refreshes
+ * its entry at least every third of `watchdogTimeout` (its deadline), and leaves the queue when it stops
+ * waiting without a grant (close() waits for that).
+ */
+export async function waitInQueue<T>(
+  context: LockContext,
+  keys: SemaphoreKeys,
+  queue: QueueEntry | undefined,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  attempt: (entry: string) => Promise<Attempt<T>>,
+  handedOver?: () => T,
+): Promise<T | undefined> {
+  const refreshMs = Math.floor(context.watchdogTimeout / 3);
+  // Set by the attempts (a closure): whether Redis may hold the waiter's entry.
+  const state = { queued: false, granted: false };
+  try {
+    const value = await waitFor(
+      context.waits,
+      keys.channel,
+      queue?.local ?? { wake: 'permits' },
+      deadline,
+      signal,
+      async () => {
+        state.queued ||= queue !== undefined;
+        const result = await attempt(queue?.entry ?? '');
+        if (result.done) return result;
+        return { done: false, retryInMs: Math.min(result.retryInMs ?? Infinity, refreshMs) };
+      },
+      queue?.handedOver ? handedOver : undefined,
+    );
+    state.granted = value !== undefined;
+    return value;
+  } finally {
+    // A grant took the entry out of the queue; any other end leaves it.
+    if (state.queued && !state.granted && queue) context.track(leaveQueue(context, keys, queue.entry));
+  }
+}
+
+async function leaveQueue(context: LockContext, keys: SemaphoreKeys, entry: string): Promise<void> {
+  const { queueKey, deadlinesKey, grantsKey, lockKey, channel, wakePrefix } = keys;
+  try {
+    await context.scripts.runAnnouncing(
+      'semaphore/leave',
+      [queueKey, deadlinesKey, grantsKey, lockKey, channel],
+      [entry, wakePrefix],
+      { direct: true, pubsub: context.scripts.knownPubsubMode },
+    );
+  } catch {
+    // The connection is failing: the entry runs out at its deadline.
   }
 }
 
@@ -182,8 +252,8 @@ export async function trySetPermits(
   checkOpen(context, name);
   const reply = await context.scripts.runAnnouncing(
     'semaphore/try-set-permits',
-    [keys.lockKey, keys.channel],
-    [permits],
+    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.grantsKey, keys.channel],
+    [permits, keys.wakePrefix],
   );
   return integerAt([reply], 0) === 1;
 }
@@ -196,7 +266,11 @@ export async function addPermits(
   delta: number,
 ): Promise<void> {
   checkOpen(context, name);
-  await context.scripts.runAnnouncing('semaphore/add-permits', [keys.lockKey, keys.channel], [delta]);
+  await context.scripts.runAnnouncing(
+    'semaphore/add-permits',
+    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.grantsKey, keys.channel],
+    [delta, keys.wakePrefix],
+  );
 }
 
 /**

@@ -186,8 +186,14 @@ export interface SemaphoreKeys {
   readonly channel: string;
   /** Redisson's `{name}:timeout`: sorted set of permit id (16 raw bytes) -> lease end (epoch ms). */
   readonly timeoutKey: string;
-  /** Ours: the one waiter for several permits that newcomers of this library leave room for. */
-  readonly claimKey: string;
+  /** Ours: this library's waiters, first come first served (list of "<need>|<clientId>|<n>|<kind>"). */
+  readonly queueKey: string;
+  /** Ours: sorted set of queue entry -> deadline (epoch ms) after which its waiter is presumed gone. */
+  readonly deadlinesKey: string;
+  /** Ours: sorted set of the entries a release handed their permits to (until their deadline). */
+  readonly grantsKey: string;
+  /** A queued waiter is woken on its client's channel `<wakePrefix><clientId>`, in the semaphore's slot. */
+  readonly wakePrefix: string;
   /** Prefix of the memo of a grant (append the request id): a resend is answered, an undo finds it. */
   readonly acquireMemoPrefix: string;
   /** Prefix of the memo of a release (append the request id): a resend is answered, not run again. */
@@ -209,7 +215,10 @@ export function semaphoreKeys(keyPrefix: string, name: string, cluster = false):
       base.cluster && !inLockSlot(base, timeoutKey, false)
         ? `${keyPrefix}{${base.tag}}${base.suffix}:timeout`
         : timeoutKey,
-    claimKey: `${keyPrefix}flowlock:claim:{${base.tag}}${base.suffix}`,
+    queueKey: `${keyPrefix}flowlock:permit-queue:{${base.tag}}${base.suffix}`,
+    deadlinesKey: `${keyPrefix}flowlock:permit-deadlines:{${base.tag}}${base.suffix}`,
+    grantsKey: `${keyPrefix}flowlock:permit-grants:{${base.tag}}${base.suffix}`,
+    wakePrefix: `${keyPrefix}flowlock:permit-wake:{${base.tag}}${base.suffix}:`,
     acquireMemoPrefix: `${keyPrefix}flowlock:acquired:{${base.tag}}:`,
     releaseMemoPrefix: ownKeys(base).releaseMemoPrefix,
   };

@@ -108,7 +108,7 @@ describe('RSemaphore', () => {
     expect(waiter.error).toBeUndefined();
   });
 
-  it('wakes as many local waiters as the released permits serve, in arrival order', async () => {
+  it('hands the released permits to as many queued waiters as they serve, in arrival order, with no other call', async () => {
     const name = uniqueName('sem');
     const locks = redis.locks();
     // Both scripts loaded on the node first, so that no NOSCRIPT retry counts below.
@@ -128,14 +128,14 @@ describe('RSemaphore', () => {
     await until(() => order.length === 3);
     await sleep(100);
     expect(order).toEqual([0, 1, 2]);
-    // Three grants and the release: nobody else was woken to try.
-    expect((await scriptCalls()) - before).toBeLessThanOrEqual(5);
+    // The release handed the permits over: nobody else was woken to try, nobody asked again.
+    expect((await scriptCalls()) - before).toBe(1);
     await redis.locks().getSemaphore(name).release(2);
     await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3, 4]);
   });
 
-  it('lets no smaller need overtake a waiter for several permits in its process', async () => {
+  it('lets no smaller need overtake a waiter for several permits', async () => {
     const name = uniqueName('sem');
     const locks = redis.locks();
     const big = track(locks.getSemaphore(name).acquire(3));
@@ -182,24 +182,27 @@ describe('RSemaphore', () => {
     await Promise.all(churners);
     expect(granted).toBe(true);
     expect(waited).toBeLessThan(3000);
-    expect(await redis.admin.exists(keysOf(name).claimKey)).toBe(0);
+    expect(await redis.admin.exists(keysOf(name).queueKey)).toBe(0);
     await setup.release(3);
     expect(await setup.availablePermits()).toBe(3);
   });
 
-  it('gives up its claim when it stops waiting, and wakes the waiters it held back', async () => {
+  it('leaves the queue when it stops waiting, and serves the waiters it held back', async () => {
     const name = uniqueName('sem');
+    const { queueKey, deadlinesKey, grantsKey } = keysOf(name);
     const sem = redis.locks().getSemaphore(name);
     await sem.trySetPermits(1);
     expect(await redis.locks().getSemaphore(name).tryAcquire(2, 300)).toBe(false);
-    await until(async () => (await redis.admin.exists(keysOf(name).claimKey)) === 0);
+    await until(async () => (await redis.admin.exists(queueKey, deadlinesKey)) === 0);
     expect(await sem.tryAcquire(1)).toBe(true);
     await sem.release();
-    // A claim held back a waiter of another process; the claimant aborts: that waiter goes in at once.
+    // A waiter for 2 is queued first: a newcomer of another process for 1 queues behind it (the free permit
+    // is kept for the first); the first aborts: the newcomer is handed the permit at once.
     const controller = new AbortController();
-    const claimant = track(redis.locks().getSemaphore(name).acquire({ permits: 2, signal: controller.signal }));
-    await until(async () => (await redis.admin.exists(keysOf(name).claimKey)) === 1);
+    const first = track(redis.locks().getSemaphore(name).acquire({ permits: 2, signal: controller.signal }));
+    await until(async () => (await redis.admin.llen(queueKey)) === 1);
     const heldBack = track(redis.locks().getSemaphore(name).tryAcquire(1, 5000));
+    await until(async () => (await redis.admin.llen(queueKey)) === 2);
     await sleep(200);
     expect(heldBack.done).toBe(false);
     const start = performance.now();
@@ -207,31 +210,75 @@ describe('RSemaphore', () => {
     await until(() => heldBack.done);
     expect(heldBack.value).toBe(true);
     expect(elapsedSince(start)).toBeLessThan(1000);
-    expect((claimant.error as Error).message).toBe('enough');
+    expect((first.error as Error).message).toBe('enough');
+    expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
+    // The record of the handed-over permit stays until the waiter's deadline, no longer.
+    const ttl = await redis.admin.pttl(grantsKey);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+    expect(await sem.availablePermits()).toBe(0);
+  });
+
+  it('gives back permits handed to a waiter that stopped waiting meanwhile', async () => {
+    const name = uniqueName('sem');
+    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, wakePrefix, acquireMemoPrefix, releaseMemoPrefix } =
+      keysOf(name);
+    const scripts = new LockScripts(redis.redis());
+    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    const entry = '2|some-client|1|h';
+    await redis.admin.set(lockKey, 0);
+    // Queued (as a waiter's failed attempt leaves it), then handed 2 permits by a release.
+    await scripts.run(
+      'semaphore/acquire',
+      [lockKey, queueKey, deadlinesKey, grantsKey, `${acquireMemoPrefix}m1`],
+      [2, MEMO_MS, entry, 5000],
+    );
+    await scripts.run(
+      'semaphore/release',
+      [lockKey, queueKey, deadlinesKey, grantsKey, channel, `${releaseMemoPrefix}m2`],
+      [3, MEMO_MS, 'release', wakePrefix, publish],
+    );
+    expect(await redis.admin.get(lockKey)).toBe('1');
+    expect(await redis.admin.zscore(grantsKey, entry)).not.toBeNull();
+    // Its waiter gave up before the message reached it: leaving returns the permits.
+    expect(
+      await scripts.run(
+        'semaphore/leave',
+        [queueKey, deadlinesKey, grantsKey, lockKey, channel],
+        [entry, wakePrefix, publish],
+      ),
+    ).toBe(2);
+    expect(await redis.admin.get(lockKey)).toBe('3');
+    expect(await redis.admin.exists(grantsKey, queueKey)).toBe(0);
   });
 
   it('answers a resent grant or release from its memo, and undoes a grant exactly once', async () => {
     const name = uniqueName('sem');
-    const { lockKey, claimKey, channel, acquireMemoPrefix, releaseMemoPrefix } = keysOf(name);
+    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakePrefix } =
+      keysOf(name);
     const scripts = new LockScripts(redis.redis());
     const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
     await redis.admin.set(lockKey, 5);
     const acquire = () =>
       scripts.run(
         'semaphore/acquire',
-        [lockKey, claimKey, `${acquireMemoPrefix}r1`, channel],
-        [2, MEMO_MS, '', 1000, publish],
+        [lockKey, queueKey, deadlinesKey, grantsKey, `${acquireMemoPrefix}r1`],
+        [2, MEMO_MS, '', 1000],
       );
     expect(await acquire()).toEqual([1, 3]);
     expect(await acquire()).toEqual([1, 3]);
     expect(await redis.admin.get(lockKey)).toBe('3');
     const release = (memo: string, mode: string) =>
-      scripts.run('semaphore/release', [lockKey, channel, memo], [1, MEMO_MS, mode, publish]);
+      scripts.run(
+        'semaphore/release',
+        [lockKey, queueKey, deadlinesKey, grantsKey, channel, memo],
+        [1, MEMO_MS, mode, wakePrefix, publish],
+      );
     const available = async (memo: string, mode: string) => ((await release(memo, mode)) as number[])[0];
     expect(await available(`${releaseMemoPrefix}r2`, 'release')).toBe(4);
     expect(await available(`${releaseMemoPrefix}r2`, 'release')).toBe(4);
     expect(await available(`${acquireMemoPrefix}r1`, 'undo')).toBe(6);
-    expect(await release(`${acquireMemoPrefix}r1`, 'undo')).toEqual([-1, 0]);
+    expect(await release(`${acquireMemoPrefix}r1`, 'undo')).toEqual([-1]);
     expect(await redis.admin.get(lockKey)).toBe('6');
   });
 
@@ -270,7 +317,10 @@ describe('RSemaphore', () => {
     expect(await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0, 1000)).toBe(
       true,
     );
-    expect(await redis.admin.exists(keysOf(name).claimKey)).toBe(0);
+    const { queueKey, deadlinesKey, grantsKey } = keysOf(name);
+    expect(await until(async () => (await redis.admin.exists(queueKey, deadlinesKey, grantsKey)) === 0, 1000)).toBe(
+      true,
+    );
     expect(Number((await redis.admin.get(name)) ?? 0)).toBe(0);
   });
 

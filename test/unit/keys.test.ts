@@ -146,7 +146,9 @@ describe('keys', () => {
         for (const key of [
           semaphore.channel,
           semaphore.timeoutKey,
-          semaphore.claimKey,
+          semaphore.queueKey,
+          semaphore.deadlinesKey,
+          `${semaphore.wakePrefix}client-id`,
           `${semaphore.acquireMemoPrefix}r1`,
           `${semaphore.releaseMemoPrefix}r1`,
         ]) {
@@ -158,7 +160,7 @@ describe('keys', () => {
         }
       }
     }
-    const claims = new Set(hostile.map((name) => semaphoreKeys('app:', name, true).claimKey));
-    expect(claims.size).toBe(hostile.length);
+    const queues = new Set(hostile.map((name) => semaphoreKeys('app:', name, true).queueKey));
+    expect(queues.size).toBe(hostile.length);
   });
 });
