@@ -3,16 +3,27 @@
  * resolves once the lock is held and returns the matching release. Each library keeps its own defaults,
  * except that retries are unlimited (a benchmark must not measure give-ups).
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createLockClient, type RLock } from 'flowlock';
 import Redlock4 from 'redlock';
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
-import { Mutex } from 'redis-semaphore';
+import { Mutex, Semaphore } from 'redis-semaphore';
 import { Redisson } from 'node-redisson';
 
 export type Release = () => Promise<unknown>;
+
+/**
+ * A digest of the flowlock build (dist/) this process loaded, read right after loading it: worker processes
+ * start later than the run, and a build meanwhile (another checkout's `npm test` in the same tree) would
+ * mix two versions of the library in one measurement.
+ */
+export const FLOWLOCK_BUILD = createHash('sha1')
+  .update(readFileSync(fileURLToPath(import.meta.resolve('flowlock'))))
+  .digest('hex');
 
 export interface Adapter {
   readonly name: string;
@@ -22,6 +33,11 @@ export interface Adapter {
   acquire(key: string, leaseMs?: number): Promise<Release>;
   /** Takes a shared (read) hold on `key` where the library has one; `acquire` is then the exclusive side. */
   acquireShared?(key: string, leaseMs?: number): Promise<Release>;
+  /**
+   * Sets `key` up before anyone contends for it, where the library needs that (a flowlock semaphore's
+   * permits: `trySetPermits`). Run outside the counted part of a scenario.
+   */
+  prepare?(key: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -35,10 +51,19 @@ export const LIBRARIES = [
 ] as const;
 /**
  * flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
- * lock (f) and the read-write lock (g, whose `acquire` is the write lock and `acquireShared` the read lock).
+ * lock (f), the read-write lock (g, whose `acquire` is the write lock and `acquireShared` the read lock), and
+ * the semaphores of (h): RSemaphore (`flowlock-semaphore`) and RPermitExpirableSemaphore
+ * (`flowlock-permit-semaphore`), which need the `permits` of `createAdapter`.
  */
-export const VARIANTS = ['flowlock-fair', 'flowlock-rwlock'] as const;
+export const VARIANTS = [
+  'flowlock-fair',
+  'flowlock-rwlock',
+  'flowlock-semaphore',
+  'flowlock-permit-semaphore',
+] as const;
 export type Library = (typeof LIBRARIES)[number] | (typeof VARIANTS)[number];
+/** (h): the semaphores; `redis-semaphore` is its `Semaphore` there (its `Mutex` elsewhere). */
+export const SEMAPHORES: readonly Library[] = ['flowlock-semaphore', 'flowlock-permit-semaphore', 'redis-semaphore'];
 
 /** Libraries that renew leases by themselves (scenario e); the others need the caller to extend. */
 /**
@@ -72,7 +97,15 @@ function redisFor(url: string): Redis {
   return redis;
 }
 
-export function createAdapter(library: Library, url: string, watchdogMs: number): Adapter {
+/**
+ * The adapter of `library`. With `permits`, the library's semaphore of that many permits instead of its
+ * lock (`flowlock-semaphore`, `flowlock-permit-semaphore` and `redis-semaphore` only): `acquire` takes one
+ * permit, and a leaseMs of undefined is the library's auto-renewing (or, for RSemaphore, lease-less) mode.
+ */
+export function createAdapter(library: Library, url: string, watchdogMs: number, permits?: number): Adapter {
+  if (permits !== undefined || library === 'flowlock-semaphore' || library === 'flowlock-permit-semaphore') {
+    return createSemaphoreAdapter(library, url, watchdogMs, permits);
+  }
   switch (library) {
     case 'flowlock':
     case 'flowlock-fair':
@@ -204,5 +237,69 @@ export function createAdapter(library: Library, url: string, watchdogMs: number)
         },
       };
     }
+  }
+}
+
+function createSemaphoreAdapter(library: Library, url: string, watchdogMs: number, permits?: number): Adapter {
+  if (permits === undefined) throw new Error(`${library} needs a number of permits`);
+  const redis = redisFor(url);
+  switch (library) {
+    case 'flowlock-semaphore':
+    case 'flowlock-permit-semaphore': {
+      const locks = createLockClient(redis, { watchdogTimeout: watchdogMs });
+      const prepare = async (key: string): Promise<void> => {
+        await locks.getSemaphore(key).trySetPermits(permits);
+      };
+      const close = async (): Promise<void> => {
+        await locks.close();
+        await redis.quit();
+      };
+      if (library === 'flowlock-semaphore') {
+        return {
+          name: library,
+          redisKey: sameKey,
+          prepare,
+          // RSemaphore's permits have no lease (Redisson's semantics): leaseMs does not apply.
+          async acquire(key) {
+            const semaphore = locks.getSemaphore(key);
+            await semaphore.acquire(1);
+            return () => semaphore.release(1);
+          },
+          close,
+        };
+      }
+      return {
+        name: library,
+        redisKey: sameKey,
+        prepare,
+        async acquire(key, leaseMs) {
+          const semaphore = locks.getPermitExpirableSemaphore(key);
+          const lease = await semaphore.acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
+          return () => lease.release();
+        },
+        close,
+      };
+    }
+    case 'redis-semaphore':
+      return {
+        name: library,
+        redisKey: (key) => `semaphore:${key}`,
+        async acquire(key, leaseMs) {
+          // Its defaults (10 s lease refreshed every 8 s, a retry every 10 ms), except unlimited retries.
+          const semaphore = new Semaphore(redis, key, permits, {
+            ...(leaseMs !== undefined && { lockTimeout: leaseMs }),
+            acquireTimeout: Number.POSITIVE_INFINITY,
+            onLockLost: () => undefined,
+          });
+          await semaphore.acquire();
+          return () => semaphore.release();
+        },
+        async close() {
+          await redis.quit();
+        },
+      };
+    default:
+      redis.disconnect();
+      throw new Error(`${library} has no semaphore here`);
   }
 }

@@ -3,7 +3,8 @@
  * (d), where 200 flows run it in one process: take the lock, do a racy read-modify-write of a counter on a
  * separate resource Redis with a 1 ms critical section, release; until the deadline. `contendReadWrite` is
  * (g)'s: the same, but 90 % of the sections only read the counter under the shared (read) side of the lock.
- * Times are process.hrtime.bigint(), one monotonic clock for every process on the machine.
+ * `contendSemaphore` is (h)'s: one permit of a semaphore, held 1 ms while counted among the holders on the
+ * resource Redis. Times are process.hrtime.bigint(), one monotonic clock for every process on the machine.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -16,12 +17,16 @@ export interface ContendedSection {
   readonly exit: bigint;
   /** (g) only: whether the section read under the shared side or wrote under the exclusive side. */
   readonly kind?: 'read' | 'write';
+  /** (h) only: the holders of a permit counted on the resource Redis as this section entered, itself included. */
+  readonly holders?: number;
 }
 
 export const CRITICAL_SECTION_MS = 1;
 export const CONTENDED_LEASE_MS = 10_000;
 /** (g): the share of sections that only read. */
 export const READ_SHARE = 0.9;
+/** (h): the permits of the semaphore. */
+export const SEMAPHORE_PERMITS = 3;
 
 export async function contend(
   adapter: Adapter,
@@ -87,6 +92,34 @@ export async function contendReadWrite(
     const exit = process.hrtime.bigint();
     await release();
     sections.push({ owner, waitStart, enter, exit, kind });
+  }
+  return sections;
+}
+
+/**
+ * (h): takes one permit of the semaphore on `key` in the library's auto-renewing mode (no lease given),
+ * counts itself in with INCR on the resource Redis (a count above the permits is a holder too many, in any
+ * process), holds 1 ms, counts itself out with DECR, and gives the permit back; until the deadline.
+ */
+export async function contendSemaphore(
+  adapter: Adapter,
+  resource: Redis,
+  key: string,
+  owner: string,
+  until: bigint,
+): Promise<ContendedSection[]> {
+  const sections: ContendedSection[] = [];
+  const holdersKey = `${key}:holders`;
+  while (process.hrtime.bigint() < until) {
+    const waitStart = process.hrtime.bigint();
+    const release = await adapter.acquire(key);
+    const enter = process.hrtime.bigint();
+    const holders = await resource.incr(holdersKey);
+    await sleep(CRITICAL_SECTION_MS);
+    await resource.decr(holdersKey);
+    const exit = process.hrtime.bigint();
+    await release();
+    sections.push({ owner, waitStart, enter, exit, holders });
   }
   return sections;
 }

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 
-export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
+export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h';
 
 export interface Measurement {
   readonly library: string;
@@ -36,6 +36,14 @@ export interface Measurement {
   readonly writeWaitP50Ms?: number;
   readonly writeWaitP99Ms?: number;
   readonly maxConcurrentReaders?: number;
+  /** (h): acquire script calls per acquisition (MONITOR pass): 1 is no failed attempt. */
+  readonly acquireAttemptsPerAcquisition?: number;
+  /** (h): SUBSCRIBE and UNSUBSCRIBE commands per acquisition (MONITOR pass). */
+  readonly subscribesPerAcquisition?: number;
+  /** (h): the most holders of a permit at once, by the INCR counter on the resource Redis. */
+  readonly mostHolders?: number;
+  /** (h): the most sections inside at once, by their times on the shared monotonic clock. */
+  readonly mostHoldersByClock?: number;
 }
 
 export const SCENARIOS: Record<ScenarioId, string> = {
@@ -46,10 +54,20 @@ export const SCENARIOS: Record<ScenarioId, string> = {
   e: '(e) many locks held at once in watchdog mode for three renewal periods (ours: lease / 3)',
   f: '(f) fair lock: 8 processes contending for one key, 1 ms critical section',
   g: '(g) read-write lock: 8 processes on one key, 90 % reads, 1 ms critical sections',
+  h: '(h) semaphore of 3 permits: 8 processes each taking 1 permit in a loop, 1 ms hold',
 };
 
-/** How a library is named in a scenario's table and chart: (f) and (g) compare flowlock's kinds of lock. */
+/**
+ * How a library is named in a scenario's table and chart: (f) and (g) compare flowlock's kinds of lock, (h)
+ * semaphores.
+ */
 function nameIn(scenario: ScenarioId, library: string): string {
+  if (scenario === 'h') {
+    if (library === 'flowlock-semaphore') return 'flowlock RSemaphore';
+    if (library === 'flowlock-permit-semaphore') return 'flowlock RPermitExpirableSemaphore';
+    if (library === 'redis-semaphore') return 'redis-semaphore Semaphore';
+    return library;
+  }
   if (scenario !== 'f' && scenario !== 'g') return library;
   if (library === 'flowlock') return 'flowlock RLock';
   if (library === 'flowlock-fair') return 'flowlock fair lock';
@@ -66,6 +84,11 @@ const CHART: Record<ScenarioId, { key: keyof Measurement; label: string; higherI
   e: { key: 'roundTripsPerPeriod', label: 'round trips per renewal period', higherIsBetter: false },
   f: { key: 'opsPerSecond', label: 'acquisitions per second (fairness in the table)', higherIsBetter: true },
   g: { key: 'readsPerSecond', label: 'read acquisitions per second', higherIsBetter: true },
+  h: {
+    key: 'opsPerSecond',
+    label: 'acquisitions per second (waiting and round trips in the table)',
+    higherIsBetter: true,
+  },
 };
 
 const fmt = (value: number | boolean | undefined, digits = 1): string => {
@@ -137,6 +160,16 @@ function table(scenario: ScenarioId, rows: readonly Measurement[]): string {
       ...rows.map(
         (r) =>
           `| ${nameIn(scenario, r.library)} | ${fmt(r.readsPerSecond, 0)} | ${fmt(r.writesPerSecond, 0)} | ${fmt(r.readWaitP50Ms, 2)} / ${fmt(r.readWaitP99Ms)} | ${fmt(r.writeWaitP50Ms, 2)} / ${fmt(r.writeWaitP99Ms)} | ${fmt(r.maxWaitMs)} | ${fmt(r.maxConcurrentReaders, 0)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} | ${fmt(r.fairness, 3)} | ${fmt(r.overlaps, 0)} | ${fmt(r.lostUpdates, 0)} |`,
+      ),
+    ].join('\n');
+  }
+  if (scenario === 'h') {
+    return [
+      '| library | acquisitions/s | wait p50 ms | wait p99 ms | longest wait ms | round trips / acq | acquire attempts / acq | (un)subscribes / acq | server ops / acq | fairness | most holders at once (counter / clock) | sections over 3 holders |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...rows.map(
+        (r) =>
+          `| ${nameIn(scenario, r.library)} | ${fmt(r.opsPerSecond, 0)} | ${fmt(r.waitP50Ms, 2)} | ${fmt(r.waitP99Ms)} | ${fmt(r.maxWaitMs)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.acquireAttemptsPerAcquisition, 2)} | ${fmt(r.subscribesPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} | ${fmt(r.fairness, 3)} | ${fmt(r.mostHolders, 0)} / ${fmt(r.mostHoldersByClock, 0)} | ${fmt(r.overlaps, 0)} |`,
       ),
     ].join('\n');
   }
@@ -258,6 +291,48 @@ function goals(all: readonly Measurement[]): string[] {
       );
     }
   }
+  const peer = find('h', 'redis-semaphore');
+  for (const [library, who] of [
+    ['flowlock-semaphore', 'RSemaphore'],
+    ['flowlock-permit-semaphore', 'RPermitExpirableSemaphore'],
+  ] as const) {
+    const ours = find('h', library);
+    if (!ours || !peer) continue;
+    const rate = (ours.opsPerSecond ?? NaN) / (peer.opsPerSecond ?? NaN);
+    out.push(
+      line(
+        `(h) ${who} acquisitions/s ≥ 1.5 × redis-semaphore's: ${fmt(rate, 2)} × (${fmt(ours.opsPerSecond, 0)} vs ${fmt(peer.opsPerSecond, 0)})`,
+        rate >= 1.5,
+      ),
+    );
+    const trips = (ours.roundTripsPerAcquisition ?? NaN) / (peer.roundTripsPerAcquisition ?? NaN);
+    out.push(
+      line(
+        `(h) ${who} round trips per acquisition ≤ ¼ of redis-semaphore's: ${fmt(trips, 2)} × (${fmt(ours.roundTripsPerAcquisition, 2)} vs ${fmt(peer.roundTripsPerAcquisition, 2)})`,
+        trips <= 0.25,
+      ),
+    );
+    const wait = (ours.waitP99Ms ?? NaN) / (peer.waitP99Ms ?? NaN);
+    out.push(
+      line(
+        `(h) ${who} waiting-time p99 ≤ ½ of redis-semaphore's: ${fmt(wait, 2)} × (${fmt(ours.waitP99Ms)} vs ${fmt(peer.waitP99Ms)} ms)`,
+        wait <= 0.5,
+      ),
+    );
+  }
+  for (const [library, who] of [
+    ['flowlock-semaphore', 'RSemaphore'],
+    ['flowlock-permit-semaphore', 'RPermitExpirableSemaphore'],
+  ] as const) {
+    const ours = find('h', library);
+    if (ours)
+      out.push(
+        line(
+          `(h) never more than 3 holders at once for ${who}: ${fmt(ours.mostHolders, 0)} by the counter, ${fmt(ours.mostHoldersByClock, 0)} by the clock`,
+          ours.overlaps === 0 && (ours.mostHoldersByClock ?? Infinity) <= 3,
+        ),
+      );
+  }
   const checked: [ScenarioId, string, string][] = [
     ['c', 'flowlock', 'us'],
     ['d', 'flowlock', 'us'],
@@ -299,7 +374,7 @@ export function writeReport(
         ', ',
       )}. Every library keeps its own defaults except unlimited retries. Leases are 10 s in (a)–(d), (f) and (g); (e) uses each library's auto-renewal with a ${meta.sizes['eWatchdog'] ?? '?'} ms lease, so a renewal period is a third of it.`,
     '',
-    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes.',
+    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes. (h): each of 8 processes (one loop each, as in (c)) takes one permit of a semaphore of 3 in its library’s auto-renewing mode (RSemaphore’s permits have no lease; the expirable semaphore and redis-semaphore renew theirs), holds it 1 ms and gives it back; each section counts itself in and out of a counter on the resource Redis (INCR / DECR), and the most holders at once is that counter’s highest value, and also the most sections inside at once on the monotonic clock; acquire attempts count the acquire script calls in the MONITOR pass (redis-semaphore: every script call, its only one in the loop).',
     '',
     '## Goals',
     '',

@@ -1,12 +1,13 @@
 /**
- * One contending process of scenarios (c), (f) and (g): runs the contention loop with one library until the
- * deadline it is sent, then reports its sections to the parent; once per pass, on the key the pass names.
- * Argument: JSON { library, lockUrl, resourceUrl, id, seed, watchdogMs, readWrite } (`readWrite`: (g)'s loop
- * of reads and writes).
+ * One contending process of scenarios (c), (f), (g) and (h): runs the contention loop with one library until
+ * the deadline it is sent, then reports its sections to the parent; once per pass, on the key the pass names.
+ * Argument: JSON { library, lockUrl, resourceUrl, id, seed, watchdogMs, loop, permits? } (`loop`: 'lock' for
+ * (c) and (f), 'read-write' for (g)'s reads and writes, 'semaphore' for (h)'s permits, of which there are
+ * `permits`).
  */
 import { Redis } from 'ioredis';
-import { createAdapter, isNodeRedissonAfterQuit, type Library } from './adapters.ts';
-import { contend, contendReadWrite } from './contend.ts';
+import { createAdapter, FLOWLOCK_BUILD, isNodeRedissonAfterQuit, type Library } from './adapters.ts';
+import { contend, contendReadWrite, contendSemaphore } from './contend.ts';
 
 interface WorkerArgs {
   readonly library: Library;
@@ -15,7 +16,8 @@ interface WorkerArgs {
   readonly id: string;
   readonly seed: number;
   readonly watchdogMs: number;
-  readonly readWrite: boolean;
+  readonly loop: 'lock' | 'read-write' | 'semaphore';
+  readonly permits?: number;
 }
 
 const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
@@ -27,18 +29,19 @@ process.on('uncaughtException', (error) => {
   if (closing && args.library === 'node-redisson' && error.message === 'Connection is closed.') return;
   throw error;
 });
-const adapter = createAdapter(args.library, args.lockUrl, args.watchdogMs);
+const adapter = createAdapter(args.library, args.lockUrl, args.watchdogMs, args.permits);
 const resource = new Redis(args.resourceUrl);
 await resource.ping();
 // Warm up (connections, JIT) on a key of its own, so that the contention starts hot.
+const warmUp = `bench:warm-up:${args.id}:${process.pid}`;
+await adapter.prepare?.(warmUp);
 for (let i = 0; i < 20; i++) {
-  const warmUp = `bench:warm-up:${args.id}:${process.pid}`;
   const release = await (i % 2 === 1 && adapter.acquireShared
     ? adapter.acquireShared(warmUp, 10_000)
     : adapter.acquire(warmUp, 10_000));
   await release();
 }
-process.send?.({ type: 'ready' });
+process.send?.({ type: 'ready', build: FLOWLOCK_BUILD });
 // One contention pass per start message ({ key, until }), until told to close: every worker has finished
 // its pass by then, so that the parent's counts (start signal to last section) see no worker's shutdown.
 for (;;) {
@@ -47,9 +50,12 @@ for (;;) {
   );
   if ('close' in message) break;
   const { key, until } = message;
-  const sections = args.readWrite
-    ? await contendReadWrite(adapter, resource, key, args.id, until, args.seed)
-    : await contend(adapter, resource, key, args.id, until);
+  const sections =
+    args.loop === 'read-write'
+      ? await contendReadWrite(adapter, resource, key, args.id, until, args.seed)
+      : args.loop === 'semaphore'
+        ? await contendSemaphore(adapter, resource, key, args.id, until)
+        : await contend(adapter, resource, key, args.id, until);
   process.send?.({ type: 'done', sections });
 }
 closing = true;
