@@ -8,12 +8,11 @@
                         (Redisson's 922337203685477 = no lease)
   KEYS[3] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[4] deadlinesKey  sorted set: queue entry -> deadline
-  KEYS[5] grantsKey     sorted set: entries handed their permits -> until when the record is kept
-  KEYS[6] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
+  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
 
   ARGV[1] permitId    16 raw bytes, chosen by the caller (random)
   ARGV[2] leaseMs     integer > 0, milliseconds
-  ARGV[3] entry       the caller's queue entry "1|<clientId>|<n>|w" when it may wait, else ""
+  ARGV[3] entry       the caller's queue entry "1|<clientId>|<n>" when it may wait, else ""
   ARGV[4] entryMs     integer > 0, milliseconds: how long the entry lives past this attempt
   ARGV[5] wakePrefix  channel prefix of the queued waiters' clients
   ARGV[6] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
@@ -21,7 +20,8 @@
   Returns
     {1, left}                 granted (or already granted to this permit id: a resend); left = available
     {0, available, untilMs}   not granted; untilMs = milliseconds until the earliest lease ends (when its
-                              permit comes back), -1 when no permit has a lease
+                              permit comes back) or the earliest deadline of a queue entry ahead (when a
+                              dead waiter's place could free up), -1 when neither
 
   Side effects
     first, permits whose lease ended go back (ZREMRANGEBYSCORE timeoutKey, INCRBY permitsKey) and wake the
@@ -35,8 +35,7 @@ local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]
 local queueKey = KEYS[3]
 local deadlinesKey = KEYS[4]
-local grantsKey = KEYS[5]
-local channel = KEYS[6]
+local channel = KEYS[5]
 local permitId = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local entry = ARGV[3]
@@ -47,11 +46,11 @@ local publish = ARGV[6] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 --- @include "reclaim-permits"
 
 local now = serverTime()
-reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, now)
+reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, wakePrefix, channel, publish, now)
 if redis.call('ZSCORE', timeoutKey, permitId) then
   return {1, tonumber(redis.call('GET', permitsKey) or 0)}
 end
-local left, available = takePermits(permitsKey, queueKey, deadlinesKey, grantsKey, entry, entryMs, 1, now)
+local left, available, untilMs = takePermits(permitsKey, queueKey, deadlinesKey, entry, entryMs, 1, now)
 if left then
   redis.call('ZADD', timeoutKey, now + leaseMs, permitId)
   local pttl = redis.call('PTTL', permitsKey)
@@ -62,8 +61,10 @@ if left then
 end
 
 local earliest = redis.call('ZRANGE', timeoutKey, 0, 0, 'WITHSCORES')
-local untilMs = -1
 if earliest[2] and tonumber(earliest[2]) ~= 922337203685477 then
-  untilMs = math.max(0, tonumber(earliest[2]) - now)
+  local leaseEnds = math.max(0, tonumber(earliest[2]) - now)
+  if untilMs < 0 or leaseEnds < untilMs then
+    untilMs = leaseEnds
+  end
 end
 return {0, available, untilMs}

@@ -6,8 +6,7 @@
   KEYS[2] timeoutKey    sorted set "{<name>}:timeout": permit id -> lease end (epoch ms)
   KEYS[3] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[4] deadlinesKey  sorted set: queue entry -> deadline
-  KEYS[5] grantsKey     sorted set: entries handed their permits -> until when the record is kept
-  KEYS[6] channel       "redisson_sc:{<name>}" (prefixed)
+  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed)
 
   ARGV[1] wakePrefix  channel prefix of the queued waiters' clients
   ARGV[2] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
@@ -23,12 +22,11 @@ local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]
 local queueKey = KEYS[3]
 local deadlinesKey = KEYS[4]
-local grantsKey = KEYS[5]
-local channel = KEYS[6]
+local channel = KEYS[5]
 local wakePrefix = ARGV[1]
 local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "reclaim-permits"
 
-reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, serverTime())
+reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, wakePrefix, channel, publish, serverTime())
 return tonumber(redis.call('GET', permitsKey) or 0)

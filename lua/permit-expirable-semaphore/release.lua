@@ -6,9 +6,8 @@
   KEYS[2] timeoutKey    sorted set "{<name>}:timeout": permit id -> lease end (epoch ms)
   KEYS[3] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[4] deadlinesKey  sorted set: queue entry -> deadline
-  KEYS[5] grantsKey     sorted set: entries handed their permits -> until when the record is kept
-  KEYS[6] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
-  KEYS[7] memoKey       memo of this release (release memo prefix + request id)
+  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
+  KEYS[6] memoKey       memo of this release (release memo prefix + request id)
 
   ARGV[1] permitId    16 raw bytes
   ARGV[2] memoMs      integer > 0, milliseconds: how long memoKey is kept
@@ -28,9 +27,8 @@ local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]
 local queueKey = KEYS[3]
 local deadlinesKey = KEYS[4]
-local grantsKey = KEYS[5]
-local channel = KEYS[6]
-local memoKey = KEYS[7]
+local channel = KEYS[5]
+local memoKey = KEYS[6]
 local permitId = ARGV[1]
 local memoMs = tonumber(ARGV[2])
 local wakePrefix = ARGV[3]
@@ -41,13 +39,13 @@ local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 if redis.call('EXISTS', memoKey) == 1 then
   return 1
 end
-reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, serverTime())
+reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, wakePrefix, channel, publish, serverTime())
 if redis.call('ZREM', timeoutKey, permitId) == 0 then
   return -1
 end
 local available = redis.call('INCRBY', permitsKey, 1)
 if available > 0 then
-  announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, available)
+  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, available)
 end
 redis.call('SET', memoKey, 1, 'PX', memoMs)
 return 1

@@ -5,30 +5,29 @@
   KEYS[1] permitsKey    string: available permits (Redisson's RSemaphore / RPermitExpirableSemaphore key)
   KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[3] deadlinesKey  sorted set: queue entry -> deadline (epoch ms, server time)
-  KEYS[4] grantsKey     sorted set: entries handed their permits -> until when the record is kept
-  KEYS[5] memoKey       string: memo of this acquisition (acquire memo prefix + request id)
+  KEYS[4] memoKey       string: memo of this acquisition (acquire memo prefix + request id)
 
   ARGV[1] permits  integer >= 1
   ARGV[2] memoMs   integer > 0, milliseconds: how long memoKey is kept
-  ARGV[3] entry    the caller's queue entry "<permits>|<clientId>|<n>|h" when it may wait, else ""
+  ARGV[3] entry    the caller's queue entry "<permits>|<clientId>|<n>" when it may wait, else ""
   ARGV[4] entryMs  integer > 0, milliseconds: how long the entry lives past this attempt
 
   Returns
-    {1, left}       granted, or handed over to the entry before (or already granted by an earlier send
-                    of this request); left = permits left
-    {0, available}  not granted: too few permits, or they are kept for queued waiters ahead
+    {1, left}                granted (or already granted by an earlier send of this request); left =
+                             permits left
+    {0, available, untilMs}  not granted: too few permits, or they are kept for queued waiters ahead;
+                             untilMs = milliseconds until the earliest deadline of an entry ahead (-1:
+                             none), when a dead waiter's place could free up
 
   Side effects
     entries whose deadline passed leave the queue;
-    granted: DECRBY permitsKey permits (not for handed-over permits: ZREM grantsKey entry instead);
-             SET memoKey permits PX memoMs; the entry leaves the queue
+    granted: DECRBY permitsKey permits; SET memoKey permits PX memoMs; the entry leaves the queue
     refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs
 ]]
 local permitsKey = KEYS[1]
 local queueKey = KEYS[2]
 local deadlinesKey = KEYS[3]
-local grantsKey = KEYS[4]
-local memoKey = KEYS[5]
+local memoKey = KEYS[4]
 local permits = tonumber(ARGV[1])
 local memoMs = tonumber(ARGV[2])
 local entry = ARGV[3]
@@ -39,9 +38,9 @@ local entryMs = tonumber(ARGV[4])
 if redis.call('EXISTS', memoKey) == 1 then
   return {1, tonumber(redis.call('GET', permitsKey) or 0)}
 end
-local left, available = takePermits(permitsKey, queueKey, deadlinesKey, grantsKey, entry, entryMs, permits, serverTime())
+local left, available, untilMs = takePermits(permitsKey, queueKey, deadlinesKey, entry, entryMs, permits, serverTime())
 if left then
   redis.call('SET', memoKey, permits, 'PX', memoMs)
   return {1, left}
 end
-return {0, available}
+return {0, available, untilMs}

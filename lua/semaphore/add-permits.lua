@@ -4,8 +4,7 @@
   KEYS[1] permitsKey    string: available permits (created at 0 if missing)
   KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[3] deadlinesKey  sorted set: queue entry -> deadline
-  KEYS[4] grantsKey     sorted set: entries handed their permits -> until when the record is kept
-  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed)
+  KEYS[4] channel       "redisson_sc:{<name>}" (prefixed)
 
   ARGV[1] delta       integer, not 0
   ARGV[2] wakePrefix  channel prefix of the queued waiters' clients
@@ -22,8 +21,7 @@
 local permitsKey = KEYS[1]
 local queueKey = KEYS[2]
 local deadlinesKey = KEYS[3]
-local grantsKey = KEYS[4]
-local channel = KEYS[5]
+local channel = KEYS[4]
 local delta = tonumber(ARGV[1])
 local wakePrefix = ARGV[2]
 local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
@@ -32,6 +30,6 @@ local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 local available = redis.call('INCRBY', permitsKey, delta)
 if delta > 0 and available > 0 then
-  announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, available)
+  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, available)
 end
 return available

@@ -5,9 +5,8 @@
   KEYS[1] permitsKey    string: available permits
   KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[3] deadlinesKey  sorted set: queue entry -> deadline
-  KEYS[4] grantsKey     sorted set: entries handed their permits -> until when the record is kept
-  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
-  KEYS[6] memoKey       "release": the memo of this release (release memo prefix + request id);
+  KEYS[4] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
+  KEYS[5] memoKey       "release": the memo of this release (release memo prefix + request id);
                         "undo": the memo of the acquisition to undo (acquire memo prefix + its request id)
 
   ARGV[1] permits     integer >= 1 ("release"; "undo" gives back what the acquisition took)
@@ -30,9 +29,8 @@
 local permitsKey = KEYS[1]
 local queueKey = KEYS[2]
 local deadlinesKey = KEYS[3]
-local grantsKey = KEYS[4]
-local channel = KEYS[5]
-local memoKey = KEYS[6]
+local channel = KEYS[4]
+local memoKey = KEYS[5]
 local permits = tonumber(ARGV[1])
 local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
@@ -56,6 +54,6 @@ end
 
 local available = redis.call('INCRBY', permitsKey, permits)
 if available > 0 then
-  announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, available)
+  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, available)
 end
 return {available}

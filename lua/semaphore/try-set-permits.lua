@@ -4,8 +4,7 @@
   KEYS[1] permitsKey    string: available permits
   KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[3] deadlinesKey  sorted set: queue entry -> deadline
-  KEYS[4] grantsKey     sorted set: entries handed their permits -> until when the record is kept
-  KEYS[5] channel       "redisson_sc:{<name>}" (prefixed)
+  KEYS[4] channel       "redisson_sc:{<name>}" (prefixed)
 
   ARGV[1] permits     integer >= 1
   ARGV[2] wakePrefix  channel prefix of the queued waiters' clients
@@ -22,8 +21,7 @@
 local permitsKey = KEYS[1]
 local queueKey = KEYS[2]
 local deadlinesKey = KEYS[3]
-local grantsKey = KEYS[4]
-local channel = KEYS[5]
+local channel = KEYS[4]
 local permits = tonumber(ARGV[1])
 local wakePrefix = ARGV[2]
 local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
@@ -31,7 +29,7 @@ local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 --- @include "permit-queue"
 
 if redis.call('SET', permitsKey, permits, 'NX') then
-  announcePermits(permitsKey, queueKey, deadlinesKey, grantsKey, wakePrefix, channel, publish, permits)
+  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, permits)
   return 1
 end
 return 0

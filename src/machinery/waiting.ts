@@ -121,7 +121,7 @@ class ChannelQueue {
 
   /** A message on the direct channel: wake the waiter it names. */
   wakeNamed(id: string): void {
-    this.waiters.find((waiter) => waiter.id === id)?.wakeByName();
+    this.waiters.find((waiter) => waiter.id === id)?.wake();
   }
 
   /** A woken waiter left without using its wake: pass it on to the next. */
@@ -148,8 +148,6 @@ export class Waiter {
    * in flight read, so its next park returns at once.
    */
   #pendingWake = false;
-  /** A message on the queue's direct channel named this waiter (the permit queue handed it its permits). */
-  #named = false;
   #left = false;
 
   constructor(queues: WaitQueues, channel: string, queue: ChannelQueue, need: number, id: string | undefined) {
@@ -220,16 +218,6 @@ export class Waiter {
     });
   }
 
-  /** Whether a message on the direct channel named this waiter. */
-  get named(): boolean {
-    return this.#named;
-  }
-
-  wakeByName(): void {
-    this.#named = true;
-    this.wake();
-  }
-
   wake(): void {
     this.#unusedWake = true;
     if (this.#settle) this.#settle('woken');
@@ -240,12 +228,8 @@ export class Waiter {
     this.#fail?.(new LockClientClosedError());
   }
 
-  /**
-   * Leaves the queue; the last waiter of a channel drops its subscription. `available`: this waiter got what
-   * it waited for and the primitive learned that so many permits are left, which the waiters behind it may
-   * take ('permits' mode). Idempotent.
-   */
-  leave(available?: number): void {
+  /** Leaves the queue; the last waiter of a channel drops its subscription. Idempotent. */
+  leave(): void {
     if (this.#left) return;
     this.#left = true;
     const waiters = this.#queue.waiters;
@@ -253,9 +237,7 @@ export class Waiter {
     if (index !== -1) waiters.splice(index, 1);
     this.#queue.permits = Math.min(this.#queue.permits, waiters.length);
     if (waiters.length === 0) this.#queues.drop(this.#channel, this.#queue);
-    else if (available !== undefined && available > 0) this.#queue.wakeFitting(available);
-    // A wake that was handed over by name was this waiter's alone: nothing to pass on.
-    else if (this.#unusedWake && !this.#named) this.#queue.passOn();
+    else if (this.#unusedWake) this.#queue.passOn();
   }
 }
 
@@ -535,17 +517,12 @@ interface Subscriber {
 
 /** What one attempt found: done (with its value), or not yet, and then how long at most to park before asking again. */
 export type Attempt<T> =
-  | { readonly done: true; readonly value: T; readonly available?: number }
-  | { readonly done: false; readonly retryInMs?: number };
+  { readonly done: true; readonly value: T } | { readonly done: false; readonly retryInMs?: number };
 
 /**
  * The wait of the counted primitives (semaphores, the latch): attempt; after a failed attempt join the
  * channel's queue (subscribing), attempt once more, then park until a message wakes this waiter, the
- * attempt's retry hint or `deadline` (monotonic ms), and attempt again, until done or the deadline. A done
- * attempt that left permits (`available`) wakes the local waiters behind it that they can serve (those a
- * Redisson release announced). Order across processes is the permit queue's, in Redis. `handedOver`:
- * a message naming this waiter on the queue's direct channel means it got what it waited for (the plain
- * semaphore's permits are handed over by the release); its value is then the result, with no attempt.
+ * attempt's retry hint or `deadline` (monotonic ms), and attempt again, until done or the deadline.
  * Resolves to the done attempt's value, or undefined at the deadline; rejects with the signal's reason or a
  * close.
  */
@@ -556,34 +533,28 @@ export async function waitFor<T>(
   deadline: number,
   signal: AbortSignal | undefined,
   attempt: () => Promise<Attempt<T>>,
-  handedOver?: () => T,
 ): Promise<T | undefined> {
   // Already listening (a subscription that lingers): joining before the first attempt catches a message
   // that follows it, so no second attempt is needed once subscribed.
   let waiter = waits.isSubscribed(channel) ? waits.enter(channel, entry) : undefined;
   let attempted = false;
   let retryInMs = Infinity;
-  let available: number | undefined;
   try {
     for (;;) {
       if (waiter && attempted) {
         const remaining = deadline - monotonicNow();
         if (remaining > 0) await waiter.park(Math.min(remaining, retryInMs), signal);
-        if (handedOver && waiter.named) return handedOver();
         if (deadline - monotonicNow() <= 0) return undefined;
         waiter.attempting();
       }
       const result = await attempt();
       attempted = true;
-      if (result.done) {
-        available = result.available;
-        return result.value;
-      }
+      if (result.done) return result.value;
       if (deadline - monotonicNow() <= 0) return undefined;
       retryInMs = result.retryInMs ?? Infinity;
       waiter ??= waits.enter(channel, entry);
     }
   } finally {
-    waiter?.leave(available);
+    waiter?.leave();
   }
 }

@@ -81,12 +81,11 @@ class PermitProtocol implements HoldProtocol {
 
   /** Gives the permit back if it is still out: every mode means the same for a permit (it has one count). */
   async release(_mode: ReleaseMode, permitIds: readonly string[], options: ReleaseOptions = {}): Promise<ReleaseReply> {
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, releaseMemoPrefix, wakePrefix } =
-      this.#semaphore;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = this.#semaphore;
     const memoKey = releaseMemoPrefix + (options.requestId ?? newRequestId());
     const reply = await this.#scripts.runAnnouncing(
       'permit-expirable-semaphore/release',
-      [lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, memoKey],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, memoKey],
       [Buffer.from(permitIds[0] ?? '', 'hex'), MEMO_MS, wakePrefix],
       { direct: options.repair === true, pubsub: options.pubsub },
     );
@@ -121,10 +120,10 @@ export class RPermitExpirableSemaphore {
   /** The number of permits available now, once permits whose lease ended are given back. */
   async availablePermits(): Promise<number> {
     checkOpen(this.#context, this.name);
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, wakePrefix } = this.#keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = this.#keys;
     const reply = await this.#context.scripts.runAnnouncing(
       'permit-expirable-semaphore/available-permits',
-      [lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
       [wakePrefix],
     );
     return integerAt([reply], 0);
@@ -186,9 +185,9 @@ export class RPermitExpirableSemaphore {
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
     const keys = this.#keys;
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel, wakePrefix } = keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
-    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1, 'w');
+    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1);
     const hold = await waitInQueue(context, keys, queue, deadline, signal, async (entry) => {
       const id = randomBytes(16);
       const permitId = id.toString('hex');
@@ -198,18 +197,19 @@ export class RPermitExpirableSemaphore {
         send: async () => {
           const raw = await context.scripts.runAnnouncing(
             'permit-expirable-semaphore/acquire',
-            [lockKey, timeoutKey, queueKey, deadlinesKey, grantsKey, channel],
+            [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
             [id, leaseMs, entry, context.watchdogTimeout, wakePrefix],
           );
           const granted = integerAt(raw, 0) === 1;
-          return { granted, available: integerAt(raw, 1), untilMs: granted ? -1 : integerAt(raw, 2) };
+          return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
         },
         undo: async () => {
           await this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined);
         },
       });
       if (!reply) return { done: false };
-      // Woken, at the latest, when the earliest lease ends: its permit then comes back.
+      // Woken by name when released permits are kept for it; at the latest when the earliest lease ends
+      // (its permit then comes back) or a waiter ahead that stopped refreshing its place (dead?) loses it.
       if (!reply.granted) return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
       const token = { token: 0n, holdCount: 1 };
       const granted = context.watchdog.acquired(
@@ -221,7 +221,7 @@ export class RPermitExpirableSemaphore {
         sentAt,
         leaseTime,
       );
-      return { done: true, value: granted, available: reply.available };
+      return { done: true, value: granted };
     });
     return hold && this.#lease(hold);
   }

@@ -7,8 +7,9 @@
  * Waiting is by pub/sub, first come first served across every client of this library: a waiter whose
  * attempt fails joins the permit queue in Redis (`flowlock:permit-queue:{name}`, shared with the expirable
  * semaphore), and newcomers take only permits that no queued waiter ahead of them needs. A release wakes
- * exactly the queued waiters its permits serve, in order, each on its own client's channel (no herd: other
- * processes hear nothing), and announces on Redisson's channel only what no queued waiter needs. A waiter
+ * exactly the queued waiters its permits serve, in order, each by name on its own client's channel (no
+ * herd: other processes hear nothing), and announces on Redisson's channel only what no queued waiter
+ * needs. A waiter
  * for several permits is therefore neither stuck behind smaller needs nor starved by them (Redisson #6664,
  * #6687). An entry lives `watchdogTimeout` past its waiter's latest attempt (a waiter attempts at least
  * every third of that), so a crashed waiter stops holding the queue up within about `watchdogTimeout`.
@@ -90,10 +91,10 @@ export class RSemaphore {
   async release(permits = 1): Promise<void> {
     checkPermits(permits);
     checkOpen(this.#context, this.name);
-    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, releaseMemoPrefix, wakePrefix } = this.#keys;
+    const { lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = this.#keys;
     await this.#context.scripts.runAnnouncing(
       'semaphore/release',
-      [lockKey, queueKey, deadlinesKey, grantsKey, channel, releaseMemoPrefix + newRequestId()],
+      [lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId()],
       [permits, MEMO_MS, 'release', wakePrefix],
     );
   }
@@ -105,45 +106,38 @@ export class RSemaphore {
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
     const keys = this.#keys;
-    const { lockKey, queueKey, deadlinesKey, grantsKey, acquireMemoPrefix } = keys;
-    // A queued waiter is handed its permits by the release that frees them: told so on its client's
-    // channel, it has them without another round trip. (With syncReplicas it asks for them, so that WAIT
-    // confirms the grant on its own connection.)
-    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits, context.replicaSync ? 'w' : 'h');
+    const { lockKey, queueKey, deadlinesKey, acquireMemoPrefix } = keys;
+    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits);
     return (
-      (await waitInQueue(
-        context,
-        keys,
-        queue,
-        deadline,
-        signal,
-        async (entry) => {
-          const requestId = newRequestId();
-          const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
-            send: async () => {
-              const raw = await context.scripts.run(
-                'semaphore/acquire',
-                [lockKey, queueKey, deadlinesKey, grantsKey, acquireMemoPrefix + requestId],
-                [permits, MEMO_MS, entry, context.watchdogTimeout],
-              );
-              return { granted: integerAt(raw, 0) === 1, available: integerAt(raw, 1) };
-            },
-            undo: () => this.#undo(requestId),
-          });
-          return reply?.granted ? { done: true, value: true, available: reply.available } : { done: false };
-        },
-        () => true,
-      )) === true
+      (await waitInQueue(context, keys, queue, deadline, signal, async (entry) => {
+        const requestId = newRequestId();
+        const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
+          send: async () => {
+            const raw = await context.scripts.run(
+              'semaphore/acquire',
+              [lockKey, queueKey, deadlinesKey, acquireMemoPrefix + requestId],
+              [permits, MEMO_MS, entry, context.watchdogTimeout],
+            );
+            const granted = integerAt(raw, 0) === 1;
+            return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
+          },
+          undo: () => this.#undo(requestId),
+        });
+        if (reply?.granted) return { done: true, value: true };
+        // Woken by name when released permits are kept for it; at the latest when a waiter ahead that
+        // stopped refreshing its place (dead?) would lose it.
+        return reply === undefined || reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
+      })) === true
     );
   }
 
   /** Gives back the grant of acquisition `requestId`, if it ran and was not undone yet. */
   async #undo(requestId: string): Promise<void> {
-    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, acquireMemoPrefix, wakePrefix } = this.#keys;
+    const { lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = this.#keys;
     try {
       await this.#context.scripts.runAnnouncing(
         'semaphore/release',
-        [lockKey, queueKey, deadlinesKey, grantsKey, channel, acquireMemoPrefix + requestId],
+        [lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId],
         [0, MEMO_MS, 'undo', wakePrefix],
         { direct: true },
       );
@@ -157,21 +151,15 @@ export class RSemaphore {
 export interface QueueEntry {
   readonly entry: string;
   readonly local: EnterOptions;
-  /** Permits are handed over to it (a message naming it means it has them). */
-  readonly handedOver: boolean;
 }
 
 let entryCounter = 0;
 
-/**
- * A new entry in the permit queue for a waiter of this client that needs `permits`: kind 'h', a release
- * hands it its permits; 'w', a release wakes it to take them (an expirable permit has an id and a lease).
- */
-export function queueEntry(context: LockContext, keys: SemaphoreKeys, permits: number, kind: 'h' | 'w'): QueueEntry {
-  const entry = `${permits}|${context.clientId}|${entryCounter++}|${kind}`;
+/** A new entry in the permit queue for a waiter of this client that needs `permits`. */
+export function queueEntry(context: LockContext, keys: SemaphoreKeys, permits: number): QueueEntry {
+  const entry = `${permits}|${context.clientId}|${entryCounter++}`;
   return {
     entry,
-    handedOver: kind === 'h',
     local: {
       wake: 'permits',
       need: permits,
@@ -196,7 +184,6 @@ export async function waitInQueue<T>(
   deadline: number,
   signal: AbortSignal | undefined,
   attempt: (entry: string) => Promise<Attempt<T>>,
-  handedOver?: () => T,
 ): Promise<T | undefined> {
   const refreshMs = Math.floor(context.watchdogTimeout / 3);
   // Set by the attempts (a closure): whether Redis may hold the waiter's entry.
@@ -214,7 +201,6 @@ export async function waitInQueue<T>(
         if (result.done) return result;
         return { done: false, retryInMs: Math.min(result.retryInMs ?? Infinity, refreshMs) };
       },
-      queue?.handedOver ? handedOver : undefined,
     );
     state.granted = value !== undefined;
     return value;
@@ -225,11 +211,11 @@ export async function waitInQueue<T>(
 }
 
 async function leaveQueue(context: LockContext, keys: SemaphoreKeys, entry: string): Promise<void> {
-  const { queueKey, deadlinesKey, grantsKey, lockKey, channel, wakePrefix } = keys;
+  const { queueKey, deadlinesKey, lockKey, channel, wakePrefix } = keys;
   try {
     await context.scripts.runAnnouncing(
       'semaphore/leave',
-      [queueKey, deadlinesKey, grantsKey, lockKey, channel],
+      [queueKey, deadlinesKey, lockKey, channel],
       [entry, wakePrefix],
       { direct: true, pubsub: context.scripts.knownPubsubMode },
     );
@@ -252,7 +238,7 @@ export async function trySetPermits(
   checkOpen(context, name);
   const reply = await context.scripts.runAnnouncing(
     'semaphore/try-set-permits',
-    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.grantsKey, keys.channel],
+    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.channel],
     [permits, keys.wakePrefix],
   );
   return integerAt([reply], 0) === 1;
@@ -268,7 +254,7 @@ export async function addPermits(
   checkOpen(context, name);
   await context.scripts.runAnnouncing(
     'semaphore/add-permits',
-    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.grantsKey, keys.channel],
+    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.channel],
     [delta, keys.wakePrefix],
   );
 }

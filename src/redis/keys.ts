@@ -186,12 +186,10 @@ export interface SemaphoreKeys {
   readonly channel: string;
   /** Redisson's `{name}:timeout`: sorted set of permit id (16 raw bytes) -> lease end (epoch ms). */
   readonly timeoutKey: string;
-  /** Ours: this library's waiters, first come first served (list of "<need>|<clientId>|<n>|<kind>"). */
+  /** Ours: this library's waiters, first come first served (list of "<need>|<clientId>|<n>"). */
   readonly queueKey: string;
   /** Ours: sorted set of queue entry -> deadline (epoch ms) after which its waiter is presumed gone. */
   readonly deadlinesKey: string;
-  /** Ours: sorted set of the entries a release handed their permits to (until their deadline). */
-  readonly grantsKey: string;
   /** A queued waiter is woken on its client's channel `<wakePrefix><clientId>`, in the semaphore's slot. */
   readonly wakePrefix: string;
   /** Prefix of the memo of a grant (append the request id): a resend is answered, an undo finds it. */
@@ -217,7 +215,6 @@ export function semaphoreKeys(keyPrefix: string, name: string, cluster = false):
         : timeoutKey,
     queueKey: `${keyPrefix}flowlock:permit-queue:{${base.tag}}${base.suffix}`,
     deadlinesKey: `${keyPrefix}flowlock:permit-deadlines:{${base.tag}}${base.suffix}`,
-    grantsKey: `${keyPrefix}flowlock:permit-grants:{${base.tag}}${base.suffix}`,
     wakePrefix: `${keyPrefix}flowlock:permit-wake:{${base.tag}}${base.suffix}:`,
     acquireMemoPrefix: `${keyPrefix}flowlock:acquired:{${base.tag}}:`,
     releaseMemoPrefix: ownKeys(base).releaseMemoPrefix,

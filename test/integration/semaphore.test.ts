@@ -108,7 +108,7 @@ describe('RSemaphore', () => {
     expect(waiter.error).toBeUndefined();
   });
 
-  it('hands the released permits to as many queued waiters as they serve, in arrival order, with no other call', async () => {
+  it('wakes exactly the queued waiters the released permits serve, in arrival order, and no one else', async () => {
     const name = uniqueName('sem');
     const locks = redis.locks();
     // Both scripts loaded on the node first, so that no NOSCRIPT retry counts below.
@@ -128,8 +128,8 @@ describe('RSemaphore', () => {
     await until(() => order.length === 3);
     await sleep(100);
     expect(order).toEqual([0, 1, 2]);
-    // The release handed the permits over: nobody else was woken to try, nobody asked again.
-    expect((await scriptCalls()) - before).toBe(1);
+    // The release and the three woken waiters' attempts: nobody else was woken to try.
+    expect((await scriptCalls()) - before).toBe(4);
     await redis.locks().getSemaphore(name).release(2);
     await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3, 4]);
@@ -189,7 +189,7 @@ describe('RSemaphore', () => {
 
   it('leaves the queue when it stops waiting, and serves the waiters it held back', async () => {
     const name = uniqueName('sem');
-    const { queueKey, deadlinesKey, grantsKey } = keysOf(name);
+    const { queueKey, deadlinesKey } = keysOf(name);
     const sem = redis.locks().getSemaphore(name);
     await sem.trySetPermits(1);
     expect(await redis.locks().getSemaphore(name).tryAcquire(2, 300)).toBe(false);
@@ -212,57 +212,41 @@ describe('RSemaphore', () => {
     expect(elapsedSince(start)).toBeLessThan(1000);
     expect((first.error as Error).message).toBe('enough');
     expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
-    // The record of the handed-over permit stays until the waiter's deadline, no longer.
-    const ttl = await redis.admin.pttl(grantsKey);
-    expect(ttl).toBeGreaterThan(0);
-    expect(ttl).toBeLessThanOrEqual(30_000);
-    expect(await sem.availablePermits()).toBe(0);
   });
 
-  it('gives back permits handed to a waiter that stopped waiting meanwhile', async () => {
+  it('lets a waiter behind a dead waiter’s entry in as soon as that entry’s deadline passes', async () => {
     const name = uniqueName('sem');
-    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, wakePrefix, acquireMemoPrefix, releaseMemoPrefix } =
-      keysOf(name);
+    const { lockKey, queueKey, deadlinesKey, acquireMemoPrefix } = keysOf(name);
     const scripts = new LockScripts(redis.redis());
-    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
-    const entry = '2|some-client|1|h';
     await redis.admin.set(lockKey, 0);
-    // Queued (as a waiter's failed attempt leaves it), then handed 2 permits by a release.
+    // A waiter of a process that died: queued, its entry refreshed last time with 600 ms to live.
     await scripts.run(
       'semaphore/acquire',
-      [lockKey, queueKey, deadlinesKey, grantsKey, `${acquireMemoPrefix}m1`],
-      [2, MEMO_MS, entry, 5000],
+      [lockKey, queueKey, deadlinesKey, `${acquireMemoPrefix}dead`],
+      [1, MEMO_MS, '1|dead-client|1', 600],
     );
-    await scripts.run(
-      'semaphore/release',
-      [lockKey, queueKey, deadlinesKey, grantsKey, channel, `${releaseMemoPrefix}m2`],
-      [3, MEMO_MS, 'release', wakePrefix, publish],
-    );
-    expect(await redis.admin.get(lockKey)).toBe('1');
-    expect(await redis.admin.zscore(grantsKey, entry)).not.toBeNull();
-    // Its waiter gave up before the message reached it: leaving returns the permits.
-    expect(
-      await scripts.run(
-        'semaphore/leave',
-        [queueKey, deadlinesKey, grantsKey, lockKey, channel],
-        [entry, wakePrefix, publish],
-      ),
-    ).toBe(2);
-    expect(await redis.admin.get(lockKey)).toBe('3');
-    expect(await redis.admin.exists(grantsKey, queueKey)).toBe(0);
+    const start = performance.now();
+    const waiter = track(redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 5000));
+    await until(async () => (await redis.admin.llen(queueKey)) === 2);
+    // The release keeps its permit for the dead waiter first in line (it is woken, and never comes).
+    await redis.locks().getSemaphore(name).release();
+    await until(() => waiter.done, 4000);
+    // Woken at the dead entry's deadline, not at its own refresh (10 s) or its wait's end.
+    expect(waiter.value).toBe(true);
+    expect(elapsedSince(start)).toBeLessThan(1500);
+    expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
   });
 
   it('answers a resent grant or release from its memo, and undoes a grant exactly once', async () => {
     const name = uniqueName('sem');
-    const { lockKey, queueKey, deadlinesKey, grantsKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakePrefix } =
-      keysOf(name);
+    const { lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakePrefix } = keysOf(name);
     const scripts = new LockScripts(redis.redis());
     const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
     await redis.admin.set(lockKey, 5);
     const acquire = () =>
       scripts.run(
         'semaphore/acquire',
-        [lockKey, queueKey, deadlinesKey, grantsKey, `${acquireMemoPrefix}r1`],
+        [lockKey, queueKey, deadlinesKey, `${acquireMemoPrefix}r1`],
         [2, MEMO_MS, '', 1000],
       );
     expect(await acquire()).toEqual([1, 3]);
@@ -271,7 +255,7 @@ describe('RSemaphore', () => {
     const release = (memo: string, mode: string) =>
       scripts.run(
         'semaphore/release',
-        [lockKey, queueKey, deadlinesKey, grantsKey, channel, memo],
+        [lockKey, queueKey, deadlinesKey, channel, memo],
         [1, MEMO_MS, mode, wakePrefix, publish],
       );
     const available = async (memo: string, mode: string) => ((await release(memo, mode)) as number[])[0];
@@ -317,10 +301,8 @@ describe('RSemaphore', () => {
     expect(await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0, 1000)).toBe(
       true,
     );
-    const { queueKey, deadlinesKey, grantsKey } = keysOf(name);
-    expect(await until(async () => (await redis.admin.exists(queueKey, deadlinesKey, grantsKey)) === 0, 1000)).toBe(
-      true,
-    );
+    const { queueKey, deadlinesKey } = keysOf(name);
+    expect(await until(async () => (await redis.admin.exists(queueKey, deadlinesKey)) === 0, 1000)).toBe(true);
     expect(Number((await redis.admin.get(name)) ?? 0)).toBe(0);
   });
 
