@@ -218,3 +218,80 @@ export function fifoViolations(
   }
   return [...found.values()];
 }
+
+// ---- Counted permits (semaphores) ----
+
+/** A critical section under a semaphore: [enter, exit] inside the grant, `requested` when the wait began. */
+export interface PermitSection {
+  readonly owner: string;
+  readonly requested: bigint;
+  readonly enter: bigint;
+  readonly exit: bigint;
+}
+
+/** The most sections inside [enter, exit] at one instant (an exit at the same instant comes first). */
+export function maxInside(sections: readonly PermitSection[]): number {
+  const events = sections
+    .flatMap((s) => [
+      { at: s.enter, delta: 1 },
+      { at: s.exit, delta: -1 },
+    ])
+    .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.delta - b.delta));
+  let inside = 0;
+  let most = 0;
+  for (const event of events) {
+    inside += event.delta;
+    most = Math.max(most, inside);
+  }
+  return most;
+}
+
+/**
+ * Stalls of a semaphore of `permits` permits: the stretches of time (ms) during which some section was
+ * waiting (between its `requested` and its `enter`) while fewer than `permits` sections were inside. Every
+ * handoff shows one (a release's round trip, the waiter's wake and attempt); a wake-up lost and never
+ * recovered shows as one that lasts until the next release. Longest first.
+ */
+export function permitStalls(sections: readonly PermitSection[], permits: number): number[] {
+  const events = sections
+    .flatMap((s) => [
+      { at: s.requested, inside: 0, waiting: 1 },
+      { at: s.enter, inside: 1, waiting: -1 },
+      { at: s.exit, inside: -1, waiting: 0 },
+    ])
+    .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  const stalls: number[] = [];
+  let inside = 0;
+  let waiting = 0;
+  let since: bigint | undefined;
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i]!;
+    inside += event.inside;
+    waiting += event.waiting;
+    // Events at one instant settle together before the state is judged.
+    if (events[i + 1]?.at === event.at) continue;
+    const stalled = waiting > 0 && inside < permits;
+    if (stalled && since === undefined) since = event.at;
+    if (!stalled && since !== undefined) {
+      stalls.push(Number(event.at - since) / 1e6);
+      since = undefined;
+    }
+  }
+  return stalls.sort((a, b) => b - a);
+}
+
+/**
+ * Names of the connections that have a pub/sub subscription now (`CLIENT LIST TYPE pubsub`, classic,
+ * pattern or shard channels): a worker that names its connection (ioredis `connectionName`, which the
+ * library's pub/sub duplicate inherits) is listed once one of its flows waits, whatever the channel.
+ */
+export async function subscribedClients(redis: Redis): Promise<Set<string>> {
+  const list = String(await redis.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+  const names = new Set<string>();
+  for (const line of list.split('\n')) {
+    const field = (key: string): string => new RegExp(`(?:^| )${key}=(\\S*)`).exec(line)?.[1] ?? '';
+    const subscriptions = Number(field('sub') || 0) + Number(field('psub') || 0) + Number(field('ssub') || 0);
+    if (subscriptions > 0 && field('name') !== '') names.add(field('name'));
+  }
+  return names;
+}

@@ -1,6 +1,7 @@
 /**
- * Worker processes for the fault tests (test/fixtures/lock-worker.ts, on the built package): start them,
- * wait for their messages, command them, pause, kill, and see them exit.
+ * Worker processes for the fault tests (a fixture script on the built package: test/fixtures/lock-worker.ts
+ * by default, or semaphore-worker.ts): start them, wait for their messages, command them, pause, kill, and
+ * see them exit.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -9,7 +10,10 @@ import type { WorkerConfig } from '../fixtures/lock-worker.ts';
 
 export type { WorkerConfig };
 
-const workerPath = join(import.meta.dirname, '..', 'fixtures', 'lock-worker.ts');
+/** The path of the fixture script `name` (`lock-worker.ts`, `semaphore-worker.ts`). */
+export function fixturePath(name: string): string {
+  return join(import.meta.dirname, '..', 'fixtures', name);
+}
 
 export interface WorkerMessage {
   readonly id: string;
@@ -17,16 +21,28 @@ export interface WorkerMessage {
   readonly [field: string]: unknown;
 }
 
+/**
+ * A worker process running a fixture script (its one argument: the JSON of `config`). Messages are kept;
+ * `next` takes them in order, by type and optional fields; a worker's `error` message fails whoever waits.
+ */
 export class Worker {
   readonly id: string;
   readonly child: ChildProcess;
   readonly messages: WorkerMessage[] = [];
   readonly exited: Promise<number | null>;
-  #waiters: { type: string; resolve: (m: WorkerMessage) => void; reject: (error: Error) => void }[] = [];
+  readonly #taken = new WeakSet<WorkerMessage>();
+  #waiters: {
+    matches: (m: WorkerMessage) => boolean;
+    resolve: (m: WorkerMessage) => void;
+    reject: (error: Error) => void;
+  }[] = [];
 
-  constructor(config: WorkerConfig) {
+  /** lock-worker.ts with its config, or another fixture `script` with its own. */
+  constructor(config: WorkerConfig);
+  constructor(config: { readonly id: string }, script: string);
+  constructor(config: { readonly id: string }, script = fixturePath('lock-worker.ts')) {
     this.id = config.id;
-    this.child = fork(workerPath, [JSON.stringify(config)], {
+    this.child = fork(script, [JSON.stringify(config)], {
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       execArgv: ['--no-warnings'],
@@ -36,49 +52,80 @@ export class Worker {
       this.messages.push(message);
       // A worker that failed sends nothing more: whoever waits for it learns why at once.
       if (message.type === 'error') {
-        for (const waiter of this.#waiters.splice(0))
-          waiter.reject(new Error(`${this.id}: ${String(message['message'])}`));
+        for (const waiter of this.#waiters.splice(0)) waiter.reject(this.#failure(message));
         return;
       }
-      const index = this.#waiters.findIndex((w) => w.type === message.type);
-      if (index !== -1) this.#waiters.splice(index, 1)[0]?.resolve(message);
+      const index = this.#waiters.findIndex((w) => w.matches(message));
+      if (index !== -1) {
+        this.#taken.add(message);
+        this.#waiters.splice(index, 1)[0]?.resolve(message);
+      }
     });
   }
 
-  /** The first message of `type` not yet taken by an earlier call (waits up to `timeoutMs`). */
-  next<T extends WorkerMessage = WorkerMessage>(type: string, timeoutMs = 20_000): Promise<T> {
-    const seen = this.messages.find((m) => m.type === type && !taken.has(m));
+  /**
+   * The first message of `type` (and `fields`, compared with ===) not yet taken by an earlier call, within
+   * `timeoutMs`.
+   */
+  next<T extends WorkerMessage = WorkerMessage>(type: string, timeoutMs?: number): Promise<T>;
+  next<T extends WorkerMessage = WorkerMessage>(
+    type: string,
+    fields: Record<string, unknown>,
+    timeoutMs?: number,
+  ): Promise<T>;
+  next<T extends WorkerMessage = WorkerMessage>(
+    type: string,
+    fieldsOrTimeout: Record<string, unknown> | number = {},
+    timeout?: number,
+  ): Promise<T> {
+    const fields = typeof fieldsOrTimeout === 'number' ? {} : fieldsOrTimeout;
+    const timeoutMs = (typeof fieldsOrTimeout === 'number' ? fieldsOrTimeout : timeout) ?? 20_000;
+    const matches = (m: WorkerMessage): boolean =>
+      m.type === type && !this.#taken.has(m) && Object.entries(fields).every(([k, v]) => m[k] === v);
+    const seen = this.messages.find(matches);
     if (seen) {
-      taken.add(seen);
+      this.#taken.add(seen);
       return Promise.resolve(seen as T);
     }
     const failure = this.messages.find((m) => m.type === 'error');
-    if (failure) return Promise.reject(new Error(`${this.id}: ${String(failure['message'])}`));
+    if (failure) return Promise.reject(this.#failure(failure));
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => {
-        reject(new Error(`${this.id}: no "${type}" message within ${timeoutMs} ms; got ${describe(this.messages)}`));
+        const index = this.#waiters.indexOf(waiter);
+        if (index !== -1) this.#waiters.splice(index, 1);
+        const got = JSON.stringify(this.messages.map((m) => m.type));
+        reject(new Error(`${this.id}: no "${type}" ${JSON.stringify(fields)} within ${timeoutMs} ms; got ${got}`));
       }, timeoutMs);
-      this.#waiters.push({
-        type,
-        resolve: (m) => {
+      const waiter = {
+        matches,
+        resolve: (m: WorkerMessage) => {
           clearTimeout(timer);
-          taken.add(m);
           resolve(m as T);
         },
-        reject: (error) => {
+        reject: (error: Error) => {
           clearTimeout(timer);
           reject(error);
         },
-      });
+      };
+      this.#waiters.push(waiter);
     });
   }
 
   send(command: Record<string, unknown>): void {
-    this.child.send(command);
+    if (this.child.connected) this.child.send(command);
   }
 
   signal(signal: NodeJS.Signals): void {
     this.child.kill(signal);
+  }
+
+  /** Sends `close` and waits for the exit code (a worker must exit by itself once its client is closed). */
+  async close(timeoutMs = 10_000): Promise<number | null> {
+    this.send({ cmd: 'close' });
+    const timer = setTimeout(() => void this.kill(), timeoutMs);
+    const code = await this.exited;
+    clearTimeout(timer);
+    return code;
   }
 
   async kill(): Promise<void> {
@@ -88,12 +135,10 @@ export class Worker {
     }
     await this.exited;
   }
-}
 
-const taken = new WeakSet<WorkerMessage>();
-
-function describe(messages: readonly WorkerMessage[]): string {
-  return JSON.stringify(messages.map((m) => m.type));
+  #failure(message: WorkerMessage): Error {
+    return new Error(`${this.id}: ${String(message['message'])}`);
+  }
 }
 
 export function startWorkers(configs: readonly WorkerConfig[]): Worker[] {

@@ -1,0 +1,188 @@
+// Count-down latch across processes (issue 11): C1 (8 processes await(), another process counts down to zero:
+// all wake within 200 ms of the last countDown), C2 (the subscriber connections are killed shortly before
+// the last countDown: all wake within 200 ms of the later of their reconnect and the countDown).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { latchKeys } from '../../../src/redis/keys.js';
+import { percentile } from '../../support/checkers.js';
+import { fixturePath, Worker, type WorkerMessage } from '../../support/workers.js';
+import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { recordFigures, soak } from '../../support/figures.js';
+import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import type { SemaphoreWorkerConfig } from '../../fixtures/semaphore-worker.ts';
+
+const WAITERS = 8;
+/** The bound of the issue: every waiter is awake this long after the latch opened (or it could know). */
+const WAKE_MS = 200;
+const script = fixturePath('semaphore-worker.ts');
+
+let server: LocalRedis;
+let admin: Redis;
+const cleanup: (() => unknown)[] = [];
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  admin = newRedis(server);
+});
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
+});
+afterAll(async () => {
+  admin.disconnect();
+  await server.stop();
+});
+
+const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
+const max = (values: readonly number[]): number => values.reduce((a, b) => Math.max(a, b), -Infinity);
+
+type Woke = WorkerMessage & { result: boolean; called: bigint; at: bigint };
+type Counted = WorkerMessage & { called: bigint; at: bigint };
+type SubscriberEvent = WorkerMessage & { event: 'ready' | 'close'; at: bigint };
+
+/** WAITERS waiter processes and one counter process C (all ready), killed after the test if still running. */
+async function start(): Promise<{ waiters: Worker[]; counter: Worker }> {
+  const ids = [...Array.from({ length: WAITERS }, (_, i) => `W${i}`), 'C'];
+  const started = ids.map((id) => {
+    const config: SemaphoreWorkerConfig = { id, url: server.url, watchdogTimeout: 30_000 };
+    return new Worker(config, script);
+  });
+  cleanup.push(() => Promise.all(started.map((worker) => worker.kill())));
+  await Promise.all(started.map((worker) => worker.next('ready')));
+  return { waiters: started.slice(0, WAITERS), counter: started[WAITERS]! };
+}
+
+/** Processes subscribed to the latch's channel. */
+async function subscribers(name: string): Promise<number> {
+  const [, count] = (await admin.pubsub('NUMSUB', latchKeys('', name).channel)) as [string, number | string];
+  return Number(count);
+}
+
+async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await sleep(5);
+  }
+}
+
+/** C arms latch `name` with `count`; every waiter calls await() without waitTime and is subscribed. */
+async function arm(name: string, count: number, waiters: readonly Worker[], counter: Worker) {
+  counter.send({ cmd: 'trySetCount', ref: name, name, count });
+  expect(await counter.next('set', { ref: name })).toMatchObject({ ok: true });
+  for (const waiter of waiters) waiter.send({ cmd: 'await', ref: name, name });
+  await until(async () => (await subscribers(name)) === waiters.length, `all ${waiters.length} waiters subscribed`);
+}
+
+async function countDown(counter: Worker, name: string): Promise<Counted> {
+  counter.send({ cmd: 'countDown', ref: name, name });
+  return counter.next<Counted>('counted', { ref: name });
+}
+
+async function closeAll(workers: readonly Worker[]): Promise<void> {
+  expect(await Promise.all(workers.map((worker) => worker.close()))).toEqual(workers.map(() => 0));
+}
+
+describe('C1: 8 processes await() a latch of 3 that a 9th process counts down (5 x SOAK rounds)', () => {
+  it(`nobody wakes before the last countDown, and all wake within ${WAKE_MS} ms of its completion`, async () => {
+    const { waiters, counter } = await start();
+    const rounds = 5 * soak;
+    const latencies: number[] = [];
+    const early: string[] = [];
+    const results: boolean[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const name = uniqueName('c1');
+      await arm(name, 3, waiters, counter);
+      await countDown(counter, name);
+      await countDown(counter, name);
+      // The count is 1: nobody may be awake yet, however long they wait.
+      await sleep(100);
+      early.push(
+        ...waiters.filter((w) => w.messages.some((m) => m.type === 'woke' && m['ref'] === name)).map((w) => w.id),
+      );
+      const last = await countDown(counter, name);
+      const woke = await Promise.all(waiters.map((waiter) => waiter.next<Woke>('woke', { ref: name }, 10_000)));
+      results.push(...woke.map((w) => w.result));
+      early.push(...woke.filter((w) => w.at < last.called).map((w) => w.id));
+      latencies.push(...woke.map((w) => ms(last.at, w.at)));
+      expect(await admin.exists(name)).toBe(0);
+    }
+    recordFigures('C1 latch, 8 waiters', {
+      wakes: latencies.length,
+      wakeP50Ms: percentile(latencies, 50),
+      wakeP99Ms: percentile(latencies, 99),
+      wakeMaxMs: max(latencies),
+      early: early.length,
+    });
+    expect(results).toEqual(latencies.map(() => true));
+    expect(early).toEqual([]);
+    expect(max(latencies)).toBeLessThanOrEqual(WAKE_MS);
+    await closeAll([...waiters, counter]);
+  });
+});
+
+describe('C2: the subscriber connections are killed (CLIENT KILL TYPE pubsub) shortly before the last countDown', () => {
+  it(`all wake within ${WAKE_MS} ms of the later of their reconnect and the countDown`, async () => {
+    const { waiters, counter } = await start();
+    // Kill this long before the countDown: the "0" is published while every subscriber is away (0, 10, 30),
+    // while they come back (60: ioredis reconnects after 50 ms), or once they are back (150).
+    const offsets = Array.from({ length: soak }, () => [0, 10, 30, 60, 150]).flat();
+    const latencies: number[] = [];
+    const sinceCountDown: number[] = [];
+    let missed = 0;
+    let notKilled = 0;
+    const results: boolean[] = [];
+    for (const offset of offsets) {
+      const name = uniqueName('c2');
+      await arm(name, 2, waiters, counter);
+      await countDown(counter, name);
+      const killedAt = process.hrtime.bigint();
+      const killed = Number(await admin.client('KILL', 'TYPE', 'pubsub'));
+      await sleep(offset);
+      const last = await countDown(counter, name);
+      const woke = await Promise.all(waiters.map((waiter) => waiter.next<Woke>('woke', { ref: name }, 10_000)));
+      results.push(...woke.map((w) => w.result));
+      for (const [index, waiter] of waiters.entries()) {
+        const back = waiter.messages.find(
+          (m): m is SubscriberEvent =>
+            m.type === 'subscriber' && m['event'] === 'ready' && (m['at'] as bigint) > killedAt,
+        );
+        const at = woke[index]!.at;
+        if (!back) {
+          notKilled++;
+          continue;
+        }
+        // Reconnected after the "0" went out: this waiter can only have learned it by its re-check.
+        if (back.at > last.at) missed++;
+        latencies.push(ms(back.at > last.at ? back.at : last.at, at));
+        sinceCountDown.push(ms(last.at, at));
+      }
+      expect(killed).toBe(WAITERS);
+      expect(await admin.exists(name)).toBe(0);
+      // Every subscriber back and subscribed before the next round's kill.
+      await until(
+        () =>
+          Promise.resolve(
+            waiters.every((w) =>
+              w.messages.some(
+                (m) => m.type === 'subscriber' && m['event'] === 'ready' && (m['at'] as bigint) > killedAt,
+              ),
+            ),
+          ),
+        'every subscriber reconnected',
+      );
+    }
+    recordFigures('C2 latch, pubsub killed before the last countDown', {
+      wakes: latencies.length,
+      missedZeroMessage: missed,
+      wakeAfterLaterP50Ms: percentile(latencies, 50),
+      wakeAfterLaterMaxMs: max(latencies),
+      wakeAfterCountDownMaxMs: max(sinceCountDown),
+    });
+    expect(notKilled).toBe(0);
+    expect(results).toEqual(offsets.flatMap(() => waiters.map(() => true)));
+    // The re-check after a reconnect is what this scenario is about: it must have been needed.
+    expect(missed).toBeGreaterThanOrEqual(WAITERS);
+    expect(max(latencies)).toBeLessThanOrEqual(WAKE_MS);
+    await closeAll([...waiters, counter]);
+  });
+});
