@@ -23,6 +23,10 @@ describe('a process using the library', () => {
     expect(message.waited).toBe(false);
     expect(message.watchdogLost).toBe(true);
     expect(await redis.admin.exists(name, `${name}:watchdog`)).toBe(0);
+    // close() gave the expirable permit back; nobody is queued for permits any more.
+    expect(await redis.admin.get(`${name}:permits`)).toBe('1');
+    expect(await redis.admin.exists(`{${name}:permits}:timeout`)).toBe(0);
+    expect(await redis.admin.keys(`*permit-queue*${name}*`)).toEqual([]);
     expect(await redis.admin.pubsub('CHANNELS', `*${name}*`)).toEqual([]);
   });
 });

@@ -1,5 +1,6 @@
 // Smoke run of the built package on the runtime floor (the machine's Node 20): loads it through ESM
-// `import` and CommonJS `require`, takes, re-enters, waits for and releases locks against a real
+// `import` and CommonJS `require`, takes, re-enters, waits for and releases locks (and semaphores, a latch)
+// against a real
 // redis-server (REDIS_URL, or a throwaway one on a free port), then checks that the process can exit.
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -107,6 +108,28 @@ try {
     });
     await Promise.all(readers.map((reader) => reader.release()));
     assert.equal(await rw.writeLock().withLock(() => 'written'), 'written', `${label}: write after the readers`);
+
+    // Semaphores and the latch: a permit waiter woken by a release, an expirable permit, a latch opened.
+    const semaphore = locks.getSemaphore(`${name}:semaphore`);
+    assert.equal(await semaphore.trySetPermits(1), true, `${label}: trySetPermits`);
+    await semaphore.acquire();
+    const permitWaiting = semaphore.tryAcquire(1, 2000);
+    await sleep(100);
+    await semaphore.release();
+    assert.equal(await permitWaiting, true, `${label}: a permit waiter is woken by the release`);
+    const expirable = locks.getPermitExpirableSemaphore(`${name}:expirable`);
+    await expirable.trySetPermits(1);
+    const permit = await expirable.acquire({ leaseTime: 5000 });
+    assert.match(permit.permitId, /^[0-9a-f]{32}$/, `${label}: permit id`);
+    await assert.rejects(expirable.acquire({ waitTime: 50 }), { code: 'LOCK_ACQUIRE_TIMEOUT' });
+    await permit.release();
+    await assert.rejects(expirable.release(permit.permitId), { code: 'PERMIT_NOT_HELD' });
+    const latch = locks.getCountDownLatch(`${name}:latch`);
+    await latch.trySetCount(1);
+    const opening = latch.await(2000);
+    await sleep(50);
+    await latch.countDown();
+    assert.equal(await opening, true, `${label}: the latch opens`);
     await locks.close();
     await redis.quit();
     checks.push(label);

@@ -93,11 +93,10 @@ export function rwOverlaps(sections: readonly KindedSection[]): [KindedSection, 
   return found;
 }
 
-/** The most sections of `kind` inside their critical section at one instant. */
-export function maxConcurrent(sections: readonly KindedSection[], kind: KindedSection['kind'] = 'read'): number {
+/** The most sections inside [enter, exit] at one instant (readers of a read-write lock, permit holders). */
+export function maxConcurrent(sections: readonly { readonly enter: bigint; readonly exit: bigint }[]): number {
   // At equal times an exit comes before an enter: touching sections do not count as concurrent.
   const events = sections
-    .filter((s) => s.kind === kind)
     .flatMap((s) => [
       { at: s.enter, delta: 1 },
       { at: s.exit, delta: -1 },
@@ -227,23 +226,6 @@ export interface PermitSection {
   readonly requested: bigint;
   readonly enter: bigint;
   readonly exit: bigint;
-}
-
-/** The most sections inside [enter, exit] at one instant (an exit at the same instant comes first). */
-export function maxInside(sections: readonly PermitSection[]): number {
-  const events = sections
-    .flatMap((s) => [
-      { at: s.enter, delta: 1 },
-      { at: s.exit, delta: -1 },
-    ])
-    .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.delta - b.delta));
-  let inside = 0;
-  let most = 0;
-  for (const event of events) {
-    inside += event.delta;
-    most = Math.max(most, inside);
-  }
-  return most;
 }
 
 /**

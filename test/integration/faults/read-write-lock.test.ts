@@ -156,7 +156,7 @@ describe('RW1: 6 processes x 2 flows mix readers (70 %) and writers on one read-
     );
     const reads = run.sections.filter((s) => s.kind === 'read');
     const writes = run.sections.filter((s) => s.kind === 'write');
-    const readers = maxConcurrent(run.sections, 'read');
+    const readers = maxConcurrent(run.sections.filter((s) => s.kind === 'read'));
     recordFigures('RW1 readers and writers', {
       sections: run.sections.length,
       reads: reads.length,
@@ -284,7 +284,7 @@ describe('RW3: one writer among 3 processes x 3 flows of readers that overlap wi
       writes: writeSections.length,
       contendedWrites: contended.length,
       reads: readSections.length,
-      maxConcurrentReaders: maxConcurrent(run.sections, 'read'),
+      maxConcurrentReaders: maxConcurrent(run.sections.filter((s) => s.kind === 'read')),
       writeWaitP50Ms: percentile(writeWaits, 50),
       writeWaitMaxMs: Math.max(...writeWaits),
       readWaitP50Ms: percentile(waits(readSections), 50),
@@ -294,7 +294,7 @@ describe('RW3: one writer among 3 processes x 3 flows of readers that overlap wi
     });
     expect(writeSections).toHaveLength(writes);
     expect(contended.length).toBeGreaterThanOrEqual(writes / 2);
-    expect(maxConcurrent(run.sections, 'read')).toBeGreaterThanOrEqual(3);
+    expect(maxConcurrent(run.sections.filter((s) => s.kind === 'read'))).toBeGreaterThanOrEqual(3);
     expect(percentile(writeWaits, 50)).toBeLessThanOrEqual(readHoldMs + 150);
     expect(Math.max(...writeWaits)).toBeLessThanOrEqual(readHoldMs + 400);
     expectConsistent(run);

@@ -6,7 +6,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, type LockClient } from '../../../src/index.js';
 import { semaphoreKeys } from '../../../src/redis/keys.js';
-import { maxInside, percentile, permitStalls, subscribedClients, type PermitSection } from '../../support/checkers.js';
+import {
+  maxConcurrent,
+  percentile,
+  permitStalls,
+  subscribedClients,
+  type PermitSection,
+} from '../../support/checkers.js';
 import { fixturePath, Worker, type WorkerMessage } from '../../support/workers.js';
 import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
@@ -132,7 +138,7 @@ function measure(run: Run): Record<string, number> {
   return {
     acquisitions: run.sections.length,
     maxInsideRedis: Math.max(...run.sections.map((s) => s.inside)),
-    maxInsideClock: maxInside(run.sections),
+    maxInsideClock: maxConcurrent(run.sections),
     lostPermits: run.sections.filter((s) => s.lost).length,
     waitP50Ms: percentile(waits, 50),
     waitP99Ms: percentile(waits, 99),
