@@ -1,10 +1,12 @@
-// flowlock demo: four short scenes against a real Redis.
+// flowlock demo: five short scenes against a real Redis.
 //
 //   1. contention   worker processes increment one counter under one lock; nothing is lost or overlaps
 //   2. reentrancy   a nested withLock re-enters the lock its caller holds; a sibling flow waits its turn
 //   3. watchdog     a 1000 ms lease is kept alive through a 3500 ms critical section
 //   4. family       a fair lock serves clients in arrival order; readers share a read-write lock, a writer
 //                   waits for them, and a read -> write upgrade is refused at once
+//   5. permits      six jobs share a semaphore of 2 permits (never more than 2 at once, served in arrival
+//                   order, a job wanting both permits not overtaken); a latch opens for every waiter
 //
 // Redis: REDIS_URL when set, otherwise a throwaway redis-server on a free loopback port.
 // Run with `npm run demo` (builds dist/ first). Exits 0 when every check passes, 1 otherwise.
@@ -370,6 +372,75 @@ async function familyScene(redis) {
   await Promise.all(clients.map((client) => client.close()));
 }
 
+async function permitsScene(redis) {
+  scene(
+    'Scene 5 · permits: semaphore "demo:exports" of 2 permits, count-down latch "demo:boot"',
+    'six jobs of three clients queue for the permits (job 3 wants both); three waiters await the latch',
+  );
+  const clients = Array.from({ length: 3 }, () => createLockClient(redis));
+  const t0 = process.hrtime.bigint();
+  const log = timeline(t0);
+  const semaphore = (i) => clients[i % clients.length].getSemaphore('demo:exports');
+  await semaphore(0).trySetPermits(2);
+  let inside = 0;
+  let most = 0;
+  const started = [];
+  const jobs = [];
+  for (let job = 0; job < 6; job++) {
+    const permits = job === 3 ? 2 : 1;
+    jobs.push(
+      (async () => {
+        await semaphore(job).acquire(permits);
+        started.push(job);
+        inside += permits;
+        most = Math.max(most, inside);
+        log(`job ${job}`, 'permits: got', `${permits} (in use: ${inside})`);
+        await sleep(40);
+        inside -= permits;
+        await semaphore(job).release(permits);
+      })(),
+    );
+    await sleep(5); // queued in this order
+  }
+  await Promise.all(jobs);
+  const left = await semaphore(0).availablePermits();
+
+  const latch = (i) => clients[i].getCountDownLatch('demo:boot');
+  await latch(0).trySetCount(2);
+  const opened = [];
+  const awaiting = [0, 1, 2].map((i) =>
+    latch(i)
+      .await(5000)
+      .then((open) => {
+        opened.push(process.hrtime.bigint());
+        log(`client ${i}`, 'latch: open', String(open));
+        return open;
+      }),
+  );
+  await sleep(50);
+  await latch(1).countDown();
+  log('client 1', 'latch: count', String(await latch(0).getCount()));
+  await sleep(50);
+  const earlyWakes = opened.length;
+  const lastCountDown = process.hrtime.bigint();
+  await latch(2).countDown();
+  const results = await Promise.all(awaiting);
+
+  console.log();
+  check(most <= 2, `never more than 2 permits in use (at most ${most})`);
+  // Jobs 4 and 5 are served by one release (both fit), in either order.
+  check(
+    started.slice(0, 4).join(',') === '0,1,2,3',
+    `jobs served in arrival order, the two-permit job not overtaken (${started.join(', ')})`,
+  );
+  check(left === 2, 'both permits available again afterwards');
+  check(
+    earlyWakes === 0 && results.every(Boolean) && opened.every((at) => Number(at - lastCountDown) / 1e6 < 500),
+    'every latch waiter woke when the count reached zero, none before',
+  );
+  await Promise.all(clients.map((client) => client.close()));
+}
+
 // ─── main ────────────────────────────────────────────────────────────────────────────────────────────
 
 let redisUrl = process.env.REDIS_URL;
@@ -402,6 +473,7 @@ try {
   await reentrancyScene(redis);
   await watchdogScene(redis);
   await familyScene(redis);
+  await permitsScene(redis);
 } catch (error) {
   failures++;
   // After Ctrl-C the scenes fail only because their processes were stopped: nothing to report.
