@@ -2,13 +2,13 @@
 // all wake within 200 ms of the last countDown), C2 (the subscriber connections are killed shortly before
 // the last countDown: all wake within 200 ms of the later of their reconnect and the countDown).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { latchKeys } from '../../../src/redis/keys.js';
 import { percentile } from '../../support/checkers.js';
 import { fixturePath, Worker, type WorkerMessage } from '../../support/workers.js';
-import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { uniqueName } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
-import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { useFaultServers } from '../../support/fault-servers.js';
 import type { SemaphoreWorkerConfig } from '../../fixtures/semaphore-worker.ts';
 
 const WAITERS = 8;
@@ -16,21 +16,7 @@ const WAITERS = 8;
 const WAKE_MS = 200;
 const script = fixturePath('semaphore-worker.ts');
 
-let server: LocalRedis;
-let admin: Redis;
-const cleanup: (() => unknown)[] = [];
-
-beforeAll(async () => {
-  server = await startRedisServer();
-  admin = newRedis(server);
-});
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
-});
-afterAll(async () => {
-  admin.disconnect();
-  await server.stop();
-});
+const servers = useFaultServers();
 
 const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
 const max = (values: readonly number[]): number => values.reduce((a, b) => Math.max(a, b), -Infinity);
@@ -43,17 +29,17 @@ type SubscriberEvent = WorkerMessage & { event: 'ready' | 'close'; at: bigint };
 async function start(): Promise<{ waiters: Worker[]; counter: Worker }> {
   const ids = [...Array.from({ length: WAITERS }, (_, i) => `W${i}`), 'C'];
   const started = ids.map((id) => {
-    const config: SemaphoreWorkerConfig = { id, url: server.url, watchdogTimeout: 30_000 };
+    const config: SemaphoreWorkerConfig = { id, url: servers.lock.url, watchdogTimeout: 30_000 };
     return new Worker(config, script);
   });
-  cleanup.push(() => Promise.all(started.map((worker) => worker.kill())));
+  servers.cleanup(() => Promise.all(started.map((worker) => worker.kill())));
   await Promise.all(started.map((worker) => worker.next('ready')));
   return { waiters: started.slice(0, WAITERS), counter: started[WAITERS]! };
 }
 
 /** Processes subscribed to the latch's channel. */
 async function subscribers(name: string): Promise<number> {
-  const [, count] = (await admin.pubsub('NUMSUB', latchKeys('', name).channel)) as [string, number | string];
+  const [, count] = (await servers.admin.pubsub('NUMSUB', latchKeys('', name).channel)) as [string, number | string];
   return Number(count);
 }
 
@@ -104,7 +90,7 @@ describe('C1: 8 processes await() a latch of 3 that a 9th process counts down (5
       results.push(...woke.map((w) => w.result));
       early.push(...woke.filter((w) => w.at < last.called).map((w) => w.id));
       latencies.push(...woke.map((w) => ms(last.at, w.at)));
-      expect(await admin.exists(name)).toBe(0);
+      expect(await servers.admin.exists(name)).toBe(0);
     }
     recordFigures('C1 latch, 8 waiters', {
       wakes: latencies.length,
@@ -136,7 +122,7 @@ describe('C2: the subscriber connections are killed (CLIENT KILL TYPE pubsub) sh
       await arm(name, 2, waiters, counter);
       await countDown(counter, name);
       const killedAt = process.hrtime.bigint();
-      const killed = Number(await admin.client('KILL', 'TYPE', 'pubsub'));
+      const killed = Number(await servers.admin.client('KILL', 'TYPE', 'pubsub'));
       await sleep(offset);
       const last = await countDown(counter, name);
       const woke = await Promise.all(waiters.map((waiter) => waiter.next<Woke>('woke', { ref: name }, 10_000)));
@@ -157,7 +143,7 @@ describe('C2: the subscriber connections are killed (CLIENT KILL TYPE pubsub) sh
         sinceCountDown.push(ms(last.at, at));
       }
       expect(killed).toBe(WAITERS);
-      expect(await admin.exists(name)).toBe(0);
+      expect(await servers.admin.exists(name)).toBe(0);
       // Every subscriber back and subscribed before the next round's kill.
       await until(
         () =>

@@ -1,26 +1,12 @@
 // T1 (counter exclusion), T12 (script-cache loss during T1), T20 (workers exit after close, nothing left).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { overlaps, leftovers, tokensRise, type Section } from '../../support/checkers.js';
-import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { uniqueName } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
-import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { useFaultServers } from '../../support/fault-servers.js';
 import { startWorkers } from '../../support/workers.js';
 
-let lockServer: LocalRedis;
-let resourceServer: LocalRedis;
-let admin: Redis;
-let resourceAdmin: Redis;
-
-beforeAll(async () => {
-  [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
-  admin = newRedis(lockServer);
-  resourceAdmin = newRedis(resourceServer);
-});
-afterAll(async () => {
-  admin.disconnect();
-  resourceAdmin.disconnect();
-  await Promise.all([lockServer.stop(), resourceServer.stop()]);
-});
+const servers = useFaultServers({ resource: true });
 
 interface CounterRun {
   sections: Section[];
@@ -37,8 +23,8 @@ async function runCounter(name: string, processes: number, perProcess: number): 
     Array.from({ length: processes }, (_, i) => ({
       mode: 'counter' as const,
       id: `w${i}`,
-      lockUrl: lockServer.url,
-      resourceUrl: resourceServer.url,
+      lockUrl: servers.lock.url,
+      resourceUrl: servers.resource.url,
       name,
       count: perProcess,
       sleepMs: 2,
@@ -63,7 +49,7 @@ async function runCounter(name: string, processes: number, perProcess: number): 
       exitDelaysMs.push(performance.now() - doneAt);
     }),
   );
-  const counter = Number(await resourceAdmin.get(`counter:${name}`));
+  const counter = Number(await servers.resourceAdmin.get(`counter:${name}`));
   return { sections, accepted, counter, exitDelaysMs, exitCodes, elapsedMs: performance.now() - start };
 }
 
@@ -90,7 +76,7 @@ describe('T1: 8 processes x 200 critical sections on one counter (soak: 16 x 200
     expect(tokensRise(run.sections)).toBe(true);
     expect(run.accepted).toBe(total);
     expect(Math.max(...run.exitDelaysMs)).toBeLessThan(1000);
-    expect(await leftovers(admin, name)).toEqual({ keys: [], channels: [] });
+    expect(await leftovers(servers.admin, name)).toEqual({ keys: [], channels: [] });
   });
 });
 
@@ -100,7 +86,7 @@ describe('T12: SCRIPT FLUSH every 100 ms during T1', () => {
     let flushes = 0;
     const flusher = setInterval(() => {
       flushes++;
-      admin.script('FLUSH').catch(() => undefined);
+      servers.admin.script('FLUSH').catch(() => undefined);
     }, 100);
     let run: CounterRun;
     try {

@@ -1,7 +1,7 @@
 // Fair lock (RFairLock) across processes: F1 (exclusion and FIFO order), F2 (pub/sub kills and SCRIPT FLUSH),
 // F3 (SIGKILLed holder), F4 (SIGKILLed queued waiter), F5 (Redis restarted under a holder and a queue).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   fifoViolations,
   handoffGaps,
@@ -15,6 +15,7 @@ import {
 import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { useFaultServers } from '../../support/fault-servers.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
 import { fairLockKeys } from '../../../src/redis/keys.js';
@@ -22,25 +23,7 @@ import { fairLockKeys } from '../../../src/redis/keys.js';
 const L = 1500; // the workers' watchdogTimeout: lease, and how long a silent waiter keeps its place
 const R = L / 3; // renewal period, and the longest a live waiter goes without refreshing its place
 
-let lockServer: LocalRedis;
-let resourceServer: LocalRedis;
-let admin: Redis;
-let resourceAdmin: Redis;
-const cleanup: (() => unknown)[] = [];
-
-beforeAll(async () => {
-  [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
-  admin = newRedis(lockServer);
-  resourceAdmin = newRedis(resourceServer);
-});
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
-});
-afterAll(async () => {
-  admin.disconnect();
-  resourceAdmin.disconnect();
-  await Promise.all([lockServer.stop(), resourceServer.stop()]);
-});
+const servers = useFaultServers({ resource: true });
 
 const queueKey = (name: string): string => fairLockKeys('', name).queueKey;
 const fenceKey = (name: string): string => fairLockKeys('', name).fenceKey;
@@ -49,7 +32,7 @@ const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
 /** Worker processes, killed after the test if they are still running. */
 function workers(configs: readonly WorkerConfig[]): Worker[] {
   const started = startWorkers(configs);
-  cleanup.push(() => Promise.all(started.map((worker) => worker.kill())));
+  servers.cleanup(() => Promise.all(started.map((worker) => worker.kill())));
   return started;
 }
 
@@ -67,7 +50,7 @@ function fairCounters(
       kind: 'fair' as const,
       id: `f${i}`,
       lockUrl: server.url,
-      resourceUrl: resourceServer.url,
+      resourceUrl: servers.resource.url,
       name,
       count: perProcess,
       sleepMs: 2,
@@ -80,7 +63,15 @@ function fairCounters(
 /** A fair-lock `hold` worker (acquires once, then obeys unlock/write/close). */
 function fairHolder(server: LocalRedis, name: string, id: string): Worker {
   return workers([
-    { mode: 'hold', kind: 'fair', id, lockUrl: server.url, resourceUrl: resourceServer.url, name, watchdogTimeout: L },
+    {
+      mode: 'hold',
+      kind: 'fair',
+      id,
+      lockUrl: server.url,
+      resourceUrl: servers.resource.url,
+      name,
+      watchdogTimeout: L,
+    },
   ])[0]!;
 }
 
@@ -116,7 +107,7 @@ async function collect(name: string, counters: readonly Worker[], start: number)
       run.exitCodes.push(await worker.exited);
     }),
   );
-  run.counter = Number(await resourceAdmin.get(`counter:${name}`));
+  run.counter = Number(await servers.resourceAdmin.get(`counter:${name}`));
   run.seconds = (performance.now() - start) / 1000;
   return run;
 }
@@ -174,9 +165,9 @@ describe('F1: 8 processes x 150 fair-lock sections on one counter (soak: 16 x 15
     const name = uniqueName('f1');
     const processes = soak > 1 ? 16 : 8;
     const perProcess = 150 * soak;
-    const watcher = watchQueue(admin, name);
+    const watcher = watchQueue(servers.admin, name);
     const start = performance.now();
-    const run = await collect(name, fairCounters(lockServer, name, processes, perProcess), start);
+    const run = await collect(name, fairCounters(servers.lock, name, processes, perProcess), start);
     const snapshots = await watcher.stop();
     const violations = fifoViolations(snapshots, run.sections, run.owners);
     // Snapshots with two or more waiters in line are what the order check stands on.
@@ -197,7 +188,7 @@ describe('F1: 8 processes x 150 fair-lock sections on one counter (soak: 16 x 15
     expectExclusive(run, processes * perProcess);
     expect(queued.length).toBeGreaterThan(20);
     expect(violations).toEqual([]);
-    expect(await leftovers(admin, name)).toEqual({ keys: [], channels: [] });
+    expect(await leftovers(servers.admin, name)).toEqual({ keys: [], channels: [] });
   });
 });
 
@@ -210,16 +201,16 @@ describe('F2: pub/sub connections killed every 150 ms and SCRIPT FLUSH every 50 
     let flushes = 0;
     const killer = setInterval(() => {
       kills++;
-      admin.client('KILL', 'TYPE', 'pubsub').catch(() => undefined);
+      servers.admin.client('KILL', 'TYPE', 'pubsub').catch(() => undefined);
     }, 150);
     const flusher = setInterval(() => {
       flushes++;
-      admin.script('FLUSH').catch(() => undefined);
+      servers.admin.script('FLUSH').catch(() => undefined);
     }, 50);
-    const watcher = watchQueue(admin, name);
+    const watcher = watchQueue(servers.admin, name);
     let run: Run;
     try {
-      run = await collect(name, fairCounters(lockServer, name, processes, perProcess), performance.now());
+      run = await collect(name, fairCounters(servers.lock, name, processes, perProcess), performance.now());
     } finally {
       clearInterval(killer);
       clearInterval(flusher);
@@ -250,12 +241,12 @@ describe('F2: pub/sub connections killed every 150 ms and SCRIPT FLUSH every 50 
 describe('F3: the holder is SIGKILLed while 4 processes wait in line', () => {
   it('the first in line gets the lock within L + 300 ms of the kill; then F1 invariants and order', async () => {
     const name = uniqueName('f3');
-    const holder = fairHolder(lockServer, name, 'H');
+    const holder = fairHolder(servers.lock, name, 'H');
     const held = await holder.next<{ id: string; type: string; token: bigint }>('acquired');
-    const watcher = watchQueue(admin, name);
+    const watcher = watchQueue(servers.admin, name);
     const start = performance.now();
-    const counters = fairCounters(lockServer, name, 4, 25 * soak);
-    await until(async () => (await admin.llen(queueKey(name))) === 4, 'all 4 counter workers queued');
+    const counters = fairCounters(servers.lock, name, 4, 25 * soak);
+    await until(async () => (await servers.admin.llen(queueKey(name))) === 4, 'all 4 counter workers queued');
     await sleep(200);
     const killedAt = process.hrtime.bigint();
     await holder.kill();
@@ -281,18 +272,21 @@ describe('F3: the holder is SIGKILLed while 4 processes wait in line', () => {
 describe('F4: a waiter first in line is SIGKILLed', () => {
   it('its place blocks the line for at most about L: the next waiter gets the lock within L + 300 ms of the kill', async () => {
     const name = uniqueName('f4');
-    const holder = fairHolder(lockServer, name, 'H');
+    const holder = fairHolder(servers.lock, name, 'H');
     await holder.next('acquired');
-    const doomed = fairHolder(lockServer, name, 'W');
+    const doomed = fairHolder(servers.lock, name, 'W');
     const { clientId } = await doomed.next<{ id: string; type: string; clientId: string }>('waiting');
-    await until(async () => (await admin.lindex(queueKey(name), 0))?.startsWith(`${clientId}:`) === true, 'W queued');
-    const watcher = watchQueue(admin, name);
+    await until(
+      async () => (await servers.admin.lindex(queueKey(name), 0))?.startsWith(`${clientId}:`) === true,
+      'W queued',
+    );
+    const watcher = watchQueue(servers.admin, name);
     const start = performance.now();
-    const counters = fairCounters(lockServer, name, 4, 25 * soak);
-    await until(async () => (await admin.llen(queueKey(name))) === 5, 'W and 4 counter workers queued');
+    const counters = fairCounters(servers.lock, name, 4, 25 * soak);
+    await until(async () => (await servers.admin.llen(queueKey(name))) === 5, 'W and 4 counter workers queued');
     const killedAt = process.hrtime.bigint();
     await doomed.kill();
-    expect(await admin.lindex(queueKey(name), 0)).toMatch(new RegExp(`^${clientId}:w\\d+$`));
+    expect(await servers.admin.lindex(queueKey(name), 0)).toMatch(new RegExp(`^${clientId}:w\\d+$`));
     const releasedAt = process.hrtime.bigint();
     holder.send({ cmd: 'unlock' });
     expect(await holder.next('unlock')).toMatchObject({ ok: true });
@@ -300,7 +294,7 @@ describe('F4: a waiter first in line is SIGKILLed', () => {
     // latest refresh, which was at most R before the kill).
     let goneAt = 0n;
     await until(async () => {
-      const queue = await admin.lrange(queueKey(name), 0, -1);
+      const queue = await servers.admin.lrange(queueKey(name), 0, -1);
       if (queue.some((id) => id.startsWith(`${clientId}:`))) return false;
       goneAt = process.hrtime.bigint();
       return true;
@@ -321,7 +315,7 @@ describe('F4: a waiter first in line is SIGKILLed', () => {
     expect(ms(killedAt, goneAt)).toBeLessThanOrEqual(L + 300);
     expectExclusive(run, 4 * 25 * soak);
     expect(violations).toEqual([]);
-    expect(await leftovers(admin, name)).toEqual({ keys: [], channels: [] });
+    expect(await leftovers(servers.admin, name)).toEqual({ keys: [], channels: [] });
   });
 });
 
@@ -329,10 +323,10 @@ describe('F5: Redis restarted without persistence while a fair lock is held and 
   it('the holder learns it lost within R + 300 ms, the line recovers, tokens never go backwards', async () => {
     // A server of its own: the restart must not disturb the other scenarios' lock server.
     const server = await startRedisServer();
-    cleanup.push(() => server.stop());
+    servers.cleanup(() => server.stop());
     const serverAdmin = newRedis(server, { retryStrategy: () => 50 });
     serverAdmin.on('error', () => undefined);
-    cleanup.push(() => serverAdmin.disconnect());
+    servers.cleanup(() => serverAdmin.disconnect());
     const name = uniqueName('f5');
     // Order is not promised across the restart (the queue is lost; waiters take their places back in the
     // order they retry, each at the head): violations after it are only reported.
@@ -340,7 +334,7 @@ describe('F5: Redis restarted without persistence while a fair lock is held and 
     const start = performance.now();
     const counters = fairCounters(server, name, 4, 40 * soak, { sleepMs: 5, tolerateFaults: true });
     // Some sections before the restart, so that tokens from before it exist to compare with.
-    await until(async () => Number(await resourceAdmin.get(`counter:${name}`)) >= 20, '20 sections done');
+    await until(async () => Number(await servers.resourceAdmin.get(`counter:${name}`)) >= 20, '20 sections done');
     const holder = fairHolder(server, name, 'H');
     const held = await holder.next<{ id: string; type: string; token: bigint }>('acquired');
     await sleep(200);

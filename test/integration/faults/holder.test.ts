@@ -1,58 +1,29 @@
 // T3 (paused holder: SIGSTOP, blocked event loop), T5 (server stall longer than the lease), T6 (killed holder).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLockClient, type LockClient, type LockLease } from '../../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { LockLease } from '../../../src/index.js';
 import { FencedResource } from '../../support/fenced-resource.js';
-import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { uniqueName } from '../../support/fixture.js';
 import { recordFigures } from '../../support/figures.js';
-import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { useFaultServers } from '../../support/fault-servers.js';
 import { Worker } from '../../support/workers.js';
 
 const L = 1000; // lease (watchdogTimeout) of these tests
 const R = L / 3; // renewal period
 
-let lockServer: LocalRedis;
-let resourceServer: LocalRedis;
-let admin: Redis;
-let resourceAdmin: Redis;
-const cleanup: (() => unknown)[] = [];
-
-beforeAll(async () => {
-  [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
-  admin = newRedis(lockServer);
-  resourceAdmin = newRedis(resourceServer);
-});
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
-});
-afterAll(async () => {
-  admin.disconnect();
-  resourceAdmin.disconnect();
-  await Promise.all([lockServer.stop(), resourceServer.stop()]);
-});
-
-function client(watchdogTimeout = L): LockClient {
-  const redis = newRedis(lockServer);
-  redis.on('error', () => undefined);
-  const locks = createLockClient(redis, { watchdogTimeout });
-  cleanup.push(async () => {
-    await locks.close();
-    redis.disconnect();
-  });
-  return locks;
-}
+const servers = useFaultServers({ resource: true, clientOptions: { watchdogTimeout: L } });
 
 function holder(name: string, leaseTime?: number): Worker {
   const worker = new Worker({
     mode: 'hold',
     id: 'A',
-    lockUrl: lockServer.url,
-    resourceUrl: resourceServer.url,
+    lockUrl: servers.lock.url,
+    resourceUrl: servers.resource.url,
     name,
     watchdogTimeout: L,
     ...(leaseTime === undefined ? {} : { leaseTime }),
   });
-  cleanup.push(() => worker.kill());
+  servers.cleanup(() => worker.kill());
   return worker;
 }
 
@@ -66,7 +37,7 @@ describe.each([
     const name = uniqueName('t3');
     const a = holder(name);
     const acquired = await a.next<{ id: string; type: string; token: bigint }>('acquired');
-    const b = client();
+    const b = servers.client();
     const bLease = b.getLock(name).acquire();
     await sleep(100);
     const stoppedAt = process.hrtime.bigint();
@@ -74,10 +45,10 @@ describe.each([
     else a.send({ cmd: 'block', ms: 3000 });
     const lease: LockLease = await bLease;
     const takenAt = process.hrtime.bigint();
-    const resource = new FencedResource(resourceAdmin, `resource:${name}`);
+    const resource = new FencedResource(servers.resourceAdmin, `resource:${name}`);
     expect(await resource.write(lease.fencingToken, 'B')).toBe(true);
     expect(lease.fencingToken).toBeGreaterThan(acquired.token);
-    const bFields = await admin.hgetall(name);
+    const bFields = await servers.admin.hgetall(name);
 
     let resumedAt: bigint;
     if (fault === 'SIGSTOP') {
@@ -100,7 +71,7 @@ describe.each([
     expect(lostAfterResumeMs).toBeLessThanOrEqual(R + 100);
     expect(write['accepted']).toBe(false);
     expect(unlock).toMatchObject({ ok: false, code: 'LOCK_NOT_HELD' });
-    expect(await admin.hgetall(name)).toEqual(bFields);
+    expect(await servers.admin.hgetall(name)).toEqual(bFields);
     expect(await resource.entries()).toEqual(['B']);
     await lease.release();
   });
@@ -109,8 +80,8 @@ describe.each([
 describe('T5: DEBUG SLEEP longer than the lease', () => {
   it('leaves exactly one owner believing it holds', async () => {
     const name = uniqueName('t5');
-    const a = client();
-    const b = client();
+    const a = servers.client();
+    const b = servers.client();
     const aLease = await a.getLock(name).acquire();
     let bLease: LockLease | undefined;
     const bWaiting = b
@@ -118,7 +89,7 @@ describe('T5: DEBUG SLEEP longer than the lease', () => {
       .acquire()
       .then((lease) => (bLease = lease));
     await sleep(100);
-    await admin.debug('SLEEP', 2);
+    await servers.admin.debug('SLEEP', 2);
     await sleep(500);
     const believers = (aLease.signal.aborted ? 0 : 1) + (bLease && !bLease.signal.aborted ? 1 : 0);
     recordFigures('T5 DEBUG SLEEP 2', { believers, aLost: aLease.signal.aborted, bHolds: bLease !== undefined });
@@ -140,7 +111,7 @@ describe('T6: SIGKILLed holder', () => {
     const name = uniqueName('t6');
     const a = holder(name);
     await a.next('acquired');
-    const b = client();
+    const b = servers.client();
     const waiting = b.getLock(name).acquire();
     await sleep(500);
     const killedAt = process.hrtime.bigint();
@@ -157,7 +128,7 @@ describe('T6: SIGKILLed holder', () => {
     const a = holder(name, 5000);
     const acquired = await a.next<{ id: string; type: string; at: bigint }>('acquired');
     await a.kill();
-    const b = client();
+    const b = servers.client();
     const lease = await b.getLock(name).acquire();
     const afterMs = ms(acquired.at, process.hrtime.bigint());
     recordFigures('T6 SIGKILL, 5 s lease', { nextOwnerAfterMs: afterMs });
@@ -168,9 +139,9 @@ describe('T6: SIGKILLed holder', () => {
 
   it('tryLock(3000) on a held lock returns false after 2990-3350 ms', async () => {
     const name = uniqueName('t6');
-    const a = client();
+    const a = servers.client();
     const held = await a.getLock(name).acquire();
-    const b = client();
+    const b = servers.client();
     const start = performance.now();
     expect(await b.run(() => b.getLock(name).tryLock(3000))).toBe(false);
     const elapsed = performance.now() - start;

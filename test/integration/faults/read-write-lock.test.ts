@@ -1,7 +1,7 @@
 // Read-write lock across processes: RW1 (readers beside readers, never beside a writer), RW2 (SIGKILLed
 // reader, SIGKILLed writer), RW3 (a writer among continuously overlapping readers is not starved).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   leftovers,
   maxConcurrent,
@@ -11,34 +11,16 @@ import {
   tokensRise,
   type KindedSection,
 } from '../../support/checkers.js';
-import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { uniqueName } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
-import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { useFaultServers } from '../../support/fault-servers.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
 import { readWriteLockKeys } from '../../../src/redis/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: a dead holder's lease, read or write
 
-let lockServer: LocalRedis;
-let resourceServer: LocalRedis;
-let admin: Redis;
-let resourceAdmin: Redis;
-const cleanup: (() => unknown)[] = [];
-
-beforeAll(async () => {
-  [lockServer, resourceServer] = await Promise.all([startRedisServer(), startRedisServer()]);
-  admin = newRedis(lockServer);
-  resourceAdmin = newRedis(resourceServer);
-});
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
-});
-afterAll(async () => {
-  admin.disconnect();
-  resourceAdmin.disconnect();
-  await Promise.all([lockServer.stop(), resourceServer.stop()]);
-});
+const servers = useFaultServers({ resource: true });
 
 const writersKey = (name: string): string => readWriteLockKeys('', name).writersKey;
 const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
@@ -53,20 +35,23 @@ interface Run {
 
 /** Processes subscribed to the lock's channel: those with a flow waiting (a failed attempt made). */
 async function waitingProcesses(name: string): Promise<number> {
-  const [, subscribers] = (await admin.pubsub('NUMSUB', `redisson_rwlock:{${name}}`)) as [string, number | string];
+  const [, subscribers] = (await servers.admin.pubsub('NUMSUB', `redisson_rwlock:{${name}}`)) as [
+    string,
+    number | string,
+  ];
   return Number(subscribers);
 }
 
 /** Read holds in the lock hash now (its fields other than `mode` and the memo fields `<owner>:acq|rel`). */
 async function readHolds(name: string): Promise<number> {
-  const fields = await admin.hkeys(name);
+  const fields = await servers.admin.hkeys(name);
   return fields.filter((f) => f !== 'mode' && !/:(acq|rel|write)$/.test(f)).length;
 }
 
 /** Worker processes, killed after the test if they are still running. */
 function workers(configs: readonly WorkerConfig[]): Worker[] {
   const started = startWorkers(configs);
-  cleanup.push(() => Promise.all(started.map((worker) => worker.kill())));
+  servers.cleanup(() => Promise.all(started.map((worker) => worker.kill())));
   return started;
 }
 
@@ -81,8 +66,8 @@ function rwCounters(
     Array.from({ length: processes }, (_, i) => ({
       mode: 'counter' as const,
       id: `${prefix}${i}`,
-      lockUrl: lockServer.url,
-      resourceUrl: resourceServer.url,
+      lockUrl: servers.lock.url,
+      resourceUrl: servers.resource.url,
       name,
       sleepMs: 10,
       watchdogTimeout: L,
@@ -94,7 +79,15 @@ function rwCounters(
 /** A `hold` worker on one side of the read-write lock. */
 function holder(name: string, kind: 'read' | 'write'): Worker {
   return workers([
-    { mode: 'hold', kind, id: 'H', lockUrl: lockServer.url, resourceUrl: resourceServer.url, name, watchdogTimeout: L },
+    {
+      mode: 'hold',
+      kind,
+      id: 'H',
+      lockUrl: servers.lock.url,
+      resourceUrl: servers.resource.url,
+      name,
+      watchdogTimeout: L,
+    },
   ])[0]!;
 }
 
@@ -111,7 +104,7 @@ async function collect(name: string, counters: readonly Worker[], start: number)
       run.exitCodes.push(await worker.exited);
     }),
   );
-  run.counter = Number((await resourceAdmin.get(`counter:${name}`)) ?? 0);
+  run.counter = Number((await servers.resourceAdmin.get(`counter:${name}`)) ?? 0);
   run.seconds = (performance.now() - start) / 1000;
   return run;
 }
@@ -174,7 +167,7 @@ describe('RW1: 6 processes x 2 flows mix readers (70 %) and writers on one read-
     expect(writes.length).toBeGreaterThan(0);
     expectConsistent(run);
     expect(readers).toBeGreaterThanOrEqual(2);
-    expect(await leftovers(admin, name)).toEqual({ keys: [], channels: [] });
+    expect(await leftovers(servers.admin, name)).toEqual({ keys: [], channels: [] });
   });
 });
 
@@ -188,7 +181,7 @@ describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes wa
     // that dies is alone in the lock, as when the only reading process crashes. Nobody's release will
     // clean up after it: only its lease can.
     const [writer] = rwCounters(name, 1, { kind: 'write', count: 10 * soak }, 'w');
-    await until(async () => (await admin.zcard(writersKey(name))) > 0, 'the writer waiting');
+    await until(async () => (await servers.admin.zcard(writersKey(name))) > 0, 'the writer waiting');
     const counters = [writer!, ...rwCounters(name, 3, { kind: 'rw', readRatio: 0.5, count: 25 * soak })];
     await until(async () => (await waitingProcesses(name)) === 4, 'all 4 processes waiting');
     expect(await readHolds(name)).toBe(1);
@@ -197,14 +190,15 @@ describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes wa
     // Fail in seconds, with the lock's state, rather than at the test's timeout when nobody gets in.
     await until(
       async () =>
-        (await admin.hget(name, 'mode')) === 'write' || Number(await resourceAdmin.get(`counter:${name}`)) > 0,
+        (await servers.admin.hget(name, 'mode')) === 'write' ||
+        Number(await servers.resourceAdmin.get(`counter:${name}`)) > 0,
       'a writer took the lock after the reader died',
       L + 3000,
     ).catch(async (error: unknown) => {
       const state = {
-        hash: await admin.hgetall(name),
-        pttl: await admin.pttl(name),
-        keys: await admin.keys(`*${name}*`),
+        hash: await servers.admin.hgetall(name),
+        pttl: await servers.admin.pttl(name),
+        keys: await servers.admin.keys(`*${name}*`),
       };
       throw new Error(`${String(error)}; lock state: ${JSON.stringify(state)}`);
     });

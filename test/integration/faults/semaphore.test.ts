@@ -3,8 +3,7 @@
 // hangs), S3 (SIGKILLed holders: an expirable permit comes back within about watchdogTimeout; a plain
 // semaphore's permits leak, as in Redisson, until addPermits repairs them).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLockClient, type LockClient } from '../../../src/index.js';
+import { describe, expect, it } from 'vitest';
 import { semaphoreKeys } from '../../../src/redis/keys.js';
 import {
   maxConcurrent,
@@ -14,60 +13,34 @@ import {
   type PermitSection,
 } from '../../support/checkers.js';
 import { fixturePath, Worker, type WorkerMessage } from '../../support/workers.js';
-import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { uniqueName } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
-import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { useFaultServers } from '../../support/fault-servers.js';
 import type { SemaphoreKind, SemaphoreSection, SemaphoreWorkerConfig } from '../../fixtures/semaphore-worker.ts';
 
 const L = 1000; // the workers' watchdogTimeout: an expirable permit's lease without leaseTime
 const PERMITS = 3;
 const script = fixturePath('semaphore-worker.ts');
 
-let server: LocalRedis;
-let admin: Redis;
-const cleanup: (() => unknown)[] = [];
-
-beforeAll(async () => {
-  server = await startRedisServer();
-  admin = newRedis(server);
-});
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
-});
-afterAll(async () => {
-  admin.disconnect();
-  await server.stop();
-});
+const servers = useFaultServers({ clientOptions: { watchdogTimeout: L } });
 
 const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
 const timeoutKeyOf = (name: string): string => semaphoreKeys('', name).timeoutKey;
 
-/** A lock client of the test process (closed after the test). */
-function client(watchdogTimeout = L): LockClient {
-  const redis = newRedis(server);
-  redis.on('error', () => undefined);
-  const locks = createLockClient(redis, { watchdogTimeout });
-  cleanup.push(async () => {
-    await locks.close();
-    redis.disconnect();
-  });
-  return locks;
-}
-
 /** Started worker processes (ready), killed after the test if still running. */
 async function workers(ids: readonly string[], watchdogTimeout = L): Promise<Worker[]> {
   const started = ids.map((id) => {
-    const config: SemaphoreWorkerConfig = { id, url: server.url, watchdogTimeout };
+    const config: SemaphoreWorkerConfig = { id, url: servers.lock.url, watchdogTimeout };
     return new Worker(config, script);
   });
-  cleanup.push(() => Promise.all(started.map((worker) => worker.kill())));
+  servers.cleanup(() => Promise.all(started.map((worker) => worker.kill())));
   await Promise.all(started.map((worker) => worker.next('ready')));
   return started;
 }
 
 /** Whether every worker of `ids` has its pub/sub connection subscribed (a flow of it waits). */
 async function waiting(ids: readonly string[]): Promise<boolean> {
-  const subscribed = await subscribedClients(admin);
+  const subscribed = await subscribedClients(servers.admin);
   return ids.every((id) => subscribed.has(id));
 }
 
@@ -98,7 +71,7 @@ async function contend(
   perProcess: number,
   faults: () => () => void = () => () => undefined,
 ): Promise<Run> {
-  expect(await client().getSemaphore(name).trySetPermits(PERMITS)).toBe(true);
+  expect(await servers.client().getSemaphore(name).trySetPermits(PERMITS)).toBe(true);
   const started = await workers(Array.from({ length: processes }, (_, i) => `${kind[0]}${i}`));
   const start = performance.now();
   const run: Run = { sections: [], exitCodes: [], seconds: 0 };
@@ -164,11 +137,11 @@ async function expectCounted(
   // Clock-side: [enter, exit] of every section, on the one monotonic clock of the machine.
   expect(figures['maxInsideClock']).toBe(PERMITS);
   expect(figures['lostPermits']).toBe(0);
-  expect(await admin.get(`inside:${name}`)).toBe('0');
-  expect(await client().getSemaphore(name).availablePermits()).toBe(PERMITS);
+  expect(await servers.admin.get(`inside:${name}`)).toBe('0');
+  expect(await servers.client().getSemaphore(name).availablePermits()).toBe(PERMITS);
   if (kind === 'expirable') {
-    expect(await client().getPermitExpirableSemaphore(name).availablePermits()).toBe(PERMITS);
-    expect(await admin.zcard(timeoutKeyOf(name))).toBe(0);
+    expect(await servers.client().getPermitExpirableSemaphore(name).availablePermits()).toBe(PERMITS);
+    expect(await servers.admin.zcard(timeoutKeyOf(name))).toBe(0);
   }
 }
 
@@ -196,14 +169,14 @@ describe.each<[SemaphoreKind]>([['semaphore'], ['expirable']])(
       const run = await contend(kind, name, 8, 150 * soak, () => {
         const killer = setInterval(() => {
           kills++;
-          admin.client('KILL', 'TYPE', 'pubsub').then(
+          servers.admin.client('KILL', 'TYPE', 'pubsub').then(
             (n) => (killed += Number(n)),
             () => undefined,
           );
         }, 150);
         const flusher = setInterval(() => {
           flushes++;
-          admin.script('FLUSH').catch(() => undefined);
+          servers.admin.script('FLUSH').catch(() => undefined);
         }, 50);
         return () => {
           clearInterval(killer);
@@ -229,7 +202,7 @@ describe.each<[SemaphoreKind]>([['semaphore'], ['expirable']])(
   (kind) => {
     it('the release messages are lost, and the re-check after the reconnect hands the 3 permits out at once', async () => {
       const name = uniqueName(`s2b-${kind}`);
-      expect(await client().getSemaphore(name).trySetPermits(PERMITS)).toBe(true);
+      expect(await servers.client().getSemaphore(name).trySetPermits(PERMITS)).toBe(true);
       // Long leases: an expirable waiter's own retry (at the earliest lease end it saw) comes 10 s late.
       const [h, ...waiters] = await workers(['H', 'W0', 'W1', 'W2', 'W3', 'W4', 'W5', 'W6'], 10_000);
       const refs = kind === 'semaphore' ? ['p'] : ['p0', 'p1', 'p2'];
@@ -241,7 +214,7 @@ describe.each<[SemaphoreKind]>([['semaphore'], ['expirable']])(
       await until(() => waiting(waiters.map((w) => w.id)), 'all 7 waiters subscribed');
       await sleep(100);
       const killedAt = process.hrtime.bigint();
-      const killed = Number(await admin.client('KILL', 'TYPE', 'pubsub'));
+      const killed = Number(await servers.admin.client('KILL', 'TYPE', 'pubsub'));
       for (const ref of refs) h!.send({ cmd: 'release', ref });
       const releases = await Promise.all(
         refs.map((ref) => h!.next<WorkerMessage & { ok: boolean; at: bigint }>('released', { ref })),
@@ -279,8 +252,8 @@ describe.each<[SemaphoreKind]>([['semaphore'], ['expirable']])(
       expect(figures.missedRelease).toBeGreaterThanOrEqual(1);
       expect(grants.every((g) => g.ok)).toBe(true);
       expect(figures.thirdGrantAfterLaterMs).toBeLessThanOrEqual(500);
-      expect(await client().getSemaphore(name).availablePermits()).toBe(PERMITS);
-      if (kind === 'expirable') expect(await admin.zcard(timeoutKeyOf(name))).toBe(0);
+      expect(await servers.client().getSemaphore(name).availablePermits()).toBe(PERMITS);
+      if (kind === 'expirable') expect(await servers.admin.zcard(timeoutKeyOf(name))).toBe(0);
       expect(await Promise.all([h!, ...waiters].map((worker) => worker.close()))).toEqual([h, ...waiters].map(() => 0));
     });
   },
@@ -289,7 +262,7 @@ describe.each<[SemaphoreKind]>([['semaphore'], ['expirable']])(
 describe('S3a: a holder of an expirable permit (watchdog mode, L = 1000 ms) is SIGKILLed', () => {
   it('its permit comes back within L + 500 ms, and a waiter elsewhere gets it without any release', async () => {
     const name = uniqueName('s3a');
-    const locks = client();
+    const locks = servers.client();
     expect(await locks.getPermitExpirableSemaphore(name).trySetPermits(PERMITS)).toBe(true);
     const [h0, h1, h2, w] = await workers(['H0', 'H1', 'H2', 'W']);
     const holders = [h0!, h1!, h2!];
@@ -308,7 +281,7 @@ describe('S3a: a holder of an expirable permit (watchdog mode, L = 1000 ms) is S
     // The killed holder's permit only: the two live holders and W hold the 3 permits now.
     const afterTakeover = {
       available: await locks.getPermitExpirableSemaphore(name).availablePermits(),
-      out: await admin.zcard(timeoutKeyOf(name)),
+      out: await servers.admin.zcard(timeoutKeyOf(name)),
     };
     for (const worker of [h1!, h2!, w!]) worker.send({ cmd: 'release', ref: 'p' });
     const releases = await Promise.all([h1!, h2!, w!].map((worker) => worker.next('released', { ref: 'p' })));
@@ -321,7 +294,7 @@ describe('S3a: a holder of an expirable permit (watchdog mode, L = 1000 ms) is S
     expect(releases.every((r) => r['ok'] === true)).toBe(true);
     expect(lost).toEqual([]);
     expect(await locks.getPermitExpirableSemaphore(name).availablePermits()).toBe(PERMITS);
-    expect(await admin.zcard(timeoutKeyOf(name))).toBe(0);
+    expect(await servers.admin.zcard(timeoutKeyOf(name))).toBe(0);
     expect(await Promise.all([h1!, h2!, w!].map((worker) => worker.close()))).toEqual([0, 0, 0]);
   });
 });
@@ -329,7 +302,7 @@ describe('S3a: a holder of an expirable permit (watchdog mode, L = 1000 ms) is S
 describe('S3b: a holder of 2 of the 3 permits of an RSemaphore is SIGKILLed', () => {
   it('the 2 permits leak (as in Redisson): a bounded wait for them times out; addPermits(2) repairs it at once', async () => {
     const name = uniqueName('s3b');
-    const locks = client();
+    const locks = servers.client();
     const semaphore = locks.getSemaphore(name);
     expect(await semaphore.trySetPermits(PERMITS)).toBe(true);
     // The waiter's watchdogTimeout is the default (30 s): whatever it re-attempts on its own (a waiter for

@@ -1,0 +1,104 @@
+/**
+ * Redis servers for the fault tests that drive worker processes (test/integration/faults: exclusion, holder,
+ * fair lock, read-write lock, semaphore, latch). Each of those files needs the same frame: local
+ * `redis-server` processes it may pause, kill or restart (so not `useRedis()`, which may hand out a shared
+ * or containerised Redis), admin connections to inspect them, and a list of cleanup steps run after every
+ * test so that a failed test cannot leave workers or clients behind for the next one. `useFaultServers()`
+ * registers the vitest hooks for that frame once, instead of a copy in every file.
+ */
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
+import { newRedis, type Redis } from './fixture.js';
+import { startRedisServer, type LocalRedis } from './redis-server.js';
+
+export interface FaultServersOptions {
+  /**
+   * Also start a resource server, for the fenced resource and counters the workers write to. It is a server
+   * of its own so that faults injected into the lock server (pause, kill, SCRIPT FLUSH) leave the record of
+   * what happened intact.
+   */
+  readonly resource?: boolean;
+  /** Options of every `client()`, under those a call passes (the file's lease, usually). */
+  readonly clientOptions?: LockClientOptions;
+}
+
+export interface FaultServers {
+  /** The lock server (started in `beforeAll`, stopped in `afterAll`). */
+  readonly lock: LocalRedis;
+  /** Connection to the lock server, for the test's own commands; kept for the file. */
+  readonly admin: Redis;
+  /** The resource server: only with `resource: true`. */
+  readonly resource: LocalRedis;
+  /** Connection to the resource server: only with `resource: true`. */
+  readonly resourceAdmin: Redis;
+  /** Runs `step` after the current test; steps run last registered first, and their errors are ignored. */
+  readonly cleanup: (step: () => unknown) => void;
+  /** A lock client on a new connection to the lock server, closed (then disconnected) after the test. */
+  readonly client: (options?: LockClientOptions) => LockClient;
+}
+
+export function useFaultServers(options: FaultServersOptions = {}): FaultServers {
+  let lock: LocalRedis | undefined;
+  let resource: LocalRedis | undefined;
+  let admin: Redis | undefined;
+  let resourceAdmin: Redis | undefined;
+  const steps: (() => unknown)[] = [];
+
+  beforeAll(async () => {
+    // Both at once: each start waits for its server to answer, and these files are slow enough already.
+    [lock, resource] = await Promise.all([
+      startRedisServer(),
+      options.resource ? startRedisServer() : Promise.resolve(undefined),
+    ]);
+    admin = newRedis(lock);
+    if (resource) resourceAdmin = newRedis(resource);
+  });
+  afterEach(async () => {
+    // Reverse order: a later step may depend on an earlier one (a connection on a server started in the test).
+    for (const step of steps.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    resourceAdmin?.disconnect();
+    await Promise.all([lock?.stop(), resource?.stop()]);
+  });
+
+  // Getters, because the servers exist only once `beforeAll` has run, after the file has called this.
+  const started = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`the ${what} is not started yet`);
+    return value;
+  };
+  const requested = <T>(value: T | undefined): T => {
+    if (!options.resource) throw new Error('there is no resource server: pass { resource: true }');
+    return started(value, 'resource server');
+  };
+  const servers: FaultServers = {
+    get lock() {
+      return started(lock, 'lock server');
+    },
+    get admin() {
+      return started(admin, 'lock server');
+    },
+    get resource() {
+      return requested(resource);
+    },
+    get resourceAdmin() {
+      return requested(resourceAdmin);
+    },
+    cleanup(step) {
+      steps.push(step);
+    },
+    client(clientOptions = {}) {
+      const redis = newRedis(servers.lock);
+      // Fault tests break connections on purpose; the client reports what matters through its own API.
+      redis.on('error', () => undefined);
+      const locks = createLockClient(redis, { ...options.clientOptions, ...clientOptions });
+      steps.push(async () => {
+        await locks.close();
+        redis.disconnect();
+      });
+      return locks;
+    },
+  };
+  return servers;
+}
