@@ -9,10 +9,10 @@
  * semaphore), and newcomers take only permits that no queued waiter ahead of them needs. A release wakes
  * exactly the queued waiters its permits serve, in order, each by name on its own client's channel (no
  * herd: other processes hear nothing), and announces on Redisson's channel only what no queued waiter
- * needs. A waiter
- * for several permits is therefore neither stuck behind smaller needs nor starved by them (Redisson #6664,
- * #6687). An entry lives `watchdogTimeout` past its waiter's latest attempt (a waiter attempts at least
- * every third of that), so a crashed waiter stops holding the queue up within about `watchdogTimeout`.
+ * needs. A waiter for several permits is therefore neither stuck behind smaller needs nor starved by them
+ * (Redisson #6664, #6687). An entry lives `watchdogTimeout` past its waiter's latest attempt (a waiter
+ * attempts at least every third of that), so a crashed waiter stops holding the queue up within about
+ * `watchdogTimeout`.
  *
  * Differences from Redisson, none visible on the wire to a Java client:
  * - The queue is ours: Redisson's clients take permits as they find them (they may overtake our queue),
