@@ -12,8 +12,9 @@
     the count afterwards (0: open, also when the latch was not counting)
 
   Side effects
-    when counting and not a resend: DECR latchKey; SET memoKey 1 PX memoMs; at zero DEL latchKey and
-    PUBLISH (or SPUBLISH) channel "0". A latch that is not counting is left alone
+    when counting and not a resend: DECR latchKey; SET memoKey 1 PX memoMs; at zero (or below: a count
+    someone set negative) DEL latchKey, and at exactly zero PUBLISH (or SPUBLISH) channel "0", as Redisson
+    does. A latch that is not counting is left alone
 ]]
 local latchKey = KEYS[1]
 local channel = KEYS[2]
@@ -31,7 +32,9 @@ local count = redis.call('DECR', latchKey)
 redis.call('SET', memoKey, 1, 'PX', memoMs)
 if count <= 0 then
   redis.call('DEL', latchKey)
-  redis.call(publish, channel, '0')
+  if count == 0 then
+    redis.call(publish, channel, '0')
+  end
   return 0
 end
 return count

@@ -19,13 +19,13 @@
 
   Returns
     {1, left}                 granted (or already granted to this permit id: a resend); left = available
-    {0, available, untilMs}   not granted; untilMs = milliseconds until the earliest lease ends (when its
-                              permit comes back) or the earliest deadline of a queue entry ahead (when a
-                              dead waiter's place could free up), -1 when neither
+    {0, available, untilMs}   not granted; untilMs = milliseconds until the earliest lease end (its permit
+                              comes back) or the earliest deadline of a queue entry ahead (a dead
+                              waiter's place frees up), -1 when neither
 
   Side effects
-    first, permits whose lease ended go back (ZREMRANGEBYSCORE timeoutKey, INCRBY permitsKey) and wake the
-    waiters they serve; entries whose deadline passed leave the queue;
+    permits whose lease ended go back and wake the waiters they serve; entries whose deadline passed leave
+    the queue (what they kept is announced);
     granted: DECRBY permitsKey 1; ZADD timeoutKey <now + leaseMs> permitId; the entry leaves the queue;
     the permit key's TTL, if any, is copied to timeoutKey (Redisson #2444);
     refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs.
@@ -43,14 +43,18 @@ local entryMs = tonumber(ARGV[4])
 local wakePrefix = ARGV[5]
 local publish = ARGV[6] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
---- @include "reclaim-permits"
+--- @include "permit-queue"
 
-local now = serverTime()
-reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, wakePrefix, channel, publish, now)
+local q = {
+  permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
+  channel = channel, wakePrefix = wakePrefix, publish = publish,
+}
+
 if redis.call('ZSCORE', timeoutKey, permitId) then
   return {1, tonumber(redis.call('GET', permitsKey) or 0)}
 end
-local left, available, untilMs = takePermits(permitsKey, queueKey, deadlinesKey, entry, entryMs, 1, now)
+local now = serverTime()
+local left, available, untilMs = takePermits(q, entry, entryMs, 1, now)
 if left then
   redis.call('ZADD', timeoutKey, now + leaseMs, permitId)
   local pttl = redis.call('PTTL', permitsKey)
@@ -58,13 +62,5 @@ if left then
     redis.call('PEXPIRE', timeoutKey, pttl)
   end
   return {1, left}
-end
-
-local earliest = redis.call('ZRANGE', timeoutKey, 0, 0, 'WITHSCORES')
-if earliest[2] and tonumber(earliest[2]) ~= 922337203685477 then
-  local leaseEnds = math.max(0, tonumber(earliest[2]) - now)
-  if untilMs < 0 or leaseEnds < untilMs then
-    untilMs = leaseEnds
-  end
 end
 return {0, available, untilMs}

@@ -34,18 +34,23 @@ local memoMs = tonumber(ARGV[2])
 local wakePrefix = ARGV[3]
 local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
---- @include "reclaim-permits"
+--- @include "permit-queue"
+
+local q = {
+  permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
+  channel = channel, wakePrefix = wakePrefix, publish = publish,
+}
 
 if redis.call('EXISTS', memoKey) == 1 then
   return 1
 end
-reclaimPermits(permitsKey, timeoutKey, queueKey, deadlinesKey, wakePrefix, channel, publish, serverTime())
+reclaimPermits(q, serverTime())
 if redis.call('ZREM', timeoutKey, permitId) == 0 then
   return -1
 end
 local available = redis.call('INCRBY', permitsKey, 1)
 if available > 0 then
-  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, available)
+  announcePermits(q, available)
 end
 redis.call('SET', memoKey, 1, 'PX', memoMs)
 return 1

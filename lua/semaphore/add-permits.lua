@@ -28,8 +28,13 @@ local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
+local q = {
+  permitsKey = permitsKey, queueKey = queueKey, deadlinesKey = deadlinesKey, channel = channel,
+  wakePrefix = wakePrefix, publish = publish,
+}
+
 local available = redis.call('INCRBY', permitsKey, delta)
 if delta > 0 and available > 0 then
-  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, available)
+  announcePermits(q, available)
 end
 return available

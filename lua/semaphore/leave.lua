@@ -29,12 +29,17 @@ local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
+local q = {
+  permitsKey = permitsKey, queueKey = queueKey, deadlinesKey = deadlinesKey, channel = channel,
+  wakePrefix = wakePrefix, publish = publish,
+}
+
 redis.call('ZREM', deadlinesKey, entry)
 if redis.call('LREM', queueKey, 1, entry) == 0 then
   return 0
 end
 local available = tonumber(redis.call('GET', permitsKey) or 0)
 if available > 0 then
-  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, available)
+  announcePermits(q, available)
 end
 return 1

@@ -39,6 +39,11 @@ local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
+local q = {
+  permitsKey = permitsKey, queueKey = queueKey, deadlinesKey = deadlinesKey, channel = channel,
+  wakePrefix = wakePrefix, publish = publish,
+}
+
 if mode == 'undo' then
   local taken = redis.call('GET', memoKey)
   if not taken then
@@ -54,6 +59,6 @@ end
 
 local available = redis.call('INCRBY', permitsKey, permits)
 if available > 0 then
-  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, available)
+  announcePermits(q, available)
 end
 return {available}

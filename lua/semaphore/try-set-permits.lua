@@ -28,8 +28,13 @@ local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
+local q = {
+  permitsKey = permitsKey, queueKey = queueKey, deadlinesKey = deadlinesKey, channel = channel,
+  wakePrefix = wakePrefix, publish = publish,
+}
+
 if redis.call('SET', permitsKey, permits, 'NX') then
-  announcePermits(queueKey, deadlinesKey, wakePrefix, channel, publish, permits)
+  announcePermits(q, permits)
   return 1
 end
 return 0

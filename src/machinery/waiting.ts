@@ -100,11 +100,15 @@ class ChannelQueue {
     }
   }
 
-  /** Wakes waiters in arrival order while their needs fit in `available` permits. */
+  /**
+   * Permits were announced on the semaphore's shared channel: wakes waiters in arrival order while their
+   * needs fit in `available`, and the first one in any case (Redisson's messages are hints to try again,
+   * and some carry a number of permits added, not the total available).
+   */
   wakeFitting(available: number): void {
     let budget = Number.isFinite(available) ? available : 0;
-    for (const waiter of this.waiters) {
-      if (waiter.need > budget) return;
+    for (const [index, waiter] of this.waiters.entries()) {
+      if (index > 0 && waiter.need > budget) return;
       budget -= waiter.need;
       waiter.wake();
     }
@@ -277,6 +281,14 @@ export class WaitQueues {
 
   hasWaiters(channel: string): boolean {
     return (this.#queues.get(channel)?.waiters.length ?? 0) > 0;
+  }
+
+  /**
+   * Whether `channel` has a queue here (subscribed, or subscribing). A waiter that joins one after its
+   * attempt may have missed a message the queue's other waiters got meanwhile: it asks once more.
+   */
+  hasQueue(channel: string): boolean {
+    return this.#queues.has(channel);
   }
 
   /** Whether `channel` is subscribed right now (a message published from now on reaches this process). */
@@ -534,9 +546,9 @@ export async function waitFor<T>(
   signal: AbortSignal | undefined,
   attempt: () => Promise<Attempt<T>>,
 ): Promise<T | undefined> {
-  // Already listening (a subscription that lingers): joining before the first attempt catches a message
-  // that follows it, so no second attempt is needed once subscribed.
-  let waiter = waits.isSubscribed(channel) ? waits.enter(channel, entry) : undefined;
+  // Already listening, or about to (a subscription that lingers, or another waiter's): joining before the
+  // first attempt catches a message that follows it (or the subscription's settling wakes it to ask again).
+  let waiter = waits.hasQueue(channel) ? waits.enter(channel, entry) : undefined;
   let attempted = false;
   let retryInMs = Infinity;
   try {
@@ -552,7 +564,13 @@ export async function waitFor<T>(
       if (result.done) return result.value;
       if (deadline - monotonicNow() <= 0) return undefined;
       retryInMs = result.retryInMs ?? Infinity;
-      waiter ??= waits.enter(channel, entry);
+      if (!waiter) {
+        // A queue that appeared during the attempt may have had its message already (the count reached
+        // zero, permits announced) before this waiter was in it: ask again at once rather than park.
+        const late = waits.hasQueue(channel);
+        waiter = waits.enter(channel, entry);
+        if (late) attempted = false;
+      }
     }
   } finally {
     waiter?.leave();

@@ -300,7 +300,14 @@ export class RLock {
           continue;
         }
         lateGrants = 0;
-        waiter ??= waits.enter(channel, entry);
+        if (!waiter) {
+          // Where a message wakes every waiter (readers), one that joins a queue which appeared during its
+          // attempt may have missed the broadcast its other waiters got: it asks again at once. (Where one
+          // message wakes one waiter, a wake nobody was parked for is kept for the next to park.)
+          const late = protocol.wake === 'all' && waits.hasQueue(channel);
+          waiter = waits.enter(channel, entry);
+          if (late) continue;
+        }
         waiter.noteHolderTtl(result.pttl);
       }
     } finally {

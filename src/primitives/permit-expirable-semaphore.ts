@@ -19,7 +19,7 @@
 import { randomBytes } from 'node:crypto';
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
 import { monotonicNow } from '../machinery/time.js';
-import type { Hold, HoldProtocol } from '../machinery/watchdog.js';
+import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
 import {
   checkPermitDelta,
   checkPermits,
@@ -42,6 +42,7 @@ import { withLease, type LockContext } from './lock.js';
 import {
   addPermits,
   attemptGrant,
+  availablePermits,
   checkOpen,
   queueEntry,
   singleAttemptDeadline,
@@ -119,14 +120,7 @@ export class RPermitExpirableSemaphore {
 
   /** The number of permits available now, once permits whose lease ended are given back. */
   async availablePermits(): Promise<number> {
-    checkOpen(this.#context, this.name);
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = this.#keys;
-    const reply = await this.#context.scripts.runAnnouncing(
-      'permit-expirable-semaphore/available-permits',
-      [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
-      [wakePrefix],
-    );
-    return integerAt([reply], 0);
+    return availablePermits(this.#context, this.name, this.#keys);
   }
 
   /**
@@ -188,12 +182,13 @@ export class RPermitExpirableSemaphore {
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1);
-    const hold = await waitInQueue(context, keys, queue, deadline, signal, async (entry) => {
+    const hold = await waitInQueue(context, keys, queue, deadline, signal, async (entry, sending) => {
       const id = randomBytes(16);
       const permitId = id.toString('hex');
       const requestId = newRequestId();
       const sentAt = monotonicNow();
       const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
+        sending,
         send: async () => {
           const raw = await context.scripts.runAnnouncing(
             'permit-expirable-semaphore/acquire',
@@ -211,6 +206,13 @@ export class RPermitExpirableSemaphore {
       // Woken by name when released permits are kept for it; at the latest when the earliest lease ends
       // (its permit then comes back) or a waiter ahead that stopped refreshing its place (dead?) loses it.
       if (!reply.granted) return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
+      const roundTrip = monotonicNow() - sentAt;
+      if (roundTrip >= leaseMs - driftMs(leaseMs)) {
+        // Granted after its own lease could have run out (a stalled server, network or event loop): the
+        // permit may already be someone else's. Give it back and ask again, not at once.
+        context.track(this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined));
+        return { done: false, retryInMs: roundTrip };
+      }
       const token = { token: 0n, holdCount: 1 };
       const granted = context.watchdog.acquired(
         this.name,

@@ -60,8 +60,7 @@ export class RSemaphore {
 
   /** The number of permits available now (0 when none were ever set). */
   async availablePermits(): Promise<number> {
-    checkOpen(this.#context, this.name);
-    return Number((await this.#context.redis.get(this.#keys.lockKey)) ?? 0);
+    return availablePermits(this.#context, this.name, this.#keys);
   }
 
   /** Takes every available permit; resolves to how many. */
@@ -106,17 +105,18 @@ export class RSemaphore {
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
     const keys = this.#keys;
-    const { lockKey, queueKey, deadlinesKey, acquireMemoPrefix } = keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keys;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits);
     return (
-      (await waitInQueue(context, keys, queue, deadline, signal, async (entry) => {
+      (await waitInQueue(context, keys, queue, deadline, signal, async (entry, sending) => {
         const requestId = newRequestId();
         const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
+          sending,
           send: async () => {
-            const raw = await context.scripts.run(
+            const raw = await context.scripts.runAnnouncing(
               'semaphore/acquire',
-              [lockKey, queueKey, deadlinesKey, acquireMemoPrefix + requestId],
-              [permits, MEMO_MS, entry, context.watchdogTimeout],
+              [lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId],
+              [permits, MEMO_MS, entry, context.watchdogTimeout, wakePrefix],
             );
             const granted = integerAt(raw, 0) === 1;
             return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
@@ -125,7 +125,7 @@ export class RSemaphore {
         });
         if (reply?.granted) return { done: true, value: true };
         // Woken by name when released permits are kept for it; at the latest when a waiter ahead that
-        // stopped refreshing its place (dead?) would lose it.
+        // stopped refreshing its place (dead?) would lose it, or an expirable permit's lease ends.
         return reply === undefined || reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
       })) === true
     );
@@ -183,11 +183,19 @@ export async function waitInQueue<T>(
   queue: QueueEntry | undefined,
   deadline: number,
   signal: AbortSignal | undefined,
-  attempt: (entry: string) => Promise<Attempt<T>>,
+  attempt: (entry: string, sending: (call: Promise<unknown>) => void) => Promise<Attempt<T>>,
 ): Promise<T | undefined> {
   const refreshMs = Math.floor(context.watchdogTimeout / 3);
-  // Set by the attempts (a closure): whether Redis may hold the waiter's entry.
-  const state = { queued: false, granted: false };
+  // Set by the attempts (a closure): whether Redis may hold the waiter's entry, and the latest script call,
+  // which may still be in flight (or be resent) when the waiter gives up.
+  const state: { queued: boolean; granted: boolean; call: Promise<unknown> | undefined } = {
+    queued: false,
+    granted: false,
+    call: undefined,
+  };
+  const sending = (call: Promise<unknown>): void => {
+    state.call = call;
+  };
   try {
     const value = await waitFor(
       context.waits,
@@ -197,7 +205,7 @@ export async function waitInQueue<T>(
       signal,
       async () => {
         state.queued ||= queue !== undefined;
-        const result = await attempt(queue?.entry ?? '');
+        const result = await attempt(queue?.entry ?? '', sending);
         if (result.done) return result;
         return { done: false, retryInMs: Math.min(result.retryInMs ?? Infinity, refreshMs) };
       },
@@ -205,8 +213,12 @@ export async function waitInQueue<T>(
     state.granted = value !== undefined;
     return value;
   } finally {
-    // A grant took the entry out of the queue; any other end leaves it.
-    if (state.queued && !state.granted && queue) context.track(leaveQueue(context, keys, queue.entry));
+    // A grant took the entry out of the queue; any other end leaves it, once the latest attempt is settled:
+    // an attempt given up on that still runs (a NOSCRIPT retry, a resend) would queue the entry again.
+    if (state.queued && !state.granted && queue) {
+      const leave = (): Promise<void> => leaveQueue(context, keys, queue.entry);
+      context.track((state.call ?? Promise.resolve()).then(leave, leave));
+    }
   }
 }
 
@@ -244,6 +256,18 @@ export async function trySetPermits(
   return integerAt([reply], 0) === 1;
 }
 
+/** The available permits of a semaphore (plain or expirable), once expired expirable permits are back. */
+export async function availablePermits(context: LockContext, name: string, keys: SemaphoreKeys): Promise<number> {
+  checkOpen(context, name);
+  const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
+  const reply = await context.scripts.runAnnouncing(
+    'semaphore/available-permits',
+    [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
+    [wakePrefix],
+  );
+  return integerAt([reply], 0);
+}
+
 /** Adds `delta` permits to a semaphore (plain or expirable); a negative delta takes them away. */
 export async function addPermits(
   context: LockContext,
@@ -279,7 +303,11 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
   key: string,
   deadline: number,
   signal: AbortSignal | undefined,
-  { send, undo }: { send: () => Promise<R>; undo: () => Promise<void> },
+  {
+    send,
+    undo,
+    sending,
+  }: { send: () => Promise<R>; undo: () => Promise<void>; sending?: (call: Promise<unknown>) => void },
 ): Promise<R | undefined> {
   const { replicaSync, closeSignal, track } = context;
   context.firstUse();
@@ -299,6 +327,7 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
     throw new LockNotReplicatedError(name, replicaSync.replicas, acknowledged);
   };
   const pending = confirmed();
+  sending?.(pending);
   let outcome;
   try {
     outcome = await settleBy(pending, deadline, signal, closeSignal);

@@ -133,6 +133,27 @@ describe('RPermitExpirableSemaphore', () => {
     },
   );
 
+  it.runIf(!onCluster)(
+    'gives back a grant that arrives after its own lease could have ended, and asks again',
+    async () => {
+      const name = uniqueName('pes');
+      const proxy = await TcpProxy.start(redis.server.port);
+      onTestFinished(() => proxy.close());
+      const ps = redis.locks({}, { port: proxy.port }).getPermitExpirableSemaphore(name);
+      await ps.trySetPermits(1);
+      // The grant's reply takes 300 ms to come back: the 100 ms lease may be over when it is read.
+      proxy.latency = { toServer: 0, toClient: 300 };
+      const pending = ps.acquire({ leaseTime: 100, waitTime: 5000 });
+      await sleep(100);
+      proxy.latency = { toServer: 0, toClient: 0 };
+      const lease = await pending;
+      // Not the late grant (given back) but a fresh one, whose lease is still running.
+      expect(await leaseEnd(name, lease.permitId)).toBeGreaterThan(await serverNow());
+      expect(await redis.admin.zcard(keysOf(name).timeoutKey)).toBe(1);
+      await lease.release().catch(() => undefined);
+    },
+  );
+
   it('gives back the permits of its leases on close()', async () => {
     const name = uniqueName('pes');
     const locks = redis.locks();

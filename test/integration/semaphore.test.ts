@@ -10,6 +10,7 @@ import {
   everyNode,
   newRedis,
   onCluster,
+  publishRelease,
   uniqueName,
   useRedis,
 } from '../support/fixture.js';
@@ -182,7 +183,8 @@ describe('RSemaphore', () => {
     await Promise.all(churners);
     expect(granted).toBe(true);
     expect(waited).toBeLessThan(3000);
-    expect(await redis.admin.exists(keysOf(name).queueKey)).toBe(0);
+    // A churner that gave up leaves the queue a moment later (after its last call is answered).
+    expect(await until(async () => (await redis.admin.exists(keysOf(name).queueKey)) === 0, 1000)).toBe(true);
     await setup.release(3);
     expect(await setup.availablePermits()).toBe(3);
   });
@@ -216,14 +218,14 @@ describe('RSemaphore', () => {
 
   it('lets a waiter behind a dead waiter’s entry in as soon as that entry’s deadline passes', async () => {
     const name = uniqueName('sem');
-    const { lockKey, queueKey, deadlinesKey, acquireMemoPrefix } = keysOf(name);
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);
     const scripts = new LockScripts(redis.redis());
     await redis.admin.set(lockKey, 0);
     // A waiter of a process that died: queued, its entry refreshed last time with 600 ms to live.
-    await scripts.run(
+    await scripts.runAnnouncing(
       'semaphore/acquire',
-      [lockKey, queueKey, deadlinesKey, `${acquireMemoPrefix}dead`],
-      [1, MEMO_MS, '1|dead-client|1', 600],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`],
+      [1, MEMO_MS, '1|dead-client|1', 600, wakePrefix],
     );
     const start = performance.now();
     const waiter = track(redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 5000));
@@ -237,17 +239,76 @@ describe('RSemaphore', () => {
     expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
   });
 
+  it('gives a plain waiter the permit of an expirable lease that ended, without anyone releasing it', async () => {
+    const name = uniqueName('sem');
+    const { timeoutKey } = keysOf(name);
+    await redis.admin.set(name, 0);
+    // An expirable permit is out (a holder that froze or died), its lease ending 300 ms from now.
+    const [seconds, micros] = await redis.admin.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    await redis.admin.zadd(timeoutKey, now + 300, Buffer.alloc(16, 7));
+    const start = performance.now();
+    expect(await redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 3000)).toBe(true);
+    // Woken when the lease ended (the attempt's reply says when), not at its 10 s refresh.
+    expect(elapsedSince(start)).toBeGreaterThanOrEqual(250);
+    expect(elapsedSince(start)).toBeLessThan(1500);
+    expect(await redis.admin.zcard(timeoutKey)).toBe(0);
+  });
+
+  it('announces on Redisson’s channel what a dead queued waiter kept, once its deadline has passed', async () => {
+    const name = uniqueName('sem');
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);
+    const scripts = new LockScripts(redis.redis());
+    await redis.admin.set(lockKey, 0);
+    await scripts.runAnnouncing(
+      'semaphore/acquire',
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`],
+      [1, MEMO_MS, '1|dead-client|1', 500, wakePrefix],
+    );
+    // A Java waiter listens on Redisson's channel.
+    const java = listenerFor(redis.admin, channel);
+    const heard: string[] = [];
+    java.on(onCluster ? 'smessage' : 'message', (_channel: string, message: string) => heard.push(message));
+    await (onCluster ? java.ssubscribe(channel) : java.subscribe(channel));
+    const sem = redis.locks().getSemaphore(name);
+    await sem.release(); // kept for the dead waiter first in line: Java hears nothing
+    await sleep(100);
+    expect(heard).toEqual([]);
+    await sleep(500);
+    // The next script that looks drops the dead entry and announces the permit it kept.
+    expect(await sem.availablePermits()).toBe(1);
+    await until(() => heard.length === 1);
+    expect(heard).toEqual(['1']);
+  });
+
+  it('wakes a waiter for several permits on a Redisson message that carries only the permits added', async () => {
+    const name = uniqueName('sem');
+    const sem = redis.locks().getSemaphore(name);
+    await sem.trySetPermits(1);
+    const waiter = track(redis.locks().getSemaphore(name).tryAcquire(2, 5000));
+    await until(async () => (await redis.admin.llen(keysOf(name).queueKey)) === 1);
+    await sleep(50);
+    // Redisson's expirable addPermits(1): INCRBY, and the delta (not the total) as the message.
+    await redis.admin.incr(name);
+    const start = performance.now();
+    await publishRelease(redis.admin, keysOf(name).channel, '1');
+    await until(() => waiter.done, 2000);
+    expect(waiter.value).toBe(true);
+    expect(elapsedSince(start)).toBeLessThan(1000);
+  });
+
   it('answers a resent grant or release from its memo, and undoes a grant exactly once', async () => {
     const name = uniqueName('sem');
-    const { lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakePrefix } = keysOf(name);
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakePrefix } =
+      keysOf(name);
     const scripts = new LockScripts(redis.redis());
     const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
     await redis.admin.set(lockKey, 5);
     const acquire = () =>
       scripts.run(
         'semaphore/acquire',
-        [lockKey, queueKey, deadlinesKey, `${acquireMemoPrefix}r1`],
-        [2, MEMO_MS, '', 1000],
+        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}r1`],
+        [2, MEMO_MS, '', 1000, wakePrefix, publish],
       );
     expect(await acquire()).toEqual([1, 3]);
     expect(await acquire()).toEqual([1, 3]);

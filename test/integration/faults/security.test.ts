@@ -23,22 +23,39 @@ export const LOCK_USER_RULE = [
   '+eval',
   '+exists',
   '+pttl',
+  '+get',
+  '+hget',
+  '+hgetall',
   '+subscribe',
   '+unsubscribe',
   '+info',
   '+ping',
   '+hello',
-  // called inside the scripts
+  // called inside the scripts (every primitive's)
   '+hset',
-  '+hget',
   '+hexists',
   '+hmget',
   '+hincrby',
+  '+hdel',
   '+pexpire',
-  '+incr',
-  '+get',
   '+set',
   '+del',
+  '+incrby',
+  '+decrby',
+  '+decr',
+  '+lindex',
+  '+lpop',
+  '+lpush',
+  '+rpush',
+  '+lrange',
+  '+lrem',
+  '+zadd',
+  '+zcard',
+  '+zrange',
+  '+zrangebyscore',
+  '+zrem',
+  '+zremrangebyscore',
+  '+zscore',
   '+publish',
   '+time',
 ];
@@ -163,6 +180,46 @@ describe('least privilege over TLS', () => {
     expect(await waiting).toBe(true);
     await lock.forceUnlock();
     expect(await lock.isLocked()).toBe(false);
+
+    // The rest of the family, each with a waiter woken by a release.
+    const fair = locks.getFairLock('jobs');
+    const fairHeld = await fair.acquire();
+    const fairWaiting = locks.run(() => fair.tryLock(5000));
+    await sleep(50);
+    await fairHeld.release();
+    expect(await fairWaiting).toBe(true);
+    await fair.forceUnlock();
+    const rw = locks.getReadWriteLock('catalog');
+    const reader = await rw.readLock().acquire();
+    const writer = rw.writeLock().withLock(() => 'written', { waitTime: 5000 });
+    await sleep(50);
+    await reader.release();
+    expect(await writer).toBe('written');
+    const semaphore = locks.getSemaphore('pool');
+    await semaphore.trySetPermits(1);
+    await semaphore.acquire();
+    const permitWaiting = semaphore.tryAcquire(1, 5000);
+    await sleep(50);
+    await semaphore.release();
+    expect(await permitWaiting).toBe(true);
+    await semaphore.release();
+    expect(await semaphore.availablePermits()).toBe(1);
+    await semaphore.addPermits(1);
+    expect(await semaphore.drainPermits()).toBe(2);
+    const expirable = locks.getPermitExpirableSemaphore('exports');
+    await expirable.trySetPermits(1);
+    const permit = await expirable.acquire();
+    const expirableWaiting = expirable.acquire({ waitTime: 5000 });
+    await sleep(400); // renewed by the watchdog meanwhile
+    await permit.release();
+    await (await expirableWaiting).release();
+    const latch = locks.getCountDownLatch('boot');
+    await latch.trySetCount(1);
+    const opening = latch.await(5000);
+    await sleep(50);
+    await latch.countDown();
+    expect(await opening).toBe(true);
+    expect(await latch.getCount()).toBe(0);
     await locks.close();
     await redis.quit();
     expect(await admin.acl('LOG')).toEqual([]);
