@@ -20,14 +20,8 @@ import { randomBytes } from 'node:crypto';
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
 import { monotonicNow } from '../machinery/time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
-import {
-  checkPermitDelta,
-  checkPermits,
-  resolveAcquireOptions,
-  type AcquireOptions,
-  type ResolvedAcquire,
-} from '../options.js';
-import { semaphoreKeys, type SemaphoreKeys } from '../redis/keys.js';
+import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
+import type { SemaphoreKeys } from '../redis/keys.js';
 import {
   integerAt,
   MEMO_MS,
@@ -39,16 +33,7 @@ import {
   type RenewEntry,
 } from '../redis/scripts.js';
 import { withLease, type LockContext } from './lock.js';
-import {
-  addPermits,
-  attemptGrant,
-  availablePermits,
-  checkOpen,
-  queueEntry,
-  singleAttemptDeadline,
-  trySetPermits,
-  waitInQueue,
-} from './semaphore.js';
+import { attemptGrant, checkOpen, PermitCount, queueEntry, singleAttemptDeadline, waitInQueue } from './semaphore.js';
 
 /** One permit of an expirable semaphore; release it once (or let `await using` do it). */
 export interface PermitLease extends AsyncDisposable {
@@ -95,32 +80,12 @@ class PermitProtocol implements HoldProtocol {
   }
 }
 
-export class RPermitExpirableSemaphore {
-  readonly name: string;
-  readonly #context: LockContext;
-  readonly #keys: SemaphoreKeys;
+export class RPermitExpirableSemaphore extends PermitCount {
   readonly #protocol: PermitProtocol;
 
   constructor(context: LockContext, name: string) {
-    this.name = name;
-    this.#context = context;
-    this.#keys = semaphoreKeys(context.keyPrefix, name, context.cluster);
-    this.#protocol = new PermitProtocol(context.scripts, this.#keys);
-  }
-
-  /** Sets the number of permits if the semaphore has none set yet; resolves to whether it did. */
-  async trySetPermits(permits: number): Promise<boolean> {
-    return trySetPermits(this.#context, this.name, this.#keys, checkPermits(permits));
-  }
-
-  /** Adds permits (a negative number takes them away). */
-  async addPermits(permits: number): Promise<void> {
-    await addPermits(this.#context, this.name, this.#keys, checkPermitDelta(permits));
-  }
-
-  /** The number of permits available now, once permits whose lease ended are given back. */
-  async availablePermits(): Promise<number> {
-    return availablePermits(this.#context, this.name, this.#keys);
+    super(context, name);
+    this.#protocol = new PermitProtocol(context.scripts, this.keys);
   }
 
   /**
@@ -147,8 +112,8 @@ export class RPermitExpirableSemaphore {
   async release(permitId: string): Promise<void> {
     if (typeof permitId !== 'string') throw new TypeError('permitId must be a string');
     if (!PERMIT_ID.test(permitId)) throw new RangeError('permitId must be 32 lowercase hex digits');
-    checkOpen(this.#context, this.name);
-    const hold = this.#context.watchdog.find(this.#protocol.keys.lockKey, permitId);
+    checkOpen(this.context, this.name);
+    const hold = this.context.watchdog.find(this.#protocol.keys.lockKey, permitId);
     if (hold) return this.#releaseHold(hold);
     const reply = await this.#protocol.release('one', [permitId]);
     if (reply.remaining < 0) throw new PermitNotHeldError(this.name, permitId);
@@ -173,12 +138,12 @@ export class RPermitExpirableSemaphore {
   }
 
   async #take({ waitTime, leaseTime, signal }: ResolvedAcquire): Promise<PermitLease | undefined> {
-    const context = this.#context;
+    const context = this.context;
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
-    const keys = this.#keys;
+    const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1);
@@ -241,7 +206,7 @@ export class RPermitExpirableSemaphore {
   }
 
   async #releaseHold(hold: Hold): Promise<void> {
-    const { watchdog } = this.#context;
+    const { watchdog } = this.context;
     const notHeld = (): PermitNotHeldError => {
       const lost: unknown = hold.signal.aborted ? hold.signal.reason : undefined;
       return new PermitNotHeldError(this.name, hold.owner, lost instanceof LockLostError ? { cause: lost } : undefined);

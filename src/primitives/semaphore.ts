@@ -37,36 +37,67 @@ import { semaphoreKeys, type SemaphoreKeys } from '../redis/keys.js';
 import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
 import type { LockContext } from './lock.js';
 
-export class RSemaphore {
+/**
+ * What both semaphores of a name share: the count of available permits (Redisson's key and channel, and this
+ * library's permit queue). RSemaphore and RPermitExpirableSemaphore extend it.
+ */
+export abstract class PermitCount {
   readonly name: string;
-  readonly #context: LockContext;
-  readonly #keys: SemaphoreKeys;
+  protected readonly context: LockContext;
+  protected readonly keys: SemaphoreKeys;
 
   constructor(context: LockContext, name: string) {
     this.name = name;
-    this.#context = context;
-    this.#keys = semaphoreKeys(context.keyPrefix, name, context.cluster);
+    this.context = context;
+    this.keys = semaphoreKeys(context.keyPrefix, name, context.cluster);
   }
 
   /** Sets the number of permits if the semaphore has none set yet; resolves to whether it did. */
   async trySetPermits(permits: number): Promise<boolean> {
-    return trySetPermits(this.#context, this.name, this.#keys, checkPermits(permits));
+    checkPermits(permits);
+    checkOpen(this.context, this.name);
+    const { lockKey, queueKey, deadlinesKey, channel, wakePrefix } = this.keys;
+    const reply = await this.context.scripts.runAnnouncing(
+      'semaphore/try-set-permits',
+      [lockKey, queueKey, deadlinesKey, channel],
+      [permits, wakePrefix],
+    );
+    return integerAt([reply], 0) === 1;
   }
 
   /** Adds permits (a negative number takes them away; the count may go below zero). */
   async addPermits(permits: number): Promise<void> {
-    await addPermits(this.#context, this.name, this.#keys, checkPermitDelta(permits));
+    checkPermitDelta(permits);
+    checkOpen(this.context, this.name);
+    const { lockKey, queueKey, deadlinesKey, channel, wakePrefix } = this.keys;
+    await this.context.scripts.runAnnouncing(
+      'semaphore/add-permits',
+      [lockKey, queueKey, deadlinesKey, channel],
+      [permits, wakePrefix],
+    );
   }
 
-  /** The number of permits available now (0 when none were ever set). */
+  /**
+   * The number of permits available now (0 when none were ever set), once expirable permits whose lease
+   * ended are given back.
+   */
   async availablePermits(): Promise<number> {
-    return availablePermits(this.#context, this.name, this.#keys);
+    checkOpen(this.context, this.name);
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = this.keys;
+    const reply = await this.context.scripts.runAnnouncing(
+      'semaphore/available-permits',
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
+      [wakePrefix],
+    );
+    return integerAt([reply], 0);
   }
+}
 
+export class RSemaphore extends PermitCount {
   /** Takes every available permit; resolves to how many. */
   async drainPermits(): Promise<number> {
-    checkOpen(this.#context, this.name);
-    return integerAt([await this.#context.scripts.run('semaphore/drain-permits', [this.#keys.lockKey], [])], 0);
+    checkOpen(this.context, this.name);
+    return integerAt([await this.context.scripts.run('semaphore/drain-permits', [this.keys.lockKey], [])], 0);
   }
 
   /** Waits until `permits` (default 1) are granted, or the signal aborts. */
@@ -89,9 +120,9 @@ export class RSemaphore {
   /** Gives `permits` (default 1) back and wakes waiters they can serve. Anyone may release (no owners). */
   async release(permits = 1): Promise<void> {
     checkPermits(permits);
-    checkOpen(this.#context, this.name);
-    const { lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = this.#keys;
-    await this.#context.scripts.runAnnouncing(
+    checkOpen(this.context, this.name);
+    const { lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = this.keys;
+    await this.context.scripts.runAnnouncing(
       'semaphore/release',
       [lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId()],
       [permits, MEMO_MS, 'release', wakePrefix],
@@ -99,12 +130,12 @@ export class RSemaphore {
   }
 
   async #take({ permits, waitTime, signal }: ResolvedPermitWait): Promise<boolean> {
-    const context = this.#context;
+    const context = this.context;
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
-    const keys = this.#keys;
+    const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keys;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits);
     return (
@@ -133,9 +164,9 @@ export class RSemaphore {
 
   /** Gives back the grant of acquisition `requestId`, if it ran and was not undone yet. */
   async #undo(requestId: string): Promise<void> {
-    const { lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = this.#keys;
+    const { lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = this.keys;
     try {
-      await this.#context.scripts.runAnnouncing(
+      await this.context.scripts.runAnnouncing(
         'semaphore/release',
         [lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId],
         [0, MEMO_MS, 'undo', wakePrefix],
@@ -238,49 +269,6 @@ async function leaveQueue(context: LockContext, keys: SemaphoreKeys, entry: stri
 
 export function checkOpen(context: LockContext, name: string): void {
   if (context.closed) throw new LockClientClosedError(name);
-}
-
-/** Sets the permits of a semaphore (plain or expirable: they share the key) that has none yet. */
-export async function trySetPermits(
-  context: LockContext,
-  name: string,
-  keys: SemaphoreKeys,
-  permits: number,
-): Promise<boolean> {
-  checkOpen(context, name);
-  const reply = await context.scripts.runAnnouncing(
-    'semaphore/try-set-permits',
-    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.channel],
-    [permits, keys.wakePrefix],
-  );
-  return integerAt([reply], 0) === 1;
-}
-
-/** The available permits of a semaphore (plain or expirable), once expired expirable permits are back. */
-export async function availablePermits(context: LockContext, name: string, keys: SemaphoreKeys): Promise<number> {
-  checkOpen(context, name);
-  const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
-  const reply = await context.scripts.runAnnouncing(
-    'semaphore/available-permits',
-    [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
-    [wakePrefix],
-  );
-  return integerAt([reply], 0);
-}
-
-/** Adds `delta` permits to a semaphore (plain or expirable); a negative delta takes them away. */
-export async function addPermits(
-  context: LockContext,
-  name: string,
-  keys: SemaphoreKeys,
-  delta: number,
-): Promise<void> {
-  checkOpen(context, name);
-  await context.scripts.runAnnouncing(
-    'semaphore/add-permits',
-    [keys.lockKey, keys.queueKey, keys.deadlinesKey, keys.channel],
-    [delta, keys.wakePrefix],
-  );
 }
 
 /**
