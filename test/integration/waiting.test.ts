@@ -1,9 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { waitFor, WaitQueues } from '../../src/machinery/waiting.js';
 import { lockKeys } from '../../src/redis/keys.js';
+import { LockScripts } from '../../src/redis/scripts.js';
 import {
   channelSubscribers,
   commandCalls,
+  elapsedSince,
   everyNode,
   onCluster,
   publishRelease,
@@ -85,5 +88,41 @@ describe('watchdog batching', () => {
     const releasedAt = performance.now();
     await lease.release();
     expect((await waiting) - releasedAt).toBeLessThan(300);
+  });
+});
+
+describe('waitFor (the counted primitives’ wait)', () => {
+  it('asks again at once when it joined, after its attempt, a queue whose message it may have missed', async () => {
+    const client = redis.redis();
+    const scripts = new LockScripts(client);
+    const waits = new WaitQueues(client, () => scripts.pubsubMode());
+    const channel = `redisson_countdownlatch__channel__{${uniqueName('late')}}`;
+    let open = false;
+    const look = (value: string) => (): Promise<{ done: true; value: string } | { done: false }> =>
+      Promise.resolve(open ? { done: true, value } : { done: false });
+    const start = performance.now();
+    // A waiter that stays in the queue throughout (it waits for something else), keeping it subscribed.
+    const stayer = waitFor(waits, channel, { wake: 'zero' }, start + 3000, undefined, () =>
+      Promise.resolve({ done: false } as const),
+    );
+    try {
+      // While B's first look at the count is in flight, the queue subscribes, the count reaches zero and its
+      // waiters are woken: B's look read the count before that, and B joins the queue only afterwards.
+      const late = waitFor(waits, channel, { wake: 'zero' }, start + 3000, undefined, async () => {
+        if (open) return { done: true, value: 'B' };
+        await vi.waitUntil(() => waits.isSubscribed(channel), { timeout: 2000, interval: 5 });
+        const first = waitFor(waits, channel, { wake: 'zero' }, start + 3000, undefined, look('A'));
+        open = true;
+        await publishRelease(redis.admin, channel, '0');
+        expect(await first).toBe('A');
+        return { done: false };
+      });
+      // Without asking again B would park for a message that already came (here: until its 3 s deadline).
+      expect(await late).toBe('B');
+      expect(elapsedSince(start)).toBeLessThan(2500);
+    } finally {
+      await waits.close();
+      await stayer.catch(() => undefined);
+    }
   });
 });
