@@ -6,6 +6,7 @@
  * window and never closes it. Fencing tokens are what protect the resource.
  */
 import type { Cluster, Redis } from 'ioredis';
+import { LockNotReplicatedError } from '../errors.js';
 import { keySlot } from '../redis/keys.js';
 import { isCluster, type RedisClient, type SyncReplicas } from '../options.js';
 
@@ -88,4 +89,30 @@ export class ReplicaSync {
     }
     return entry.count;
   }
+}
+
+/**
+ * Sends a grant (`send`, the acquire script of a lock or a semaphore) and, with `syncReplicas`, confirms it by
+ * WAIT on the connection that carried it: a grant too few replicas acknowledged, or whose WAIT failed, is
+ * undone before this rejects (LockNotReplicatedError, or WAIT's error). Without it, the reply as it is.
+ */
+export async function confirmedGrant<R>(
+  replicaSync: ReplicaSync | undefined,
+  lockKey: string,
+  name: string,
+  { send, granted, undo }: { send: () => Promise<R>; granted: (reply: R) => boolean; undo: () => Promise<void> },
+): Promise<R> {
+  const ticket = replicaSync?.ticket(lockKey);
+  const reply = await send();
+  if (!granted(reply) || !replicaSync || !ticket) return reply;
+  let acknowledged: number;
+  try {
+    acknowledged = await replicaSync.acknowledged(ticket);
+  } catch (error) {
+    await undo();
+    throw error;
+  }
+  if (acknowledged >= replicaSync.replicas) return reply;
+  await undo();
+  throw new LockNotReplicatedError(name, replicaSync.replicas, acknowledged);
 }

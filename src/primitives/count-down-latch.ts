@@ -9,13 +9,12 @@
  * - On a Cluster, a name with braces of its own gets a channel in its count's slot (see `latchKeys`).
  */
 import { LockClientClosedError } from '../errors.js';
-import { monotonicNow, settleBy } from '../machinery/time.js';
+import { attemptDeadline, monotonicNow, settleBy } from '../machinery/time.js';
 import { waitFor } from '../machinery/waiting.js';
 import { checkPermits, resolveLatchAwaitArgs, type LatchAwaitOptions } from '../options.js';
 import { latchKeys, type LatchKeys } from '../redis/keys.js';
 import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
-import type { LockContext } from './lock.js';
-import { checkOpen, singleAttemptDeadline } from './semaphore.js';
+import { checkOpen, type LockContext } from './lock.js';
 
 export class RCountDownLatch {
   readonly name: string;
@@ -70,9 +69,9 @@ export class RCountDownLatch {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
-    const lookDeadline = singleAttemptDeadline(waitTime, deadline);
+    const lookBy = attemptDeadline(waitTime, deadline);
     const open = await waitFor(context.waits, this.#keys.channel, { wake: 'zero' }, deadline, signal, async () => {
-      const outcome = await settleBy(this.getCount(), lookDeadline, signal, context.closeSignal);
+      const outcome = await settleBy(this.getCount(), lookBy, signal, context.closeSignal);
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (outcome.kind === 'closed') throw new LockClientClosedError(this.name);
       return outcome.kind === 'reply' && outcome.value <= 0 ? { done: true, value: true } : { done: false };

@@ -29,9 +29,9 @@ import {
   type ResolvedAcquire,
 } from '../options.js';
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
-import type { ReplicaSync } from '../machinery/replication.js';
+import { confirmedGrant, type ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
-import { abortableSleep, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
+import { abortableSleep, attemptDeadline, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
 import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
 
@@ -55,6 +55,11 @@ export interface LockContext {
   readonly replicaSync: ReplicaSync | undefined;
   /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
   readonly firstUse: () => void;
+}
+
+/** Rejects calls on a closed client (before any I/O). */
+export function checkOpen(context: LockContext, name: string): void {
+  if (context.closed) throw new LockClientClosedError(name);
 }
 
 /** One acquisition of a lock, returned by `acquire()`; release it once (or let `await using` do it). */
@@ -200,7 +205,7 @@ export class RLock {
   }
 
   #checkOpen(): void {
-    if (this.#context.closed) throw new LockClientClosedError(this.name);
+    checkOpen(this.#context, this.name);
   }
 
   #requireFlow(method: string): Flow {
@@ -253,9 +258,7 @@ export class RLock {
       (waitTime === undefined || waitTime >= YIELD_MS) &&
       !queued &&
       waits.othersWoken(channel);
-    // waitTime bounds every attempt, the first included (a stalled Redis must not stretch it); an attempt
-    // with nothing to wait for runs to its reply.
-    const attemptDeadline = waitTime === 0 ? Infinity : deadline;
+    const attemptBy = attemptDeadline(waitTime, deadline);
     let waiter: Waiter | undefined;
     let parkFirst = false;
     if (!reentry && waitTime !== 0 && (queued || yielding)) {
@@ -281,7 +284,7 @@ export class RLock {
           if (deadline - monotonicNow() <= 0) return undefined;
           waiter.attempting();
         }
-        const result = await this.#attempt(owners, options, attemptDeadline, ticket);
+        const result = await this.#attempt(owners, options, attemptBy, ticket);
         if (result.hold) return (hold = result.hold);
         attempted = true;
         const remaining = deadline - monotonicNow();
@@ -396,20 +399,11 @@ export class RLock {
     requestId: string,
     waitTicket: WaitTicket | undefined,
   ): Promise<AcquireReply> {
-    const { replicaSync } = this.#context;
-    const syncTicket = replicaSync?.ticket(this.#protocol.keys.lockKey);
-    const reply = await this.#protocol.acquire(leaseMs, requestId, owners, waitTicket);
-    if (!reply.acquired || !replicaSync || !syncTicket) return reply;
-    let acknowledged: number;
-    try {
-      acknowledged = await replicaSync.acknowledged(syncTicket);
-    } catch (error) {
-      await this.#undo(owners, requestId);
-      throw error;
-    }
-    if (acknowledged >= replicaSync.replicas) return reply;
-    await this.#undo(owners, requestId);
-    throw new LockNotReplicatedError(this.name, replicaSync.replicas, acknowledged);
+    return confirmedGrant(this.#context.replicaSync, this.#protocol.keys.lockKey, this.name, {
+      send: () => this.#protocol.acquire(leaseMs, requestId, owners, waitTicket),
+      granted: (reply) => reply.acquired,
+      undo: () => this.#undo(owners, requestId),
+    });
   }
 
   /** Undoes the acquisition with request id `acquireId` if it ran; failures are left to the lease's expiry. */

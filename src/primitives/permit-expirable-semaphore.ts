@@ -18,7 +18,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
-import { monotonicNow } from '../machinery/time.js';
+import { attemptDeadline, monotonicNow } from '../machinery/time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
 import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
 import type { SemaphoreKeys } from '../redis/keys.js';
@@ -32,8 +32,8 @@ import {
   type ReleaseReply,
   type RenewEntry,
 } from '../redis/scripts.js';
-import { withLease, type LockContext } from './lock.js';
-import { attemptGrant, checkOpen, PermitCount, queueEntry, singleAttemptDeadline, waitInQueue } from './semaphore.js';
+import { checkOpen, withLease, type LockContext } from './lock.js';
+import { attemptGrant, PermitCount, queueEntry, waitInQueue } from './semaphore.js';
 
 /** One permit of an expirable semaphore; release it once (or let `await using` do it). */
 export interface PermitLease extends AsyncDisposable {
@@ -142,7 +142,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
-    const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
+    const attemptBy = attemptDeadline(waitTime, deadline);
     const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
@@ -152,7 +152,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
       const permitId = id.toString('hex');
       const requestId = newRequestId();
       const sentAt = monotonicNow();
-      const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
+      const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
         sending,
         send: async () => {
           const raw = await context.scripts.runAnnouncing(

@@ -22,8 +22,9 @@
  * - `addPermits` keeps a TTL the key has; `drainPermits` never makes the count positive.
  */
 import { LockClientClosedError, LockNotReplicatedError } from '../errors.js';
+import { confirmedGrant } from '../machinery/replication.js';
 import { LINGER_MS, waitFor, type Attempt, type EnterOptions } from '../machinery/waiting.js';
-import { monotonicNow, settleBy } from '../machinery/time.js';
+import { attemptDeadline, monotonicNow, settleBy } from '../machinery/time.js';
 import {
   checkPermitDelta,
   checkPermits,
@@ -35,7 +36,7 @@ import {
 } from '../options.js';
 import { semaphoreKeys, type SemaphoreKeys } from '../redis/keys.js';
 import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
-import type { LockContext } from './lock.js';
+import { checkOpen, type LockContext } from './lock.js';
 
 /**
  * What both semaphores of a name share: the count of available permits (Redisson's key and channel, and this
@@ -134,14 +135,14 @@ export class RSemaphore extends PermitCount {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
-    const attemptDeadline = singleAttemptDeadline(waitTime, deadline);
+    const attemptBy = attemptDeadline(waitTime, deadline);
     const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keys;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits);
     return (
       (await waitInQueue(context, keys, queue, deadline, signal, async (entry, sending) => {
         const requestId = newRequestId();
-        const reply = await attemptGrant(context, this.name, lockKey, attemptDeadline, signal, {
+        const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
           sending,
           send: async () => {
             const raw = await context.scripts.runAnnouncing(
@@ -267,18 +268,6 @@ async function leaveQueue(context: LockContext, keys: SemaphoreKeys, entry: stri
   }
 }
 
-export function checkOpen(context: LockContext, name: string): void {
-  if (context.closed) throw new LockClientClosedError(name);
-}
-
-/**
- * The deadline of each attempt: the wait's, since a stalled Redis must not stretch it, but a single attempt
- * (waitTime 0) runs to its reply: there is nothing to wait for.
- */
-export function singleAttemptDeadline(waitTime: number | undefined, deadline: number): number {
-  return waitTime === 0 ? Infinity : deadline;
-}
-
 /**
  * One grant attempt of a semaphore, bounded by `deadline` (monotonic ms), the signal and the client's close;
  * with `syncReplicas`, the grant is confirmed by WAIT or undone (LockNotReplicatedError). A grant whose
@@ -297,24 +286,13 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
     sending,
   }: { send: () => Promise<R>; undo: () => Promise<void>; sending?: (call: Promise<unknown>) => void },
 ): Promise<R | undefined> {
-  const { replicaSync, closeSignal, track } = context;
+  const { closeSignal, track } = context;
   context.firstUse();
-  const confirmed = async (): Promise<R> => {
-    const ticket = replicaSync?.ticket(key);
-    const reply = await send();
-    if (!reply.granted || !replicaSync || !ticket) return reply;
-    let acknowledged: number;
-    try {
-      acknowledged = await replicaSync.acknowledged(ticket);
-    } catch (error) {
-      await undo();
-      throw error;
-    }
-    if (acknowledged >= replicaSync.replicas) return reply;
-    await undo();
-    throw new LockNotReplicatedError(name, replicaSync.replicas, acknowledged);
-  };
-  const pending = confirmed();
+  const pending = confirmedGrant(context.replicaSync, key, name, {
+    send,
+    granted: (reply) => reply.granted,
+    undo,
+  });
   sending?.(pending);
   let outcome;
   try {
