@@ -1,6 +1,6 @@
 /**
- * The lock client: owns the shared subscriber connection, the watchdog and the wait queues of one ioredis
- * client, hands out the locks, semaphores and latches, starts flows, and shuts everything down in `close()`.
+ * The lock client: owns the shared subscriber connection, the watchdog and the wait queues of one Redis
+ * client (through its adapter), hands out the locks, semaphores and latches, starts flows, and shuts everything down in `close()`.
  */
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { LockClientClosedError, type LockLostError } from './errors.js';
@@ -8,19 +8,13 @@ import { runInNewFlow } from './machinery/flow.js';
 import { RFairLock } from './primitives/fair-lock.js';
 import { RLock, type LockContext } from './primitives/lock.js';
 import { RMultiLock } from './primitives/multi-lock.js';
-import {
-  checkLockName,
-  checkRedisClient,
-  isCluster,
-  resolveClientOptions,
-  type LockClientOptions,
-  type RedisClient,
-} from './options.js';
+import { checkLockName, resolveClientOptions, type LockClientOptions, type RedisClient } from './options.js';
 import { RReadWriteLock } from './primitives/read-write-lock.js';
 import { RCountDownLatch } from './primitives/count-down-latch.js';
 import { RPermitExpirableSemaphore } from './primitives/permit-expirable-semaphore.js';
 import { RSemaphore } from './primitives/semaphore.js';
 import { ReplicaSync } from './machinery/replication.js';
+import { adaptClient, type RedisAdapter } from './redis/adapter.js';
 import { LockScripts } from './redis/scripts.js';
 import { WaitQueues } from './machinery/waiting.js';
 import { clampedTimeout, monotonicNow } from './machinery/time.js';
@@ -51,11 +45,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** Commands whose outcome close() waits for: give-backs of grants and purges of lost holds. */
   readonly #inFlight = new Set<Promise<unknown>>();
 
-  constructor(redis: RedisClient, options: LockClientOptions = {}) {
+  /** @internal Use `createLockClient`. */
+  constructor(redis: RedisAdapter, options: LockClientOptions = {}) {
     super();
     // Every attempt in flight listens for the close: any number may, without Node 20's leak warning at 11.
     setMaxListeners(0, this.#closeSignal.signal);
-    const resolved = resolveClientOptions(options);
+    const resolved = resolveClientOptions(options, redis.keyPrefix);
     this.clientId = resolved.clientId;
     const scripts = new LockScripts(redis);
     const track = (work: Promise<unknown>): void => {
@@ -66,7 +61,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const watchdog = new Watchdog({
       scripts,
       watchdogTimeout: resolved.watchdogTimeout,
-      perSlot: isCluster(redis),
+      perSlot: redis.topology === 'cluster',
       onLost: (hold, error) => {
         this.#report({ name: hold.name, fencingToken: hold.fencingToken, error });
       },
@@ -80,7 +75,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       clientId: resolved.clientId,
       keyPrefix: resolved.keyPrefix,
       watchdogTimeout: resolved.watchdogTimeout,
-      cluster: isCluster(redis),
+      cluster: redis.topology === 'cluster',
       closed: false,
       closeSignal: this.#closeSignal.signal,
       track,
@@ -150,7 +145,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * Ends pending waits and attempts (they reject with LockClientClosedError), stops the watchdog, waits
    * for attempts already sent to be answered and gives back what they were granted, releases every hold
    * this client still has (their signals abort with a LockLostError), and closes the subscriber
-   * connection. When it resolves, nothing more is sent: the caller may quit the ioredis client, which
+   * connection. When it resolves, nothing more is sent: the caller may close the Redis client, which
    * stays open until then (it is the caller's). While Redis does not answer, it waits for those replies at
    * most `watchdogTimeout`; a grant that comes later still expires with its lease.
    */
@@ -163,7 +158,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const { watchdog, waits, scripts } = this.#context;
     this.#context.closed = true;
     this.#closeSignal.abort(new LockClientClosedError());
-    this.#context.replicaSync?.dispose();
+    this.#context.redis.dispose();
     watchdog.stop();
     await waits.close();
     await this.#settleInFlight();
@@ -222,9 +217,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 }
 
 /**
- * Creates a lock client on an ioredis `Redis` or `Cluster`. The client is never modified: scripts run by
- * EVALSHA/EVAL, and the only connection opened (for pub/sub) is a duplicate that `close()` closes.
+ * Creates a lock client on a Redis client: an ioredis or iovalkey `Redis` (standalone or Sentinel) or
+ * `Cluster`, or a connected node-redis client, cluster or sentinel. The client is never modified: scripts run
+ * by EVALSHA/EVAL, and the only connection opened (for pub/sub) is a duplicate that `close()` closes.
  */
 export function createLockClient(redis: RedisClient, options?: LockClientOptions): LockClient {
-  return new LockClient(checkRedisClient(redis), options);
+  return new LockClient(adaptClient(redis, 'redis'), options);
 }

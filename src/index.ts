@@ -11,10 +11,13 @@ export { createQuorumLockClient } from './primitives/quorum-lock.js';
 export type { QuorumLock, QuorumLease, QuorumLockClient } from './primitives/quorum-lock.js';
 export type {
   AcquireOptions,
+  IoredisClient,
   LatchAwaitOptions,
   LockClientOptions,
   LockOptions,
+  NodeRedisClient,
   QuorumLockOptions,
+  RedisClient,
   SemaphoreAcquireOptions,
   SemaphoreTryAcquireOptions,
   SyncReplicas,

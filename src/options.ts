@@ -3,7 +3,6 @@
  * All checks run before any I/O and throw a TypeError or RangeError that names the argument.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
 
 /** Options of `createLockClient`. */
 export interface LockClientOptions {
@@ -123,7 +122,29 @@ export interface LatchAwaitOptions {
   readonly signal?: AbortSignal;
 }
 
-export type RedisClient = Redis | Cluster;
+/**
+ * An ioredis or iovalkey `Redis` or `Cluster` (ioredis 5 or 6), by shape: the two libraries' classes differ
+ * in their types, and neither package is loaded by this library.
+ */
+export interface IoredisClient {
+  evalsha(...args: never[]): unknown;
+  eval(...args: never[]): unknown;
+  call(...args: never[]): unknown;
+  duplicate(...args: never[]): unknown;
+  readonly status: string;
+  readonly options: object;
+}
+
+/** A node-redis 5 or 6 client, cluster or sentinel (`createClient`, `createCluster`, `createSentinel`), connected. */
+export interface NodeRedisClient {
+  evalSha(...args: never[]): unknown;
+  sendCommand(...args: never[]): unknown;
+  withTypeMapping(...args: never[]): unknown;
+  readonly isOpen: boolean;
+}
+
+/** Every client `createLockClient` and `createQuorumLockClient` accept. */
+export type RedisClient = IoredisClient | NodeRedisClient;
 
 export interface ResolvedClientOptions {
   readonly watchdogTimeout: number;
@@ -247,70 +268,45 @@ export function checkLockName(name: unknown): string {
   return name;
 }
 
-/** Whether `redis` is an ioredis Cluster (its keys and channels must then share slots). */
-export function isCluster(redis: RedisClient): redis is Cluster {
-  return (redis as { isCluster?: unknown }).isCluster === true;
-}
-
-export function checkRedisClient(redis: unknown, argument = 'redis'): RedisClient {
-  const candidate = redis as Partial<Record<'evalsha' | 'eval' | 'duplicate' | 'exists', unknown>> | null;
-  if (
-    typeof candidate !== 'object' ||
-    candidate === null ||
-    typeof candidate.evalsha !== 'function' ||
-    typeof candidate.eval !== 'function' ||
-    typeof candidate.duplicate !== 'function' ||
-    typeof candidate.exists !== 'function' ||
-    !('options' in candidate)
-  ) {
-    throw new TypeError(`${argument} must be an ioredis Redis or Cluster instance (ioredis 5 or 6)`);
-  }
-  const options = (candidate as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } }).options;
-  if (options?.keyPrefix || options?.redisOptions?.keyPrefix) {
-    throw new TypeError(
-      `${argument} must not have ioredis' keyPrefix option (it would not reach pub/sub channels); ` +
-        'pass keyPrefix to the lock client instead',
-    );
-  }
-  return redis as RedisClient;
-}
-
-export function resolveClientOptions(options: unknown): ResolvedClientOptions {
+/**
+ * The options of `createLockClient`. `clientPrefix`: the keyPrefix of the user's Redis client, which the
+ * client puts before every key: the resolved `keyPrefix` starts with it, so that the library computes slots
+ * and channel names as the server sees them.
+ */
+export function resolveClientOptions(options: unknown, clientPrefix = ''): ResolvedClientOptions {
   if (options === undefined) options = {};
   checkPlainObject(options, 'options');
   checkKnownKeys(options, CLIENT_OPTION_KEYS, 'options');
-  return { ...checkCommonOptions(options), syncReplicas: checkSyncReplicas(options.syncReplicas) };
+  return { ...checkCommonOptions(options, clientPrefix), syncReplicas: checkSyncReplicas(options.syncReplicas) };
 }
 
-/** The nodes and options of `createQuorumLockClient`. */
-export function resolveQuorumOptions(
-  nodes: unknown,
-  options: unknown,
-): { nodes: Redis[]; options: ResolvedQuorumOptions } {
-  if (!Array.isArray(nodes)) throw new TypeError('nodes must be an array of ioredis Redis instances');
+/** The nodes of `createQuorumLockClient`: a non-empty array of distinct clients (adapted by the caller). */
+export function checkQuorumNodes(nodes: unknown): unknown[] {
+  if (!Array.isArray(nodes)) throw new TypeError('nodes must be an array of Redis clients');
   if (nodes.length === 0) throw new RangeError('nodes must not be empty');
-  const checked = nodes.map((node: unknown, i) => {
-    const redis = checkRedisClient(node, `nodes[${i}]`);
-    if (isCluster(redis)) {
-      throw new TypeError(`nodes[${i}] must be a standalone Redis master, not a Cluster`);
-    }
-    return redis;
-  });
-  if (new Set(checked).size !== checked.length) throw new TypeError('nodes must not repeat a client');
+  if (new Set(nodes).size !== nodes.length) throw new TypeError('nodes must not repeat a client');
+  return nodes as unknown[];
+}
+
+/** The options of `createQuorumLockClient`; `clientPrefix` as for `resolveClientOptions`. */
+export function resolveQuorumOptions(options: unknown, clientPrefix = ''): ResolvedQuorumOptions {
   if (options === undefined) options = {};
   checkPlainObject(options, 'options');
   checkKnownKeys(options, QUORUM_OPTION_KEYS, 'options');
   const { nodeTimeout = 100 } = options;
   checkInteger(nodeTimeout, 'options.nodeTimeout');
   if (nodeTimeout < 1) throw new RangeError(`options.nodeTimeout must be >= 1 ms, got ${nodeTimeout}`);
-  const common = checkCommonOptions(options);
+  const common = checkCommonOptions(options, clientPrefix);
   if (nodeTimeout >= common.watchdogTimeout / 3) {
     throw new RangeError('options.nodeTimeout must be below a third of options.watchdogTimeout');
   }
-  return { nodes: checked, options: { ...common, nodeTimeout } };
+  return { ...common, nodeTimeout };
 }
 
-function checkCommonOptions(options: Record<string, unknown>): Omit<ResolvedClientOptions, 'syncReplicas'> {
+function checkCommonOptions(
+  options: Record<string, unknown>,
+  clientPrefix: string,
+): Omit<ResolvedClientOptions, 'syncReplicas'> {
   const { watchdogTimeout = 30_000, clientId, keyPrefix = '' } = options;
   checkInteger(watchdogTimeout, 'options.watchdogTimeout');
   if (watchdogTimeout < MIN_WATCHDOG_TIMEOUT) {
@@ -328,19 +324,22 @@ function checkCommonOptions(options: Record<string, unknown>): Omit<ResolvedClie
   if (typeof keyPrefix !== 'string') {
     throw new TypeError(`options.keyPrefix must be a string, got ${describe(keyPrefix)}`);
   }
-  checkWellFormed(keyPrefix, 'options.keyPrefix');
-  if (Buffer.byteLength(keyPrefix, 'utf8') > MAX_PREFIX_BYTES) {
-    throw new RangeError(`options.keyPrefix must be at most ${MAX_PREFIX_BYTES} bytes`);
+  // The client's own prefix comes first in every key: the rules hold for the two together.
+  const prefix = clientPrefix + keyPrefix;
+  const argument = clientPrefix === '' ? 'options.keyPrefix' : "the Redis client's keyPrefix and options.keyPrefix";
+  checkWellFormed(prefix, argument);
+  if (Buffer.byteLength(prefix, 'utf8') > MAX_PREFIX_BYTES) {
+    throw new RangeError(`${argument} must be at most ${MAX_PREFIX_BYTES} bytes`);
   }
-  if (/[{}]/.test(keyPrefix) && !/^[^{}]*\{[^{}]+\}[^{}]*$/.test(keyPrefix)) {
-    throw new RangeError('options.keyPrefix may contain one complete hash tag like "{app}:" and no other braces');
+  if (/[{}]/.test(prefix) && !/^[^{}]*\{[^{}]+\}[^{}]*$/.test(prefix)) {
+    throw new RangeError(`${argument} may contain one complete hash tag like "{app}:" and no other braces`);
   }
   // Owner ids are `<clientId>:<flowId>` and flow ids restart in every process: a label the user chose (a
   // service name, the same in every replica) gets a suffix of this client's own, or two processes would
   // hold one lock at once under one owner id.
   const id =
     clientId === undefined ? randomUUID() : `${clientId}:${randomBytes(CLIENT_SUFFIX_BYTES).toString('base64url')}`;
-  return { watchdogTimeout, clientId: id, keyPrefix };
+  return { watchdogTimeout, clientId: id, keyPrefix: prefix };
 }
 
 function checkSyncReplicas(value: unknown): SyncReplicas | undefined {

@@ -5,10 +5,9 @@
  * can still be lost (the replica that had it is not the one promoted, or it fails too), so this narrows the
  * window and never closes it. Fencing tokens are what protect the resource.
  */
-import type { Cluster, Redis } from 'ioredis';
 import { LockNotReplicatedError } from '../errors.js';
-import { keySlot } from '../redis/keys.js';
-import { isCluster, type RedisClient, type SyncReplicas } from '../options.js';
+import type { SyncReplicas } from '../options.js';
+import type { MasterConnection, RedisAdapter } from '../redis/adapter.js';
 
 /**
  * Where a grant's WAIT must go, and how often that connection had closed before the grant was sent
@@ -16,78 +15,41 @@ import { isCluster, type RedisClient, type SyncReplicas } from '../options.js';
  */
 export interface WaitTicket {
   readonly lockKey: string;
-  readonly connection: Redis | Cluster | undefined;
+  readonly connection: MasterConnection | undefined;
   readonly closes: number;
 }
 
 export class ReplicaSync {
   readonly replicas: number;
   readonly #timeout: number;
-  readonly #redis: RedisClient;
-  /** Connections WAIT was sent on, with how often each closed (listeners removed by `dispose()`). */
-  readonly #closes = new Map<Redis | Cluster, { count: number; listener: () => void }>();
+  readonly #redis: RedisAdapter;
 
-  constructor(redis: RedisClient, { replicas, timeout }: SyncReplicas) {
+  constructor(redis: RedisAdapter, { replicas, timeout }: SyncReplicas) {
     this.#redis = redis;
     this.replicas = replicas;
     this.#timeout = timeout;
   }
 
-  /** Taken before the acquire is sent: the connection that will carry it. */
+  /** Taken before the acquire is sent: the connection that will carry it (WAIT counts its writes). */
   ticket(lockKey: string): WaitTicket {
-    const connection = this.#connectionFor(lockKey);
-    return { lockKey, connection, closes: connection ? this.#closeCount(connection) : 0 };
+    const connection = this.#redis.masterConnection(lockKey);
+    return { lockKey, connection, closes: connection?.closes ?? 0 };
   }
 
   /**
    * How many replicas acknowledged the connection's writes so far, the grant's included (WAIT's reply); 0
-   * when the connection closed since the ticket was taken: ioredis may then have resent WAIT on the new
+   * when the connection closed since the ticket was taken: the client may then have resent WAIT on the new
    * connection (after a failover, to a master that never saw the grant), where it proves nothing.
    */
   async acknowledged(ticket: WaitTicket): Promise<number> {
     // On a Cluster the grant ran on the slot's owner as the client knows it now: when the slot had moved
-    // unseen, ioredis followed a MOVED (and learnt the new owner) or the resend went there. A WAIT on the
+    // unseen, the client followed a MOVED (and learnt the new owner) or the resend went there. A WAIT on the
     // ticket's connection would count writes that connection never carried.
-    const connection = this.#connectionFor(ticket.lockKey) ?? ticket.connection;
+    const connection = this.#redis.masterConnection(ticket.lockKey) ?? ticket.connection;
     if (!connection) throw new Error(`no connection to the master of the slot of "${ticket.lockKey}" for WAIT`);
-    const closes = connection === ticket.connection ? ticket.closes : this.#closeCount(connection);
+    const closes = connection === ticket.connection ? ticket.closes : connection.closes;
     const acknowledged = await connection.wait(this.replicas, this.#timeout);
-    return this.#closeCount(connection) === closes ? acknowledged : 0;
-  }
-
-  dispose(): void {
-    for (const [connection, { listener }] of this.#closes) connection.off('close', listener);
-    this.#closes.clear();
-  }
-
-  /**
-   * WAIT counts the writes of the connection it is sent on. A standalone or Sentinel client has one
-   * connection; on a Cluster it is the connection to the master that owns the key's slot, which is the one
-   * that runs the script (ioredis would send a keyless WAIT to any node).
-   */
-  #connectionFor(lockKey: string): Redis | Cluster | undefined {
-    const cluster = this.#redis;
-    if (!isCluster(cluster)) return cluster;
-    const owner = cluster.slots[keySlot(lockKey)]?.[0];
-    return cluster
-      .nodes('master')
-      .find((candidate) => `${candidate.options.host ?? ''}:${candidate.options.port ?? ''}` === owner);
-  }
-
-  #closeCount(connection: Redis | Cluster): number {
-    let entry = this.#closes.get(connection);
-    if (!entry) {
-      const created = {
-        count: 0,
-        listener: () => {
-          created.count++;
-        },
-      };
-      connection.on('close', created.listener);
-      this.#closes.set(connection, created);
-      entry = created;
-    }
-    return entry.count;
+    return connection.closes === closes ? acknowledged : 0;
   }
 }
 

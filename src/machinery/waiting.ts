@@ -6,10 +6,8 @@
  * also bounded by the holder's TTL, and after the subscriber reconnects (messages may have been lost) every
  * waiter is woken to try again.
  */
-import type { Cluster } from 'ioredis';
 import { LockClientClosedError } from '../errors.js';
-import type { RedisClient } from '../options.js';
-import type { PubSubMode } from '../redis/scripts.js';
+import type { PubSubMode, RedisAdapter, Subscriber } from '../redis/adapter.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 
 export type WakeReason = 'woken' | 'timeout';
@@ -245,18 +243,11 @@ export class Waiter {
   }
 }
 
-/**
- * Slot refresh period of the sharded subscriber, as a backstop only: ioredis opens a new connection for every
- * refresh. The subscriber refreshes at once when the lock client's own Cluster client learns that a slot
- * moved (a MOVED to one of our scripts, or its own refresh); a waiter's re-check causes that within 2 s.
- */
-const SHARDED_SLOTS_REFRESH_MS = 5_000;
-
 /** How long after waking waiters elsewhere a newcomer of this process yields to them. */
 const YIELD_WINDOW_MS = 5;
 
 export class WaitQueues {
-  readonly #redis: RedisClient;
+  readonly #redis: RedisAdapter;
   readonly #pubsubMode: () => Promise<PubSubMode>;
   readonly #queues = new Map<string, ChannelQueue>();
   /** Direct channels (see EnterOptions) and their queues. */
@@ -266,11 +257,9 @@ export class WaitQueues {
   /** Channels whose lock this process just freed while waiters in other processes were listening. */
   readonly #othersWokenAt = new Map<string, number>();
   #subscriber: Subscriber | undefined;
-  /** Stops the sharded subscriber from following the client's slot refreshes. */
-  #unfollowSlots: (() => void) | undefined;
   #closed = false;
 
-  constructor(redis: RedisClient, pubsubMode: () => Promise<PubSubMode>) {
+  constructor(redis: RedisAdapter, pubsubMode: () => Promise<PubSubMode>) {
     this.#redis = redis;
     this.#pubsubMode = pubsubMode;
   }
@@ -406,125 +395,25 @@ export class WaitQueues {
     this.#direct.clear();
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
-    this.#unfollowSlots?.();
-    subscriber?.connection.disconnect();
+    subscriber?.close();
     await Promise.resolve();
   }
 
   #connection(mode: PubSubMode): Subscriber {
-    if (this.#subscriber) return this.#subscriber;
-    const connection =
-      mode === 'sharded'
-        ? // ioredis keeps one sharded subscriber per master and resubscribes when it sees the slots move.
-          this.#followSlots(
-            (this.#redis as Cluster).duplicate(undefined, {
-              shardedSubscribers: true,
-              slotsRefreshInterval: SHARDED_SLOTS_REFRESH_MS,
-            }),
-          )
-        : this.#redis.duplicate();
-    // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an
-    // unhandled 'error' event from crashing the process.
-    connection.on('error', () => undefined);
-    connection.on(mode === 'sharded' ? 'smessage' : 'message', (channel: string, message: string) => {
-      const queue = this.#queues.get(channel);
-      if (queue) queue.dispatch(message);
-      else this.#direct.get(channel)?.wakeNamed(message);
-    });
-    // ioredis writes a SUBSCRIBE at once even while a new connection is still in its handshake (status
-    // 'connect'). Its reply puts the connection in subscriber mode, so the handshake's INFO ready check is
-    // refused (RESP2), and ioredis reconnects without restoring that subscription (the connection was never
-    // ready), although the SUBSCRIBE resolved: its waiters would sleep out the holder's lease. So classic
-    // (un)subscribes wait for a ready connection, in order. The sharded subscriber has no ready check.
-    let ready: Promise<void> | undefined;
-    const whenReady = <T>(command: () => Promise<T>): Promise<T> => {
-      if (mode === 'sharded' || connection.status === 'ready' || connection.status === 'end') return command();
-      // A duplicate of a lazyConnect client waits for a first command that the gate holds back: connect it.
-      if (connection.status === 'wait') connection.connect().catch(() => undefined);
-      ready ??= new Promise<void>((resolve, reject) => {
-        const settle = (error?: Error): void => {
-          ready = undefined;
-          connection.off('ready', onReady);
-          connection.off('end', onEnd);
-          if (error) reject(error);
-          else resolve();
-        };
-        const onReady = (): void => settle();
-        const onEnd = (): void => settle(new Error('the subscriber connection was closed'));
-        connection.on('ready', onReady);
-        connection.on('end', onEnd);
-      });
-      return ready.then(command);
-    };
-    let confirmed = false;
-    const subscriber: Subscriber = {
-      connection,
-      subscribe: async (channels) => {
-        await whenReady(() =>
-          mode === 'sharded' ? connection.ssubscribe(...channels) : connection.subscribe(...channels),
-        );
-        confirmed = true;
+    this.#subscriber ??= this.#redis.openSubscriber(mode, {
+      message: (channel, message) => {
+        const queue = this.#queues.get(channel);
+        if (queue) queue.dispatch(message);
+        else this.#direct.get(channel)?.wakeNamed(message);
       },
-      unsubscribe: (channels) =>
-        whenReady(() =>
-          mode === 'sharded' ? connection.sunsubscribe(...channels) : connection.unsubscribe(...channels),
-        ),
-    };
-    // After ioredis re-created sharded subscribers (slots moved, a node failed), messages may have been lost.
-    // It also announces them (twice) while first connecting, before any subscription could have been lost:
-    // those would only resend the first subscription and wake its waiters for nothing.
-    connection.on('subscribersReady', () => {
-      if (confirmed) void this.#resubscribe(subscriber);
+      // Messages may have been lost meanwhile: every waiter tries again.
+      restored: (subscribed) => {
+        if (this.#closed) return;
+        for (const queue of this.#queues.values()) queue.subscriptionSettled(subscribed);
+      },
     });
-    let connectedBefore = false;
-    connection.on('ready', () => {
-      if (!connectedBefore) {
-        connectedBefore = true;
-        return;
-      }
-      void this.#resubscribe(subscriber);
-    });
-    this.#subscriber = subscriber;
-    return subscriber;
+    return this.#subscriber;
   }
-
-  /**
-   * A migration silently drops the subscriptions of the slot's shard channels, so the sharded subscriber
-   * must see a move soon: it refreshes its slots whenever the client's own slot map, just refreshed, names
-   * another master for any slot than the subscriber's does.
-   */
-  #followSlots(subscriber: Cluster): Cluster {
-    const client = this.#redis as Cluster;
-    const onRefresh = (): void => {
-      const known = subscriber.slots;
-      if (client.slots.some((nodes, slot) => nodes[0] !== known[slot]?.[0])) subscriber.refreshSlotsCache();
-    };
-    client.on('refresh', onRefresh);
-    this.#unfollowSlots = () => client.off('refresh', onRefresh);
-    return subscriber;
-  }
-
-  /** After a reconnect: make sure every channel is subscribed, then let every waiter try again. */
-  async #resubscribe(subscriber: Subscriber): Promise<void> {
-    const queued = [...this.#queues.keys()];
-    const channels = [...queued, ...this.#direct.keys()];
-    const subscribed =
-      channels.length === 0
-        ? true
-        : await subscriber.subscribe(channels).then(
-            () => true,
-            () => false,
-          );
-    if (this.#closed) return;
-    for (const channel of queued) this.#queues.get(channel)?.subscriptionSettled(subscribed);
-  }
-}
-
-/** The subscriber connection, with the subscribe commands of its pub/sub mode. */
-interface Subscriber {
-  readonly connection: RedisClient;
-  subscribe(channels: string[]): Promise<void>;
-  unsubscribe(channels: string[]): Promise<unknown>;
 }
 
 /** What one attempt found: done (with its value), or not yet, and then how long at most to park before asking again. */

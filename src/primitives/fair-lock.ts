@@ -121,7 +121,7 @@ class FairProtocol implements LockProtocol {
   }
 
   async isLocked(): Promise<boolean> {
-    return (await this.#redis.exists(this.keys.lockKey)) === 1;
+    return this.#redis.exists(this.keys.lockKey);
   }
 }
 

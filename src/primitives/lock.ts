@@ -18,6 +18,7 @@ import {
   NoFlowError,
 } from '../errors.js';
 import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from '../machinery/flow.js';
+import type { RedisAdapter } from '../redis/adapter.js';
 import { lockKeys } from '../redis/keys.js';
 import {
   resolveAcquireOptions,
@@ -25,7 +26,6 @@ import {
   resolveTryLockArgs,
   type AcquireOptions,
   type LockOptions,
-  type RedisClient,
   type ResolvedAcquire,
 } from '../options.js';
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
@@ -37,14 +37,14 @@ import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
 
 /** What an RLock needs from its client. */
 export interface LockContext {
-  readonly redis: RedisClient;
+  readonly redis: RedisAdapter;
   readonly scripts: LockScripts;
   readonly watchdog: Watchdog;
   readonly waits: WaitQueues;
   readonly clientId: string;
   readonly keyPrefix: string;
   readonly watchdogTimeout: number;
-  /** The client is an ioredis Cluster: every key and the channel of one lock must share its slot. */
+  /** The client is a Cluster client: every key and the channel of one lock must share its slot. */
   readonly cluster: boolean;
   readonly closed: boolean;
   /** Aborted when the client closes: attempts in flight stop waiting and give their grants back. */

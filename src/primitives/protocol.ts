@@ -6,7 +6,7 @@
  * place.
  */
 import type { LockKeys } from '../redis/keys.js';
-import type { RedisClient } from '../options.js';
+import type { RedisAdapter } from '../redis/adapter.js';
 import type { HoldKind, HoldProtocol } from '../machinery/watchdog.js';
 import type {
   AcquireReply,
@@ -66,9 +66,9 @@ export class PlainProtocol implements LockProtocol {
   readonly refreshMs = Infinity;
   readonly keys: LockKeys;
   readonly #scripts: LockScripts;
-  readonly #redis: RedisClient;
+  readonly #redis: RedisAdapter;
 
-  constructor(scripts: LockScripts, keys: LockKeys, redis: RedisClient) {
+  constructor(scripts: LockScripts, keys: LockKeys, redis: RedisAdapter) {
     this.#scripts = scripts;
     this.keys = keys;
     this.#redis = redis;
@@ -95,6 +95,6 @@ export class PlainProtocol implements LockProtocol {
   }
 
   async isLocked(): Promise<boolean> {
-    return (await this.#redis.exists(this.keys.lockKey)) === 1;
+    return this.#redis.exists(this.keys.lockKey);
   }
 }

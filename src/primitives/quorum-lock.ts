@@ -6,22 +6,24 @@
  * answer included, and a grant that still comes late is released when it comes (a late grant must not
  * linger). Extending renews on every node and re-asserts the key on nodes that lost it (restarted, evicted),
  * so a quorum is not eroded one restart at a time. A node that is down (its connection not ready) is sent
- * nothing and counts as not answering, so that ioredis does not queue every round's commands for it.
+ * nothing and counts as not answering, so that its client does not queue every round's commands for it.
  *
  * What it does not give: safety against clock jumps or process pauses longer than the validity (no lock
  * on Redis can), and fencing tokens (each node counts its own, and they are not comparable). A quorum lock
  * is not reentrant: every acquisition is its own owner. Waiters are woken by the release message of any node.
  */
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { LockAcquireTimeoutError, LockClientClosedError, LockLostError, LockNotHeldError } from '../errors.js';
 import { outsideFlows } from '../machinery/flow.js';
 import { lockKeys, type LockKeys } from '../redis/keys.js';
 import { withLease } from './lock.js';
+import { adaptClient, type RedisAdapter } from '../redis/adapter.js';
 import {
   checkLockName,
+  checkQuorumNodes,
   resolveQuorumAcquireOptions,
   resolveQuorumOptions,
+  type RedisClient,
   type AcquireOptions,
   type QuorumLockOptions,
   type ResolvedAcquire,
@@ -68,7 +70,7 @@ export class QuorumLockClient {
   readonly #nodes: QuorumNodes;
   #closing: Promise<void> | undefined;
 
-  constructor(nodes: readonly Redis[], options: ResolvedQuorumOptions) {
+  constructor(nodes: readonly RedisAdapter[], options: ResolvedQuorumOptions) {
     this.clientId = options.clientId;
     this.#nodes = new QuorumNodes(nodes, options);
   }
@@ -98,10 +100,10 @@ export class QuorumLockClient {
 class QuorumNode {
   readonly scripts: LockScripts;
   readonly waits: WaitQueues;
-  readonly #redis: Redis;
+  readonly #redis: RedisAdapter;
   #connectedBefore = false;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisAdapter) {
     this.#redis = redis;
     this.scripts = new LockScripts(redis);
     this.waits = new WaitQueues(redis, () => this.scripts.pubsubMode());
@@ -109,18 +111,18 @@ class QuorumNode {
 
   /**
    * Whether a round sends its command here. A node whose connection was ready and is not now is down
-   * (reconnecting, closed): ioredis would queue the commands of every round and run them all once it is
+   * (reconnecting, closed): the client would queue the commands of every round and run them all once it is
    * back, so it is sent nothing and counts as not answering. Until its connection is first seen ready (a
    * client just created, or lazyConnect's 'wait', which only a command ends) the command is sent and waits
    * in the offline queue for a moment: a lock taken right after the clients were created must not fail.
    */
   isUp(): boolean {
-    const status = this.#redis.status;
-    if (status === 'ready') {
+    const readiness = this.#redis.readiness();
+    if (readiness === 'ready') {
       this.#connectedBefore = true;
       return true;
     }
-    return !this.#connectedBefore && (status === 'wait' || status === 'connecting' || status === 'connect');
+    return !this.#connectedBefore && readiness === 'connecting';
   }
 
   release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
@@ -151,7 +153,7 @@ class QuorumNodes {
   readonly #closing = new AbortController();
   #closed = false;
 
-  constructor(nodes: readonly Redis[], options: ResolvedQuorumOptions) {
+  constructor(nodes: readonly RedisAdapter[], options: ResolvedQuorumOptions) {
     this.#clientId = options.clientId;
     this.#options = options;
     this.nodeTimeout = options.nodeTimeout;
@@ -168,7 +170,7 @@ class QuorumNodes {
     this.#closing.abort(new LockClientClosedError());
     await Promise.all(this.#nodes.map((node) => node.waits.close()));
     // An attempt in flight finishes its round and gives back its grants (it then rejects, and makes no
-    // lease): the caller may quit its ioredis clients as soon as close() resolves.
+    // lease): the caller may close its Redis clients as soon as close() resolves.
     await Promise.allSettled(this.#takes);
     const leases = [...this.#leases];
     await Promise.all(leases.map((lease) => lease.end(new LockLostError(lease.name, 'the lock client was closed'))));
@@ -581,10 +583,19 @@ async function parkAny(waiters: readonly Waiter[], timeoutMs: number, signal: Ab
 }
 
 /**
- * Creates a quorum lock client over independent Redis masters (ioredis `Redis` instances, not replicas of
- * one another, not a Cluster); an odd number, 3 or 5, is usual. The clients are never modified or closed.
+ * Creates a quorum lock client over independent Redis masters (standalone clients of any supported library,
+ * not replicas of one another, not a Cluster); an odd number, 3 or 5, is usual. The clients are never
+ * modified or closed.
  */
-export function createQuorumLockClient(nodes: readonly Redis[], options?: QuorumLockOptions): QuorumLockClient {
-  const { nodes: checked, options: resolved } = resolveQuorumOptions(nodes, options);
-  return new QuorumLockClient(checked, resolved);
+export function createQuorumLockClient(nodes: readonly RedisClient[], options?: QuorumLockOptions): QuorumLockClient {
+  const adapters = checkQuorumNodes(nodes).map((node, i) => {
+    const adapter = adaptClient(node, `nodes[${i}]`);
+    if (adapter.topology === 'cluster') {
+      throw new TypeError(`nodes[${i}] must be a standalone Redis master, not a Cluster`);
+    }
+    return adapter;
+  });
+  const prefixes = new Set(adapters.map((adapter) => adapter.keyPrefix));
+  if (prefixes.size > 1) throw new TypeError('nodes must all have the same client keyPrefix (or none)');
+  return new QuorumLockClient(adapters, resolveQuorumOptions(options, adapters[0]?.keyPrefix ?? ''));
 }

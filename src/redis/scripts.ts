@@ -1,13 +1,13 @@
 /**
- * The lock's Lua scripts (embedded from lua/ by scripts/generate-lua.mjs) and a typed runner that sends
- * EVALSHA and falls back to EVAL on NOSCRIPT. It only issues commands: it never defines commands on,
- * or otherwise changes, the user's client.
+ * The lock's Lua scripts (embedded from lua/ by scripts/generate-lua.mjs) and a typed runner that sends them
+ * through the client's adapter (EVALSHA, then EVAL on NOSCRIPT). It only issues commands: it never defines
+ * commands on, or otherwise changes, the user's client.
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
-import { isCluster, type RedisClient } from '../options.js';
+import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
 import { monotonicNow } from '../machinery/time.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
@@ -64,9 +64,6 @@ export interface ReleaseReply {
   readonly woken: number;
 }
 
-/** A script argument; a Buffer goes as raw bytes (a permit id). */
-type Arg = string | number | Buffer;
-
 // Request ids only need to be unique among the calls that touch one lock: a random per-process prefix
 // (72 bits) and a counter give that in 13-20 characters, a third of a UUID, on every acquire and release.
 const requestIdPrefix = randomBytes(9).toString('base64url');
@@ -89,27 +86,25 @@ export interface ReleaseOptions {
   readonly pubsub?: PubSubMode;
 }
 
-/** Classic pub/sub, or sharded pub/sub (SSUBSCRIBE/SPUBLISH) on a Redis 7+ Cluster. */
-export type PubSubMode = 'classic' | 'sharded';
-
 const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUBLISH' : 'PUBLISH');
 
 const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
 
 /**
  * How long Redis remembers a call that a resend must not repeat (a release that freed a lock, a semaphore's
- * grant or release, a count-down), so that a resend of it (ioredis, after a reconnect) is answered as the
- * success it was. ioredis' default retries give up well within it; a lock release resent later than this
+ * grant or release, a count-down), so that a resend of it (ioredis and node-redis' Sentinel resend a call
+ * after a reconnect) is answered as the
+ * success it was. The clients' default retries give up well within it; a lock release resent later than this
  * reports LockNotHeldError (the lock stays free).
  */
 export const MEMO_MS = 30_000;
 
 /**
- * How long a script call on a Cluster is sent again while ioredis gives up redirecting it. ioredis follows
- * MOVED, ASK and TRYAGAIN itself but fails the call after 16 redirections: within milliseconds while the
- * masters disagree about a slot at the end of a migration (each sends it to the other), or after about 1.6 s
- * of TRYAGAIN while the lock's keys are split between two masters. A redirection means the script did not
- * run there, and should an earlier try in ioredis' chain have run unseen (a reply lost to a closed
+ * How long a script call on a Cluster is sent again while the client gives up redirecting it. ioredis and
+ * node-redis follow MOVED and ASK (ioredis TRYAGAIN too) but fail the call after 16 redirections: within
+ * milliseconds while the masters disagree about a slot at the end of a migration (each sends it to the
+ * other), or after about 1.6 s of TRYAGAIN while the lock's keys are split between two masters. A redirection
+ * means the script did not run there, and should an earlier try in the client's chain have run unseen (a reply lost to a closed
  * connection), request ids make acquire and release answer the resend without counting twice. So no
  * redirection reaches a caller unless a slot stays unreachable this long.
  */
@@ -117,17 +112,6 @@ const CLUSTER_RESEND_MS = 10_000;
 
 /** The longest pause between two resends (they start at 25 ms and double). */
 const CLUSTER_RESEND_PAUSE_MS = 400;
-
-function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT');
-}
-
-/** ioredis gave up following the cluster's redirections, or passed one on (its retries switched off). */
-function isRedirection(error: unknown): boolean {
-  return (
-    error instanceof Error && /^(Too many Cluster redirections|MOVED |ASK |TRYAGAIN|CLUSTERDOWN)/.test(error.message)
-  );
-}
 
 /** The integer at `index` of a script's array reply (RESP2 or RESP3, number or numeric string). */
 export function integerAt(reply: unknown, index: number): number {
@@ -159,24 +143,25 @@ export function releaseReply(reply: unknown): ReleaseReply {
 }
 
 export class LockScripts {
-  readonly #redis: RedisClient;
+  readonly #redis: RedisAdapter;
   readonly #cluster: boolean;
 
   #pubsub: Promise<PubSubMode> | undefined;
   /** The mode detected so far, without I/O: 'classic' until a detection found a Redis 7+ Cluster. */
   knownPubsubMode: PubSubMode = 'classic';
 
-  constructor(redis: RedisClient) {
+  constructor(redis: RedisAdapter) {
     this.#redis = redis;
-    this.#cluster = isCluster(redis);
+    this.#cluster = redis.topology === 'cluster';
   }
 
   /**
    * Sharded pub/sub on a Redis 7+ Cluster (a release then reaches only the shard of its slot), classic pub/sub
-   * elsewhere. Detected once from INFO; a failed detection is retried at the next use.
+   * elsewhere and on a client that cannot subscribe to shard channels (iovalkey). Detected once from INFO; a
+   * failed detection is retried at the next use.
    */
   pubsubMode(): Promise<PubSubMode> {
-    if (!this.#cluster) return CLASSIC;
+    if (!this.#cluster || !this.#redis.shardedPubSub) return CLASSIC;
     this.#pubsub ??= this.#redis.info('server').then(
       (info) => {
         const major = Number(/^redis_version:(\d+)/m.exec(info)?.[1] ?? 0);
@@ -194,13 +179,13 @@ export class LockScripts {
   /**
    * Runs a script by EVALSHA, and by EVAL when the server lost it (NOSCRIPT). `direct` sends EVAL at once:
    * for repairs sent while the connection may be failing, where the NOSCRIPT round trip could be cut off
-   * by a command timeout and the repair would then never run. `resend` false: a redirection ioredis gave
+   * by a command timeout and the repair would then never run. `resend` false: a redirection the client gave
    * up on fails the call at once.
    */
   async run(
     name: LuaScriptName,
     keys: readonly string[],
-    args: readonly Arg[],
+    args: readonly ScriptArg[],
     { direct = false, resend = true }: { direct?: boolean; resend?: boolean } = {},
   ): Promise<unknown> {
     const expected = scriptKeyCounts[name];
@@ -210,30 +195,15 @@ export class LockScripts {
     const started = monotonicNow();
     for (let pause = 25; ; pause = Math.min(2 * pause, CLUSTER_RESEND_PAUSE_MS)) {
       try {
-        return await this.#send(luaSources[name], keys, args, direct);
+        return await this.#redis.evalScript(luaSources[name], keys, args, direct);
       } catch (error) {
         const late = monotonicNow() - started + pause > CLUSTER_RESEND_MS;
-        if (!this.#cluster || !resend || !isRedirection(error) || late) {
+        if (!this.#cluster || !resend || !this.#redis.isRedirection(error) || late) {
           throw error;
         }
         // Unref'd: a pending resend must not keep a process alive that has nothing else to do.
         await sleep(pause, undefined, { ref: false });
       }
-    }
-  }
-
-  async #send(
-    script: { readonly source: string; readonly sha1: string },
-    keys: readonly string[],
-    args: readonly Arg[],
-    direct: boolean,
-  ): Promise<unknown> {
-    if (direct) return this.#redis.eval(script.source, keys.length, ...keys, ...args);
-    try {
-      return await this.#redis.evalsha(script.sha1, keys.length, ...keys, ...args);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      return await this.#redis.eval(script.source, keys.length, ...keys, ...args);
     }
   }
 
@@ -305,7 +275,7 @@ export class LockScripts {
   async runAnnouncing(
     name: LuaScriptName,
     keys: readonly string[],
-    args: readonly Arg[],
+    args: readonly ScriptArg[],
     { pubsub, ...options }: { direct?: boolean; pubsub?: PubSubMode | undefined } = {},
   ): Promise<unknown> {
     const announce = pubsub ? publishCommand(pubsub) : await this.#announce();

@@ -92,7 +92,7 @@ describe('RCountDownLatch', () => {
   it('answers a resent count-down from its memo: a reconnect never counts down twice', async () => {
     const name = uniqueName('latch');
     const { lockKey, channel, countDownMemoPrefix } = keysOf(name);
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
     await redis.admin.set(lockKey, 3);
     const countDown = (id: string) =>

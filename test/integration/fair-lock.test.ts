@@ -235,7 +235,7 @@ describe('RFairLock', () => {
   });
 
   it('answers a resent acquire or release from its memo instead of counting twice', async () => {
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const keys = fairLockKeys('', uniqueName('fair'), onCluster);
     const acquireKeys = [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.fenceKey];
     const acquire = (id: string): Promise<unknown> =>

@@ -117,7 +117,7 @@ describe('RPermitExpirableSemaphore', () => {
       const proxy = await TcpProxy.start(redis.server.port);
       onTestFinished(() => proxy.close());
       // The holder talks to Redis through the proxy; stopping it is a process that froze or died.
-      const holder = redis.locks({ watchdogTimeout: 600 }, { port: proxy.port, maxRetriesPerRequest: 0 });
+      const holder = redis.locks({ watchdogTimeout: 600 }, { port: proxy.port, noRetry: true });
       await holder.getPermitExpirableSemaphore(name).trySetPermits(1);
       const permit = await holder.getPermitExpirableSemaphore(name).acquire();
       const waiter = track(redis.locks().getPermitExpirableSemaphore(name).acquire({ waitTime: 5000 }));

@@ -429,7 +429,7 @@ describe('quorum lock', () => {
       expect(() => createQuorumLockClient([])).toThrow(RangeError);
       expect(() => createQuorumLockClient({} as never)).toThrow(/nodes must be an array/);
       expect(() => createQuorumLockClient([redis, redis])).toThrow(/must not repeat/);
-      expect(() => createQuorumLockClient([{} as never])).toThrow(/nodes\[0\] must be an ioredis/);
+      expect(() => createQuorumLockClient([{} as never])).toThrow(/nodes\[0\] must be a Redis client/);
       expect(() => createQuorumLockClient([redis], { nodeTimeout: 0 })).toThrow(/nodeTimeout/);
       expect(() => createQuorumLockClient([redis], { nodeTimeout: 500, watchdogTimeout: 900 })).toThrow(
         /nodeTimeout must be below a third/,

@@ -236,7 +236,7 @@ describe('RReadWriteLock', () => {
   });
 
   it('answers resent read and write acquires and releases from their memos', async () => {
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const keys = readWriteLockKeys('', uniqueName('rw'), onCluster);
     const read = (id: string): Promise<unknown> =>
       scripts.run(

@@ -40,7 +40,7 @@ describe('script runner', () => {
 
 describe('idempotency: a resent command does not count twice', () => {
   it('acquire: the same request id re-entering twice raises the count once', async () => {
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName());
     const owner = ['c:1'];
     const first = await scripts.acquire(keys, 10_000, randomUUID(), owner);
@@ -54,7 +54,7 @@ describe('idempotency: a resent command does not count twice', () => {
   });
 
   it('acquire: a resent first acquire does not take a second hold or a second token', async () => {
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName());
     const id = randomUUID();
     const first = await scripts.acquire(keys, 10_000, id, ['c:1']);
@@ -64,7 +64,7 @@ describe('idempotency: a resent command does not count twice', () => {
   });
 
   it('release: a resent decrement or final release changes nothing more', async () => {
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName());
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
@@ -93,7 +93,7 @@ describe('idempotency: a resent command does not count twice', () => {
   });
 
   it('reports the holder PTTL when another owner holds the lock', async () => {
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName());
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
     const other = await scripts.acquire(keys, 10_000, randomUUID(), ['c:2']);

@@ -219,7 +219,7 @@ describe('RSemaphore', () => {
   it('lets a waiter behind a dead waiter’s entry in as soon as that entry’s deadline passes', async () => {
     const name = uniqueName('sem');
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     await redis.admin.set(lockKey, 0);
     // A waiter of a process that died: queued, its entry refreshed last time with 600 ms to live.
     await scripts.runAnnouncing(
@@ -258,7 +258,7 @@ describe('RSemaphore', () => {
   it('announces on Redisson’s channel what a dead queued waiter kept, once its deadline has passed', async () => {
     const name = uniqueName('sem');
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     await redis.admin.set(lockKey, 0);
     await scripts.runAnnouncing(
       'semaphore/acquire',
@@ -301,7 +301,7 @@ describe('RSemaphore', () => {
     const name = uniqueName('sem');
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakePrefix } =
       keysOf(name);
-    const scripts = new LockScripts(redis.redis());
+    const scripts = new LockScripts(redis.adapter());
     const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
     await redis.admin.set(lockKey, 5);
     const acquire = () =>

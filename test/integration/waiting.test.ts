@@ -93,7 +93,7 @@ describe('watchdog batching', () => {
 
 describe('waitFor (the counted primitives’ wait)', () => {
   it('asks again at once when it joined, after its attempt, a queue whose message it may have missed', async () => {
-    const client = redis.redis();
+    const client = redis.adapter();
     const scripts = new LockScripts(client);
     const waits = new WaitQueues(client, () => scripts.pubsubMode());
     const channel = `redisson_countdownlatch__channel__{${uniqueName('late')}}`;

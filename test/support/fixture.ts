@@ -1,17 +1,19 @@
 /**
- * Per-file test fixture: one Redis for the file, ioredis clients and lock clients that are closed after
- * each test, and helpers that read the server's own counters. `IOREDIS_MAJOR=6` runs on ioredis 6.
- * `REDIS_TOPOLOGY=cluster` gives the file a Redis Cluster (3 masters, 1 replica each) instead, and the
- * fixture's clients are then ioredis `Cluster` clients.
+ * Per-file test fixture: one Redis for the file, clients and lock clients that are closed after each test,
+ * and helpers that read the server's own counters. Lock clients run on the client under test
+ * (`REDIS_CLIENT`, see clients.ts); `redis()` and `admin` are ioredis connections for the test's own
+ * commands (ioredis 6 under `REDIS_CLIENT=ioredis6`). `REDIS_TOPOLOGY=cluster` gives the file a Redis Cluster
+ * (3 masters, 1 replica each) instead, and the fixture's clients are then `Cluster` clients.
  */
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { Cluster as Cluster5, Redis as IORedis5, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { Cluster as Cluster6, Redis as IORedis6 } from 'ioredis6';
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
+import { createLockClient, type LockClient, type LockClientOptions, type RedisClient } from '../../src/index.js';
+import { adaptClient, type RedisAdapter } from '../../src/redis/adapter.js';
 import { keySlot } from '../../src/redis/keys.js';
-import { isCluster } from '../../src/options.js';
+import { clientKind, newTestClient, type ClientOptions, type Target, type TestClient } from './clients.js';
 import { startRedisCluster, type TestCluster } from './redis-cluster.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
@@ -19,7 +21,7 @@ export type Redis = IORedis5;
 export type Cluster = Cluster5;
 /** A client of the fixture's topology: a `Redis` on a standalone server, a `Cluster` on a cluster. */
 export type Client = Redis | Cluster;
-export const ioredisMajor = process.env['IOREDIS_MAJOR'] === '6' ? 6 : 5;
+export const ioredisMajor = clientKind === 'ioredis6' ? 6 : 5;
 const RedisClass = (ioredisMajor === 6 ? IORedis6 : IORedis5) as unknown as typeof IORedis5;
 const ClusterClass = (ioredisMajor === 6 ? Cluster6 : Cluster5) as unknown as typeof Cluster5;
 
@@ -29,6 +31,11 @@ if (topology !== 'standalone' && topology !== 'cluster') {
 }
 /** `REDIS_TOPOLOGY=cluster`: `useRedis()` files run on a Redis Cluster through ioredis `Cluster` clients. */
 export const onCluster = topology === 'cluster';
+
+/** Whether `redis` is an ioredis Cluster. */
+export function isCluster(redis: Client): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
 
 export function newRedis(server: { host: string; port: number }, options: RedisOptions = {}): Redis {
   return new RedisClass({ host: server.host, port: server.port, ...options });
@@ -57,8 +64,14 @@ export interface RedisFixture {
   readonly server: TestRedis;
   /** A new ioredis client of the topology, quit after the test. */
   redis(options?: RedisOptions): Client;
-  /** A lock client on a new ioredis client of the topology, closed after the test. */
-  locks(options?: LockClientOptions, redisOptions?: RedisOptions): LockClient;
+  /** A new client under test (`REDIS_CLIENT`) of the topology, closed after the test. */
+  client(options?: ClientOptions): RedisClient;
+  /** The library's adapter on a new client under test. */
+  adapter(options?: ClientOptions): RedisAdapter;
+  /** A lock client on a new client under test of the topology, closed after the test. */
+  locks(options?: LockClientOptions, clientOptions?: ClientOptions): LockClient;
+  /** Where the topology's clients connect. */
+  readonly target: Target;
   /** An admin connection for inspecting the server or cluster (kept for the file). */
   readonly admin: Client;
 }
@@ -72,6 +85,7 @@ export function useRedis(start: () => Promise<TestRedis> = startTestRedis): Redi
   let cluster: TestCluster | undefined;
   let admin: Client | undefined;
   const redisClients: Client[] = [];
+  const testClients: TestClient[] = [];
   const lockClients: LockClient[] = [];
 
   beforeAll(
@@ -93,6 +107,7 @@ export function useRedis(start: () => Promise<TestRedis> = startTestRedis): Redi
   afterEach(async () => {
     await Promise.all(lockClients.splice(0).map((c) => c.close()));
     await Promise.all(redisClients.splice(0).map((c) => c.quit().catch(() => c.disconnect())));
+    await Promise.all(testClients.splice(0).map((c) => c.close()));
   });
   afterAll(async () => {
     admin?.disconnect();
@@ -122,8 +137,24 @@ export function useRedis(start: () => Promise<TestRedis> = startTestRedis): Redi
       redisClients.push(client);
       return client;
     },
-    locks(options, redisOptions) {
-      const client = createLockClient(fixture.redis(redisOptions), options);
+    get target(): Target {
+      if (onCluster) {
+        if (!cluster) throw new Error('the Redis cluster is not started yet');
+        return { topology: 'cluster', nodes: cluster.nodes.slice(0, 3) };
+      }
+      const { host, port } = fixture.server;
+      return { topology: 'standalone', host, port };
+    },
+    client(options) {
+      const created = newTestClient(fixture.target, options);
+      testClients.push(created);
+      return created.client;
+    },
+    adapter(options) {
+      return adaptClient(fixture.client(options), 'redis');
+    },
+    locks(options, clientOptions) {
+      const client = createLockClient(fixture.client(clientOptions), options);
       lockClients.push(client);
       return client;
     },

@@ -3,7 +3,6 @@ import {
   checkLockName,
   checkPermitDelta,
   checkPermits,
-  checkRedisClient,
   resolveLatchAwaitArgs,
   resolveSemaphoreAcquireArgs,
   resolveSemaphoreTryAcquireArgs,
@@ -13,8 +12,9 @@ import {
   resolveQuorumAcquireOptions,
   resolveTryLockArgs,
 } from '../../src/options.js';
+import { adaptClient } from '../../src/redis/adapter.js';
 
-const fakeClient = { evalsha() {}, eval() {}, duplicate() {}, exists() {}, options: {} };
+const checkRedisClient = (client: unknown) => adaptClient(client, 'redis');
 
 describe('options: bad input fails before any I/O with an error naming the argument', () => {
   const cases: [string, () => unknown, ErrorConstructor, RegExp][] = [
@@ -33,13 +33,13 @@ describe('options: bad input fails before any I/O with an error naming the argum
       RangeError,
       /options\.leaseTime must be at least 3 × nodeTimeout \(300 ms\)/,
     ],
-    ['client not ioredis', () => checkRedisClient({}), TypeError, /ioredis/],
-    ['client null', () => checkRedisClient(null), TypeError, /ioredis/],
+    ['client not a Redis client', () => checkRedisClient({}), TypeError, /redis must be a Redis client: an ioredis/],
+    ['client null', () => checkRedisClient(null), TypeError, /node-redis/],
     [
-      'client with ioredis keyPrefix',
-      () => checkRedisClient({ ...fakeClient, options: { keyPrefix: 'x:' } }),
-      TypeError,
-      /keyPrefix/,
+      "client keyPrefix with options.keyPrefix's stray brace",
+      () => resolveClientOptions({ keyPrefix: '{b:' }, 'a}'),
+      RangeError,
+      /the Redis client's keyPrefix and options.keyPrefix may contain one complete hash tag/,
     ],
     ['options not an object', () => resolveClientOptions(5), TypeError, /options must be an object/],
     ['unknown client option', () => resolveClientOptions({ watchdog: 1 }), TypeError, /unknown option "watchdog"/],

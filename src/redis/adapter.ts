@@ -1,0 +1,121 @@
+/**
+ * The seam between the library and the user's Redis client: one small interface that every supported client
+ * library implements (ioredis.ts for ioredis and iovalkey, node-redis.ts for node-redis 5 and 6), and the
+ * detection that picks the adapter by the client's shape. Nothing above this file names a client library.
+ *
+ * Keys and channels cross this seam by their server-side names: when the user's client has a `keyPrefix`,
+ * the library's names already start with it (options.ts folds it into the lock client's prefix), and each
+ * adapter hands the client the names without it, for the client to put back (scripts' KEYS and plain
+ * commands), or names channels to the server as they are (pub/sub, which no client prefixes alike).
+ */
+import { isIoredis, IoredisAdapter } from './ioredis.js';
+import { isNodeRedis, NodeRedisAdapter } from './node-redis.js';
+
+/** A script argument; numbers go as decimal strings, a Buffer as raw bytes (a permit id). */
+export type ScriptArg = string | number | Buffer;
+
+/** A Lua script as the runner sends it: by SHA1, and by its source when the server does not know it. */
+export interface Script {
+  readonly source: string;
+  readonly sha1: string;
+}
+
+/** Classic pub/sub, or sharded pub/sub (SSUBSCRIBE/SPUBLISH) on a Redis 7+ Cluster. */
+export type PubSubMode = 'classic' | 'sharded';
+
+/** What the library's own subscriber reports. */
+export interface SubscriberEvents {
+  /** A message on `channel` (server-side name). */
+  message(channel: string, message: string): void;
+  /**
+   * The subscriber reconnected, or its subscriptions moved (a failover, a slot migration): messages may
+   * have been lost. `subscribed`: whether every subscription is in place again.
+   */
+  restored(subscribed: boolean): void;
+}
+
+/** The library's own pub/sub connection(s); its subscriptions are by server-side channel name. */
+export interface Subscriber {
+  /** Makes sure every channel of `channels` is subscribed (subscribing again is harmless). */
+  subscribe(channels: readonly string[]): Promise<void>;
+  unsubscribe(channels: readonly string[]): Promise<void>;
+  /** Closes what the adapter opened for it; nothing it does afterwards reaches the events. */
+  close(): void;
+}
+
+/** The connection to the master of one slot, for WAIT: it must be the one that carried the grant. */
+export interface MasterConnection {
+  /** How often it closed so far: a WAIT on a connection that closed since the grant proves nothing. */
+  readonly closes: number;
+  wait(replicas: number, timeoutMs: number): Promise<number>;
+}
+
+export interface RedisAdapter {
+  /** The client library, for messages. */
+  readonly library: 'ioredis' | 'node-redis';
+  readonly topology: 'standalone' | 'cluster' | 'sentinel';
+  /** The prefix the user's client puts before every key ('' if none). */
+  readonly keyPrefix: string;
+  /** Whether this client can subscribe to shard channels (iovalkey's Cluster cannot). */
+  readonly shardedPubSub: boolean;
+
+  /**
+   * EVALSHA routed by `keys[0]`, and EVAL of the same script on the same route when the server answers
+   * NOSCRIPT (never SCRIPT LOAD: on a Cluster it may reach another node than the call). `direct`: EVAL at
+   * once. The reply is decoded with the client's default types, whatever the user configured.
+   */
+  evalScript(script: Script, keys: readonly string[], args: readonly ScriptArg[], direct: boolean): Promise<unknown>;
+  get(key: string): Promise<string | null>;
+  hget(key: string, field: string): Promise<string | null>;
+  hgetall(key: string): Promise<Record<string, string>>;
+  exists(key: string): Promise<boolean>;
+  pttl(key: string): Promise<number>;
+  /** INFO `section` of any master. */
+  info(section: string): Promise<string>;
+  /**
+   * 'ready': commands go out now; 'connecting': the client is opening its connection (node-redis cannot tell
+   * a reconnect from it); 'down': closed, or reconnecting after its connection failed.
+   */
+  readiness(): 'ready' | 'connecting' | 'down';
+  /** Whether `error` says the client gave up following a Cluster's redirections (the script did not run). */
+  isRedirection(error: unknown): boolean;
+  /** The connection to the master of `key`'s slot; undefined while a Cluster client knows no slots yet. */
+  masterConnection(key: string): MasterConnection | undefined;
+  /** Opens the library's own subscriber (a connection of the client's kind, which the adapter closes). */
+  openSubscriber(mode: PubSubMode, events: SubscriberEvents): Subscriber;
+  /** Removes every listener the adapter put on the user's client (the client itself stays open). */
+  dispose(): void;
+}
+
+/** Whether `error` is the server's NOSCRIPT (the script cache was flushed, or this node never had it). */
+export function isNoScript(error: unknown): boolean {
+  return error instanceof Error && /^NOSCRIPT/i.test(error.message);
+}
+
+/** The Cluster redirections both client families give up on (or pass on): the command did not run. */
+export function isRedirectionMessage(error: unknown): boolean {
+  return (
+    error instanceof Error && /^(Too many Cluster redirections|MOVED |ASK |TRYAGAIN|CLUSTERDOWN)/.test(error.message)
+  );
+}
+
+/** `key` without the client's prefix, for the client to put back. */
+export function unprefixed(key: string, prefix: string): string {
+  if (prefix === '') return key;
+  if (!key.startsWith(prefix)) throw new Error(`key "${key}" does not start with the client's keyPrefix "${prefix}"`);
+  return key.slice(prefix.length);
+}
+
+/**
+ * The adapter for `client`, chosen by its shape (node-redis 5 has no class to test with `instanceof`, and
+ * the client packages are never imported at run time). Throws a TypeError naming `argument` for anything
+ * else.
+ */
+export function adaptClient(client: unknown, argument: string): RedisAdapter {
+  if (isIoredis(client)) return new IoredisAdapter(client, argument);
+  if (isNodeRedis(client)) return new NodeRedisAdapter(client, argument);
+  throw new TypeError(
+    `${argument} must be a Redis client: an ioredis or iovalkey Redis or Cluster, or a node-redis client, ` +
+      'cluster or sentinel (createClient, createCluster, createSentinel)',
+  );
+}

@@ -1,0 +1,304 @@
+/**
+ * The adapter for ioredis 5 and 6 and for iovalkey (a fork of ioredis 5.3): `Redis` (standalone or Sentinel)
+ * and `Cluster`. Scripts go through the client's own EVALSHA/EVAL commands, which a Cluster routes by the
+ * first key; the library's subscriber is a duplicate of the client.
+ */
+import type { Cluster, Redis } from 'ioredis';
+import {
+  isNoScript,
+  isRedirectionMessage,
+  unprefixed,
+  type MasterConnection,
+  type PubSubMode,
+  type RedisAdapter,
+  type Script,
+  type ScriptArg,
+  type Subscriber,
+  type SubscriberEvents,
+} from './adapter.js';
+import { keySlot } from './keys.js';
+
+type Client = Redis | Cluster;
+
+/** ioredis' shape (iovalkey's too): its own command methods, a connection status and `duplicate()`. */
+export function isIoredis(client: unknown): client is Client {
+  const candidate = client as Partial<Record<'evalsha' | 'eval' | 'call' | 'duplicate' | 'status', unknown>> | null;
+  return (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.evalsha === 'function' &&
+    typeof candidate.eval === 'function' &&
+    typeof candidate.call === 'function' &&
+    typeof candidate.duplicate === 'function' &&
+    typeof candidate.status === 'string' &&
+    'options' in candidate
+  );
+}
+
+function isCluster(client: Client): client is Cluster {
+  return (client as { isCluster?: unknown }).isCluster === true;
+}
+
+/**
+ * Slot refresh period of the sharded subscriber, as a backstop only: ioredis opens a new connection for every
+ * refresh. The subscriber refreshes at once when the user's Cluster client learns that a slot moved (a MOVED
+ * to one of our scripts, or its own refresh); a waiter's re-check causes that within 2 s.
+ */
+const SHARDED_SLOTS_REFRESH_MS = 5_000;
+
+export class IoredisAdapter implements RedisAdapter {
+  readonly library = 'ioredis';
+  readonly topology: RedisAdapter['topology'];
+  readonly keyPrefix: string;
+  readonly shardedPubSub: boolean;
+  readonly #client: Client;
+  /** Connections WAIT went to, with how often each closed (listeners removed by `dispose()`). */
+  readonly #connections = new Map<Redis, MasterConnection & { readonly listener: () => void }>();
+
+  constructor(client: Client, argument: string) {
+    this.#client = client;
+    const options = client.options as { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } & Record<
+      string,
+      unknown
+    >;
+    const prefix = options.keyPrefix ?? options.redisOptions?.keyPrefix ?? '';
+    if (typeof prefix !== 'string') throw new TypeError(`${argument}'s keyPrefix must be a string, not a Buffer`);
+    this.keyPrefix = prefix;
+    if (isCluster(client)) {
+      this.topology = 'cluster';
+      // Sharded subscribers arrived in ioredis 5.6 (its `shardedSubscribers` option); iovalkey's Cluster sends
+      // SSUBSCRIBE to a random node and fails with MOVED, so there every waiter listens to classic channels.
+      this.shardedPubSub = 'shardedSubscribers' in options;
+    } else {
+      this.topology = Array.isArray(options['sentinels']) ? 'sentinel' : 'standalone';
+      this.shardedPubSub = false;
+    }
+  }
+
+  async evalScript(
+    script: Script,
+    keys: readonly string[],
+    args: readonly ScriptArg[],
+    direct: boolean,
+  ): Promise<unknown> {
+    const names = this.keyPrefix === '' ? keys : keys.map((key) => unprefixed(key, this.keyPrefix));
+    if (direct) return this.#client.eval(script.source, names.length, ...names, ...args);
+    try {
+      return await this.#client.evalsha(script.sha1, names.length, ...names, ...args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await this.#client.eval(script.source, names.length, ...names, ...args);
+    }
+  }
+
+  async get(key: string): Promise<string | null> {
+    return await this.#client.get(unprefixed(key, this.keyPrefix));
+  }
+
+  async hget(key: string, field: string): Promise<string | null> {
+    return await this.#client.hget(unprefixed(key, this.keyPrefix), field);
+  }
+
+  async hgetall(key: string): Promise<Record<string, string>> {
+    return await this.#client.hgetall(unprefixed(key, this.keyPrefix));
+  }
+
+  async exists(key: string): Promise<boolean> {
+    return (await this.#client.exists(unprefixed(key, this.keyPrefix))) === 1;
+  }
+
+  async pttl(key: string): Promise<number> {
+    return await this.#client.pttl(unprefixed(key, this.keyPrefix));
+  }
+
+  async info(section: string): Promise<string> {
+    return await this.#client.info(section);
+  }
+
+  readiness(): 'ready' | 'connecting' | 'down' {
+    const status = this.#client.status;
+    if (status === 'ready') return 'ready';
+    // 'wait' is lazyConnect's: the first command opens the connection.
+    return status === 'wait' || status === 'connecting' || status === 'connect' ? 'connecting' : 'down';
+  }
+
+  isRedirection(error: unknown): boolean {
+    return isRedirectionMessage(error);
+  }
+
+  /**
+   * A standalone or Sentinel client has one connection; on a Cluster it is the connection to the master that
+   * owns the key's slot, the one that runs the key's scripts (ioredis would send a keyless WAIT to any node).
+   */
+  masterConnection(key: string): MasterConnection | undefined {
+    const client = this.#client;
+    let connection: Redis | undefined;
+    if (isCluster(client)) {
+      const owner = client.slots[keySlot(key)]?.[0];
+      connection = client
+        .nodes('master')
+        .find((candidate) => `${candidate.options.host ?? ''}:${candidate.options.port ?? ''}` === owner);
+    } else {
+      connection = client;
+    }
+    if (!connection) return undefined;
+    let known = this.#connections.get(connection);
+    if (!known) {
+      const node = connection;
+      let closes = 0;
+      const created = {
+        get closes() {
+          return closes;
+        },
+        wait: (replicas: number, timeoutMs: number) => node.wait(replicas, timeoutMs),
+        listener: () => {
+          closes++;
+        },
+      };
+      node.on('close', created.listener);
+      this.#connections.set(node, created);
+      known = created;
+    }
+    return known;
+  }
+
+  openSubscriber(mode: PubSubMode, events: SubscriberEvents): Subscriber {
+    return new IoredisSubscriber(this.#client, mode, events);
+  }
+
+  dispose(): void {
+    for (const [connection, { listener }] of this.#connections) connection.off('close', listener);
+    this.#connections.clear();
+  }
+}
+
+/**
+ * A duplicate of the user's client, without its keyPrefix (the library names channels as the server knows
+ * them; ioredis would prefix shard channels and not classic ones). Sharded: a Cluster duplicate with one
+ * sharded subscriber per master that resubscribes when it sees the slots move.
+ */
+class IoredisSubscriber implements Subscriber {
+  readonly #connection: Client;
+  readonly #mode: PubSubMode;
+  readonly #events: SubscriberEvents;
+  readonly #channels = new Set<string>();
+  /** Stops the sharded subscriber from following the user's client's slot refreshes. */
+  #unfollowSlots: (() => void) | undefined;
+  #ready: Promise<void> | undefined;
+  #confirmed = false;
+  #closed = false;
+
+  constructor(client: Client, mode: PubSubMode, events: SubscriberEvents) {
+    this.#mode = mode;
+    this.#events = events;
+    let connection: Client;
+    if (isCluster(client)) {
+      const redisOptions = { ...client.options.redisOptions, keyPrefix: '' };
+      connection = client.duplicate(undefined, {
+        keyPrefix: '',
+        redisOptions,
+        ...(mode === 'sharded' ? { shardedSubscribers: true, slotsRefreshInterval: SHARDED_SLOTS_REFRESH_MS } : {}),
+      });
+      if (mode === 'sharded') this.#followSlots(client, connection);
+    } else {
+      connection = client.duplicate({ keyPrefix: '' });
+    }
+    this.#connection = connection;
+    // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an unhandled
+    // 'error' event from crashing the process.
+    connection.on('error', () => undefined);
+    connection.on(mode === 'sharded' ? 'smessage' : 'message', (channel: string, message: string) => {
+      if (!this.#closed) events.message(channel, message);
+    });
+    // After ioredis re-created sharded subscribers (slots moved, a node failed), messages may have been lost.
+    // It also announces them (twice) while first connecting, before any subscription could have been lost:
+    // those would only resend the first subscription and wake its waiters for nothing.
+    connection.on('subscribersReady', () => {
+      if (this.#confirmed) void this.#restore();
+    });
+    let connectedBefore = false;
+    connection.on('ready', () => {
+      if (!connectedBefore) {
+        connectedBefore = true;
+        return;
+      }
+      void this.#restore();
+    });
+  }
+
+  async subscribe(channels: readonly string[]): Promise<void> {
+    for (const channel of channels) this.#channels.add(channel);
+    await this.#whenReady(() =>
+      this.#mode === 'sharded' ? this.#connection.ssubscribe(...channels) : this.#connection.subscribe(...channels),
+    );
+    this.#confirmed = true;
+  }
+
+  async unsubscribe(channels: readonly string[]): Promise<void> {
+    for (const channel of channels) this.#channels.delete(channel);
+    await this.#whenReady(() =>
+      this.#mode === 'sharded' ? this.#connection.sunsubscribe(...channels) : this.#connection.unsubscribe(...channels),
+    );
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#unfollowSlots?.();
+    this.#connection.disconnect();
+  }
+
+  /**
+   * ioredis writes a SUBSCRIBE at once even while a new connection is still in its handshake (status
+   * 'connect'). Its reply puts the connection in subscriber mode, so the handshake's INFO ready check is
+   * refused (RESP2), and ioredis reconnects without restoring that subscription (the connection was never
+   * ready), although the SUBSCRIBE resolved: its waiters would sleep out the holder's lease. So classic
+   * (un)subscribes wait for a ready connection, in order. The sharded subscriber has no ready check.
+   */
+  #whenReady<T>(command: () => Promise<T>): Promise<T> {
+    const connection = this.#connection;
+    if (this.#mode === 'sharded' || connection.status === 'ready' || connection.status === 'end') return command();
+    // A duplicate of a lazyConnect client waits for a first command that the gate holds back: connect it.
+    if (connection.status === 'wait') connection.connect().catch(() => undefined);
+    this.#ready ??= new Promise<void>((resolve, reject) => {
+      const settle = (error?: Error): void => {
+        this.#ready = undefined;
+        connection.off('ready', onReady);
+        connection.off('end', onEnd);
+        if (error) reject(error);
+        else resolve();
+      };
+      const onReady = (): void => settle();
+      const onEnd = (): void => settle(new Error('the subscriber connection was closed'));
+      connection.on('ready', onReady);
+      connection.on('end', onEnd);
+    });
+    return this.#ready.then(command);
+  }
+
+  /** After a reconnect: make sure every channel is subscribed, then say so. */
+  async #restore(): Promise<void> {
+    const channels = [...this.#channels];
+    const subscribed =
+      channels.length === 0
+        ? true
+        : await this.subscribe(channels).then(
+            () => true,
+            () => false,
+          );
+    if (!this.#closed) this.#events.restored(subscribed);
+  }
+
+  /**
+   * A migration silently drops the subscriptions of the slot's shard channels, so the sharded subscriber
+   * must see a move soon: it refreshes its slots whenever the client's own slot map, just refreshed, names
+   * another master for any slot than the subscriber's does.
+   */
+  #followSlots(client: Cluster, subscriber: Cluster): void {
+    const onRefresh = (): void => {
+      const known = subscriber.slots;
+      if (client.slots.some((nodes, slot) => nodes[0] !== known[slot]?.[0])) subscriber.refreshSlotsCache();
+    };
+    client.on('refresh', onRefresh);
+    this.#unfollowSlots = () => client.off('refresh', onRefresh);
+  }
+}

@@ -1,0 +1,280 @@
+// Conformance of the Redis seam (src/redis/adapter.ts): every adapter, on every client library, against the
+// same real Redis (the fixture's topology), whatever REDIS_CLIENT says. What the lock code above relies on:
+// scripts by SHA with EVAL on NOSCRIPT, replies decoded alike whatever the user's client decodes, a client
+// keyPrefix honoured for keys while channels go by their server-side names, a subscriber that reports
+// reconnects, WAIT on the slot master's connection, and nothing left behind on the user's client.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis as IoredisRedis } from 'ioredis';
+import { Redis as Ioredis6Redis } from 'ioredis6';
+import { Redis as ValkeyRedis } from 'iovalkey';
+import { createClient as createClient6, createCluster, createSentinel, RESP_TYPES } from 'redis';
+import { createClient as createClient5 } from 'redis5';
+import { describe, expect, it } from 'vitest';
+import { createLockClient, type RedisClient } from '../../src/index.js';
+import { adaptClient, type PubSubMode, type RedisAdapter } from '../../src/redis/adapter.js';
+import { luaSources } from '../../src/redis/lua-scripts.generated.js';
+import { newTestClient, type ClientKind, type ClientOptions } from '../support/clients.js';
+import { everyNode, isCluster, masterOf, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+
+const redis = useRedis();
+const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6'];
+
+// Compile-time part: every library's client type is accepted as it is, without casts (tsc checks this file).
+export function typesAccepted(): void {
+  const accept = (client: RedisClient): RedisClient => client;
+  accept(new IoredisRedis({ lazyConnect: true }));
+  accept(new Ioredis6Redis({ lazyConnect: true }));
+  accept(new ValkeyRedis({ lazyConnect: true }));
+  accept(createClient6());
+  accept(createClient5());
+  accept(createCluster({ rootNodes: [] }));
+  accept(createSentinel({ name: 'm', sentinelRootNodes: [] }));
+  accept(createClient6({ RESP: 3, commandOptions: { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer } } }));
+}
+
+/** An adapter on a new client of `kind`, closed after the test. */
+function adapterOn(kind: ClientKind, options: ClientOptions = {}): { adapter: RedisAdapter; client: RedisClient } {
+  const created = newTestClient(redis.target, options, kind);
+  cleanups.push(() => created.close());
+  return { adapter: adaptClient(created.client, 'redis'), client: created.client };
+}
+
+const cleanups: (() => Promise<unknown>)[] = [];
+async function cleanUp(): Promise<void> {
+  for (const step of cleanups.splice(0).reverse()) await step().catch(() => undefined);
+}
+
+/** A script that returns what it was given, and a nested array with an integer, a nil and a string. */
+const echo = {
+  source: "return {KEYS[1], ARGV[1], tonumber(ARGV[2]), {7, false, 'x'}, redis.call('TYPE', KEYS[1]).ok}",
+  sha1: '',
+};
+echo.sha1 = (await import('node:crypto')).createHash('sha1').update(echo.source).digest('hex');
+
+/** Clients (CLIENT LIST entries) connected to every node. */
+async function connections(): Promise<number> {
+  const lists = await Promise.all(everyNode(redis.admin).map((node) => node.client('LIST')));
+  return lists.reduce<number>((sum, list) => sum + String(list).trim().split('\n').length, 0);
+}
+
+describe.each(KINDS)('adapter conformance: %s', (kind) => {
+  const sharded: PubSubMode = onCluster && kind !== 'iovalkey' ? 'sharded' : 'classic';
+
+  it('is detected by shape, with its topology, prefix and pub/sub ability', async () => {
+    const { adapter } = adapterOn(kind);
+    expect(adapter.library).toBe(kind.startsWith('node-redis') ? 'node-redis' : 'ioredis');
+    expect(adapter.topology).toBe(onCluster ? 'cluster' : 'standalone');
+    expect(adapter.keyPrefix).toBe('');
+    expect(adapter.shardedPubSub).toBe(onCluster && kind !== 'iovalkey');
+    const prefixed = adapterOn(kind, { keyPrefix: 'app:' }).adapter;
+    // node-redis has keyPrefix from 6.1 on; 5.x ignores the option.
+    expect(prefixed.keyPrefix).toBe(kind === 'node-redis5' ? '' : 'app:');
+    await cleanUp();
+  });
+
+  it('runs a script by SHA, and by EVAL on NOSCRIPT; replies decode alike', async () => {
+    const { adapter } = adapterOn(kind);
+    const key = `{${uniqueName('conf')}}:k`;
+    await redis.admin.set(key, 'v');
+    for (const node of everyNode(redis.admin)) await node.script('FLUSH').catch(() => undefined);
+    const expected = [key, 'arg', 42, [7, null, 'x'], 'string'];
+    // NOSCRIPT, then EVAL of the same script on the same route; then the server knows it: EVALSHA.
+    expect(await adapter.evalScript(echo, [key], ['arg', 42], false)).toEqual(expected);
+    expect(await adapter.evalScript(echo, [key], [Buffer.from('arg'), 42], false)).toEqual(expected);
+    expect(await adapter.evalScript(echo, [key], ['arg', '42'], true)).toEqual(expected);
+    // The library's own scripts: the hold count of nobody is 0.
+    expect(await adapter.evalScript(luaSources['lock/hold-count'], [`${key}:lock`], ['nobody'], false)).toEqual([0, 0]);
+    await cleanUp();
+  });
+
+  it('reads plain commands alike, whatever the user decodes (node-redis type mapping, RESP3)', async () => {
+    const key = uniqueName('plain');
+    await redis.admin.hset(key, 'a', '1', 'b', '2');
+    await redis.admin.pexpire(key, 60_000);
+    await redis.admin.set(`${key}:s`, 'text');
+    const adapters = [adapterOn(kind).adapter];
+    if (kind.startsWith('node-redis') && !onCluster) {
+      // A user's client that maps strings to Buffers and numbers to strings.
+      const target = redis.target as { host: string; port: number };
+      const create = (kind === 'node-redis5' ? createClient5 : createClient6) as (options: never) => unknown;
+      const mapped = create({
+        socket: { host: target.host, port: target.port },
+        RESP: 3,
+        commandOptions: { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.NUMBER]: String } },
+      } as never) as ReturnType<typeof createClient6>;
+      mapped.on('error', () => undefined);
+      await mapped.connect();
+      cleanups.push(() => mapped.close());
+      adapters.push(adaptClient(mapped, 'redis'));
+    }
+    for (const adapter of adapters) {
+      expect(await adapter.get(`${key}:s`)).toBe('text');
+      expect(await adapter.get(`${key}:missing`)).toBeNull();
+      expect(await adapter.hget(key, 'a')).toBe('1');
+      expect(await adapter.hget(key, 'z')).toBeNull();
+      expect(await adapter.hgetall(key)).toEqual({ a: '1', b: '2' });
+      expect(await adapter.hgetall(`${key}:missing`)).toEqual({});
+      expect(await adapter.exists(key)).toBe(true);
+      expect(await adapter.exists(`${key}:missing`)).toBe(false);
+      const pttl = await adapter.pttl(key);
+      expect(pttl).toBeGreaterThan(50_000);
+      expect(pttl).toBeLessThanOrEqual(60_000);
+      expect(await adapter.pttl(`${key}:missing`)).toBe(-2);
+      expect(await adapter.info('server')).toMatch(/^redis_version:\d/m);
+      expect(await adapter.evalScript(echo, [key], ['arg', 1], false)).toEqual([key, 'arg', 1, [7, null, 'x'], 'hash']);
+    }
+    await cleanUp();
+  });
+
+  it.skipIf(kind === 'node-redis5')('honours a client keyPrefix: keys as the server sees them', async () => {
+    const { adapter } = adapterOn(kind, { keyPrefix: 'app:' });
+    const key = `app:{${uniqueName('prefix')}}:k`;
+    await redis.admin.set(key, 'v');
+    expect(await adapter.get(key)).toBe('v');
+    // KEYS[1] reaches the script with the prefix, as the server names the key.
+    expect(await adapter.evalScript(echo, [key], ['a', 1], false)).toEqual([key, 'a', 1, [7, null, 'x'], 'string']);
+    await expect(adapter.get('other:key')).rejects.toThrow(/does not start with the client's keyPrefix "app:"/);
+    await cleanUp();
+  });
+
+  it('subscribes by server-side channel name, reports messages, and closes what it opened', async () => {
+    const before = await connections();
+    const { adapter } = adapterOn(kind, { keyPrefix: kind === 'node-redis5' ? undefined : 'app:' } as ClientOptions);
+    const channel = `app:redisson_lock__channel:{${uniqueName('sub')}}`;
+    const messages: [string, string][] = [];
+    const subscriber = adapter.openSubscriber(sharded, {
+      message: (ch, message) => messages.push([ch, message]),
+      restored: () => undefined,
+    });
+    await subscriber.subscribe([channel]);
+    // Subscribing again is harmless: one message is reported once.
+    await subscriber.subscribe([channel]);
+    const publish = (message: string): Promise<unknown> =>
+      sharded === 'sharded' && isCluster(redis.admin)
+        ? masterOf(redis.admin, channel).spublish(channel, message)
+        : redis.admin.publish(channel, message);
+    await publish('0');
+    await expect.poll(() => messages.length, { timeout: 2000, interval: 10 }).toBe(1);
+    expect(messages[0]).toEqual([channel, '0']);
+    await subscriber.unsubscribe([channel]);
+    await publish('1');
+    await sleep(100);
+    expect(messages).toHaveLength(1);
+    subscriber.close();
+    await cleanUp();
+    await expect.poll(connections, { timeout: 5000, interval: 50 }).toBeLessThanOrEqual(before);
+  });
+
+  it.skipIf(onCluster)(
+    'reports a reconnect of its subscriber (messages may have been lost), subscribed again',
+    async () => {
+      const { adapter } = adapterOn(kind, { reconnectMs: 50 });
+      const channel = `redisson_lock__channel:{${uniqueName('restore')}}`;
+      const restored: boolean[] = [];
+      const messages: string[] = [];
+      const subscriber = adapter.openSubscriber('classic', {
+        message: (_ch, message) => messages.push(message),
+        restored: (subscribed) => restored.push(subscribed),
+      });
+      cleanups.push(() => Promise.resolve(subscriber.close()));
+      await subscriber.subscribe([channel]);
+      await redis.admin.client('KILL', 'TYPE', 'pubsub');
+      await expect.poll(() => restored.length, { timeout: 5000, interval: 20 }).toBeGreaterThan(0);
+      expect(restored.every(Boolean)).toBe(true);
+      await expect
+        .poll(
+          async () => {
+            await redis.admin.publish(channel, 'again');
+            return messages.length;
+          },
+          { timeout: 5000, interval: 100 },
+        )
+        .toBeGreaterThan(0);
+      await cleanUp();
+    },
+  );
+
+  it('sends WAIT on the connection to the slot master, and counts its closes', async () => {
+    const { adapter } = adapterOn(kind, { reconnectMs: 50 });
+    const key = uniqueName('wait');
+    // The connection opens with the first command (and, on a cluster, the slots are known then).
+    await adapter.evalScript(echo, [key], ['a', 1], false);
+    const connection = adapter.masterConnection(key);
+    if (!connection) throw new Error('no master connection');
+    expect(adapter.masterConnection(key)).toBe(connection);
+    const closes = connection.closes;
+    // A replica on a cluster acknowledges; a standalone server has none (0 at once with timeout 1).
+    const acknowledged = await connection.wait(onCluster ? 1 : 0, 1000);
+    expect(acknowledged).toBe(onCluster ? 1 : 0);
+    for (const node of everyNode(redis.admin)) await node.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    await expect
+      .poll(
+        async () => {
+          await adapter.get(key).catch(() => undefined);
+          return connection.closes;
+        },
+        { timeout: 5000, interval: 50 },
+      )
+      .toBeGreaterThan(closes);
+    adapter.dispose();
+    await cleanUp();
+  });
+
+  it.runIf(onCluster)('routes WAIT to the master of the key’s slot only', async () => {
+    const { adapter } = adapterOn(kind);
+    const key = uniqueName('route');
+    await adapter.evalScript(echo, [key], ['a', 1], false);
+    if (!isCluster(redis.admin)) throw new Error('not a cluster');
+    const owner = masterOf(redis.admin, key);
+    const masters = redis.admin.nodes('master');
+    const waits = async (): Promise<number[]> =>
+      Promise.all(
+        masters.map(async (node) => Number(/cmdstat_wait:calls=(\d+)/.exec(await node.info('commandstats'))?.[1] ?? 0)),
+      );
+    const before = await waits();
+    await adapter.masterConnection(key)?.wait(1, 1000);
+    const after = await waits();
+    const ownerIndex = masters.indexOf(owner);
+    expect(after.map((n, i) => n - (before[i] ?? 0))).toEqual(masters.map((_, i) => (i === ownerIndex ? 1 : 0)));
+    await cleanUp();
+  });
+
+  it.skipIf(onCluster)('tells ready from connecting and down', async () => {
+    const { adapter } = adapterOn(kind, { reconnectMs: false });
+    await adapter.get(uniqueName('ready'));
+    // node-redis may answer a command queued while connecting a moment before it calls itself ready.
+    await expect.poll(() => adapter.readiness(), { timeout: 2000, interval: 10 }).toBe('ready');
+    for (const node of everyNode(redis.admin)) await node.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    await expect.poll(() => adapter.readiness(), { timeout: 5000, interval: 20 }).not.toBe('ready');
+    await cleanUp();
+  });
+
+  it('leaves the user’s client as it was: same listeners, no commands defined, open after close()', async () => {
+    const { adapter: before, client } = adapterOn(kind);
+    // The client's own lazily created state exists after its first command.
+    await before.get(uniqueName('first'));
+    const emitter = client as unknown as {
+      eventNames(): (string | symbol)[];
+      listenerCount(e: string | symbol): number;
+    };
+    const listeners = (): number => emitter.eventNames().reduce((n, e) => n + emitter.listenerCount(e), 0);
+    const ownKeys = Object.keys(client).sort();
+    const listenersBefore = listeners();
+    const locks = createLockClient(client, {
+      syncReplicas: onCluster ? { replicas: 1, timeout: 1000 } : undefined,
+    } as never);
+    const name = uniqueName('untouched');
+    const waiting = locks.run(async () => {
+      const lease = await locks.getLock(name).acquire();
+      await sleep(20);
+      await lease.release();
+    });
+    await locks.run(() => locks.getLock(name).tryLock(2000, 1000));
+    await waiting;
+    await locks.close();
+    expect(listeners()).toBe(listenersBefore);
+    expect(Object.keys(client).sort()).toEqual(ownKeys);
+    expect(await before.get(name)).toBeNull();
+    await cleanUp();
+  });
+});

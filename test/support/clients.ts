@@ -1,0 +1,177 @@
+/**
+ * The Redis client under test, one axis of the test matrix: `REDIS_CLIENT` = `ioredis5` (the default),
+ * `ioredis6`, `iovalkey`, `node-redis5` or `node-redis6` (`IOREDIS_MAJOR=6` still means `ioredis6`). The
+ * integration tests build the lock's clients here, from a few neutral options that each library spells its
+ * own way; their own inspection connections stay ioredis 5 (fixture.ts).
+ */
+import { Cluster as Cluster5, Redis as Redis5, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6';
+import { Cluster as ValkeyCluster, Redis as ValkeyRedis } from 'iovalkey';
+import * as nodeRedis6 from 'redis';
+import * as nodeRedis5 from 'redis5';
+import type { RedisClient } from '../../src/index.js';
+
+export type ClientKind = 'ioredis5' | 'ioredis6' | 'iovalkey' | 'node-redis5' | 'node-redis6';
+const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6'];
+
+function kindFromEnv(): ClientKind {
+  const value = process.env['REDIS_CLIENT'] ?? (process.env['IOREDIS_MAJOR'] === '6' ? 'ioredis6' : 'ioredis5');
+  if (!(KINDS as readonly string[]).includes(value)) {
+    throw new Error(`REDIS_CLIENT must be one of ${KINDS.join(', ')}, not "${value}"`);
+  }
+  return value as ClientKind;
+}
+
+export const clientKind: ClientKind = kindFromEnv();
+/** The client family: the ioredis API (ioredis, iovalkey) or node-redis'. */
+export const onNodeRedis = clientKind.startsWith('node-redis');
+
+export interface Address {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Where a client connects: one server, a cluster's seed nodes, or Sentinels and the master's name. */
+export type Target =
+  | ({ readonly topology: 'standalone' } & Address)
+  | { readonly topology: 'cluster'; readonly nodes: readonly Address[] }
+  | { readonly topology: 'sentinel'; readonly sentinels: readonly Address[]; readonly masterName: string };
+
+/** What tests ask of a client, in no library's words. */
+export interface ClientOptions {
+  /** Put before every key by the client itself. @default none */
+  readonly keyPrefix?: string;
+  /** Connect only when first used (ioredis' lazyConnect; node-redis clients are connected here anyway). */
+  readonly lazyConnect?: boolean;
+  /** Milliseconds between reconnect attempts; `false`: never reconnect. @default the library's own */
+  readonly reconnectMs?: number | false;
+  /** Fail commands at once while disconnected instead of queueing them. @default false */
+  readonly noOfflineQueue?: boolean;
+  /**
+   * Reject a command whose connection broke rather than send it again after a reconnect (ioredis'
+   * maxRetriesPerRequest 0; node-redis never sends a written command again). @default false
+   */
+  readonly noRetry?: boolean;
+  /** Another port than the target's (a proxy in front of a standalone server). @default the target's */
+  readonly port?: number;
+  readonly username?: string;
+  readonly password?: string;
+}
+
+/** A client under test and how to close it whatever state it is in. */
+export interface TestClient {
+  readonly client: RedisClient;
+  close(): Promise<void>;
+}
+
+/** A new client of `REDIS_CLIENT` on `target`; node-redis clients are connecting when this returns. */
+export function newTestClient(target: Target, options: ClientOptions = {}, kind = clientKind): TestClient {
+  return kind.startsWith('node-redis') ? nodeRedisClient(target, options, kind) : ioredisClient(target, options, kind);
+}
+
+function ioredisClient(target: Target, options: ClientOptions, kind: ClientKind): TestClient {
+  const Redis = (kind === 'ioredis6' ? Redis6 : kind === 'iovalkey' ? ValkeyRedis : Redis5) as unknown as typeof Redis5;
+  const Cluster = (kind === 'ioredis6'
+    ? Cluster6
+    : kind === 'iovalkey'
+      ? ValkeyCluster
+      : Cluster5) as unknown as typeof Cluster5;
+  const redisOptions: RedisOptions = {};
+  if (options.keyPrefix !== undefined) redisOptions.keyPrefix = options.keyPrefix;
+  if (options.username !== undefined) redisOptions.username = options.username;
+  if (options.password !== undefined) redisOptions.password = options.password;
+  if (options.reconnectMs !== undefined) {
+    const delay = options.reconnectMs;
+    redisOptions.retryStrategy = () => (delay === false ? null : delay);
+  }
+  if (options.noOfflineQueue) redisOptions.enableOfflineQueue = false;
+  if (options.noRetry) redisOptions.maxRetriesPerRequest = 0;
+  let client: Redis5 | Cluster5;
+  if (target.topology === 'cluster') {
+    const clusterOptions: ClusterOptions = { redisOptions };
+    if (options.lazyConnect !== undefined) clusterOptions.lazyConnect = options.lazyConnect;
+    if (options.keyPrefix !== undefined) clusterOptions.keyPrefix = options.keyPrefix;
+    client = new Cluster(
+      target.nodes.map(({ host, port }) => ({ host, port })),
+      clusterOptions,
+    );
+  } else {
+    if (options.lazyConnect !== undefined) redisOptions.lazyConnect = options.lazyConnect;
+    client =
+      target.topology === 'sentinel'
+        ? new Redis({
+            ...redisOptions,
+            sentinels: target.sentinels.map(({ host, port }) => ({ host, port })),
+            name: target.masterName,
+            sentinelRetryStrategy: () => 100,
+          })
+        : new Redis({ ...redisOptions, host: target.host, port: options.port ?? target.port });
+  }
+  client.on('error', () => undefined);
+  return {
+    client,
+    close: () =>
+      client.quit().then(
+        () => undefined,
+        () => client.disconnect(),
+      ),
+  };
+}
+
+interface NodeRedisHandle {
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  connect(): Promise<unknown>;
+  destroy(): void;
+  readonly isOpen: boolean;
+}
+
+function nodeRedisClient(target: Target, options: ClientOptions, kind: ClientKind): TestClient {
+  const lib = kind === 'node-redis5' ? (nodeRedis5 as unknown as typeof nodeRedis6) : nodeRedis6;
+  const socket: Record<string, unknown> = {};
+  if (options.reconnectMs !== undefined) {
+    const delay = options.reconnectMs;
+    socket['reconnectStrategy'] = delay === false ? false : () => delay;
+  }
+  const common: Record<string, unknown> = {};
+  if (options.keyPrefix !== undefined) common['keyPrefix'] = options.keyPrefix;
+  if (options.username !== undefined) common['username'] = options.username;
+  if (options.password !== undefined) common['password'] = options.password;
+  if (options.noOfflineQueue) common['disableOfflineQueue'] = true;
+  let client: NodeRedisHandle;
+  if (target.topology === 'cluster') {
+    client = lib.createCluster({
+      rootNodes: target.nodes.map(({ host, port }) => ({ socket: { host, port } })),
+      defaults: { ...common, socket },
+      ...(options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix }),
+    });
+  } else if (target.topology === 'sentinel') {
+    client = lib.createSentinel({
+      name: target.masterName,
+      sentinelRootNodes: target.sentinels.map(({ host, port }) => ({ host, port })),
+      nodeClientOptions: { ...common, socket },
+      ...(options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix }),
+    });
+  } else {
+    client = lib.createClient({
+      ...common,
+      socket: { ...socket, host: target.host, port: options.port ?? target.port },
+    });
+  }
+  client.on('error', () => undefined);
+  // node-redis clients are connected by their user; commands sent meanwhile wait for the connection.
+  const connected = client.connect().then(
+    () => true,
+    () => false,
+  );
+  return {
+    client: client as unknown as RedisClient,
+    close: async () => {
+      await connected;
+      try {
+        client.destroy();
+      } catch {
+        // Already closed.
+      }
+    },
+  };
+}
