@@ -1,5 +1,5 @@
 // Adds up Vitest's JSON reports into the closing line CI reads: "tests: N passed, N failed". Every .json file
-// of the folder counts, one per run (ioredis<major>.json, ioredis<major>-<topology>.json: see vitest.config.ts).
+// of the folder counts, one per run (<client>.json, <client>-<topology>.json: see vitest.config.ts).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 

@@ -48,10 +48,13 @@ export const LINGER_MS = 2000;
 const UNSUBSCRIBED_WAIT_MS = 1000;
 
 /**
- * Bound on one wait under sharded pub/sub: Redis drops a shard channel's subscribers without a word when
- * its slot migrates, and the subscriber learns of it only at a slot refresh; a waiter re-checks meanwhile.
+ * Bound on one wait on a Cluster. Under sharded pub/sub Redis drops a shard channel's subscribers without a
+ * word when its slot migrates, and the subscriber learns of it only at a slot refresh (node-redis 5 not at
+ * all); a waiter re-checks meanwhile. A client that cannot subscribe to shard channels (iovalkey) listens on
+ * classic ones, and there misses the releases of the Cluster's other clients, which announce on shard
+ * channels (Redis 7): it re-checks as often.
  */
-const SHARDED_WAIT_MS = 2000;
+const CLUSTER_WAIT_MS = 2000;
 
 class ChannelQueue {
   readonly waiters: Waiter[] = [];
@@ -338,8 +341,8 @@ export class WaitQueues {
       if (direct !== undefined) this.#direct.set(direct, created);
       this.#pubsubMode()
         .then(async (mode) => {
+          if (this.#redis.topology === 'cluster') created.subscribedWaitMs = CLUSTER_WAIT_MS;
           if (mode === 'sharded') {
-            created.subscribedWaitMs = SHARDED_WAIT_MS;
             // A slot migration can drop a shard channel's subscription unseen, and one kept across waits
             // would then stay lost (every wake-up left to the re-check): each wait subscribes afresh, which
             // reaches the slot's current owner.

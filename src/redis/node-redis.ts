@@ -65,6 +65,7 @@ interface NodeRedisLike extends Commands, PubSub, Emitter {
   readonly _keyPrefix?: unknown;
   // A cluster:
   readonly slots?: readonly ({ readonly master: ClusterNode } | undefined)[];
+  readonly masters?: readonly unknown[];
   nodeClient?(node: ClusterNode): Promise<{ sendCommand(args: string[]): Promise<unknown> }>;
   getNodeClientForKey?: unknown;
   // A sentinel:
@@ -111,6 +112,11 @@ export class NodeRedisAdapter implements RedisAdapter {
   readonly #commands: Commands;
   readonly #connections = new WeakMap<object, MasterConnection>();
   readonly #disposers: (() => void)[] = [];
+  /**
+   * Set while the user's cluster is still connecting: node-redis refuses a cluster's commands until its first
+   * discovery is done (a client queues them), so ours wait for its 'connect'.
+   */
+  #connecting: Promise<void> | undefined;
 
   constructor(client: unknown, argument: string) {
     const nodeRedis = client as NodeRedisLike;
@@ -123,6 +129,18 @@ export class NodeRedisAdapter implements RedisAdapter {
     else if (typeof nodeRedis.getMasterNode === 'function') this.topology = 'sentinel';
     else this.topology = 'standalone';
     this.shardedPubSub = this.topology === 'cluster';
+    // A 5.x cluster has no isReady: it knows its masters once connected.
+    const connected = nodeRedis.isReady ?? (nodeRedis.masters?.length ?? 0) > 0;
+    if (this.topology === 'cluster' && nodeRedis.isOpen && !connected) {
+      this.#connecting = new Promise<void>((resolve) => {
+        const done = (): void => {
+          this.#connecting = undefined;
+          resolve();
+        };
+        this.#listen(nodeRedis, 'connect', done);
+        this.#disposers.push(done);
+      });
+    }
   }
 
   async evalScript(
@@ -131,6 +149,7 @@ export class NodeRedisAdapter implements RedisAdapter {
     args: readonly ScriptArg[],
     direct: boolean,
   ): Promise<unknown> {
+    if (this.#connecting) await this.#connecting;
     const call = {
       keys: keys.map((key) => unprefixed(key, this.keyPrefix)),
       arguments: toArgs(args),
@@ -145,27 +164,33 @@ export class NodeRedisAdapter implements RedisAdapter {
   }
 
   async get(key: string): Promise<string | null> {
+    if (this.#connecting) await this.#connecting;
     return (await this.#commands.get(unprefixed(key, this.keyPrefix))) as string | null;
   }
 
   async hget(key: string, field: string): Promise<string | null> {
+    if (this.#connecting) await this.#connecting;
     return (await this.#commands.hGet(unprefixed(key, this.keyPrefix), field)) as string | null;
   }
 
   async hgetall(key: string): Promise<Record<string, string>> {
+    if (this.#connecting) await this.#connecting;
     // A plain object with the default mapping, on RESP2 and RESP3 alike; copied off a null prototype.
     return { ...((await this.#commands.hGetAll(unprefixed(key, this.keyPrefix))) as Record<string, string>) };
   }
 
   async exists(key: string): Promise<boolean> {
+    if (this.#connecting) await this.#connecting;
     return Number(await this.#commands.exists(unprefixed(key, this.keyPrefix))) === 1;
   }
 
   async pttl(key: string): Promise<number> {
+    if (this.#connecting) await this.#connecting;
     return Number(await this.#commands.pTTL(unprefixed(key, this.keyPrefix)));
   }
 
   async info(section: string): Promise<string> {
+    if (this.#connecting) await this.#connecting;
     return String(await this.#commands.info(section));
   }
 

@@ -10,9 +10,11 @@ export const figuresFile = process.env['FIGURES_FILE'] ?? '.vitest-results/figur
 /** Scale of the fault scenarios: 1 in CI, larger under `npm run test:soak`. */
 export const soak = Number(process.env['SOAK'] ?? 1);
 
-const ioredis = process.env['IOREDIS_MAJOR'] === '6' ? 6 : 5;
+/** The client under test and the topology of the run, so that each matrix leg's figures can be told apart. */
+const client = process.env['REDIS_CLIENT'] ?? (process.env['IOREDIS_MAJOR'] === '6' ? 'ioredis6' : 'ioredis5');
+const topology = process.env['REDIS_TOPOLOGY'] ?? 'standalone';
 
 export function recordFigures(scenario: string, figures: Record<string, number | string | boolean>): void {
   mkdirSync(dirname(figuresFile), { recursive: true });
-  appendFileSync(figuresFile, `${JSON.stringify({ scenario, ioredis, soak, ...figures })}\n`);
+  appendFileSync(figuresFile, `${JSON.stringify({ scenario, client, topology, soak, ...figures })}\n`);
 }

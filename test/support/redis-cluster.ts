@@ -70,3 +70,80 @@ export async function startRedisCluster(masters = 3, replicas = 1): Promise<Test
   }
   return { nodes, stop };
 }
+
+/** A master of a cluster: its node id and port. */
+export interface ClusterMaster {
+  readonly id: string;
+  readonly port: number;
+}
+
+function cli(port: number, ...args: string[]): string {
+  return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
+}
+
+function inRange(range: string, slot: number): boolean {
+  const match = /^(\d+)(?:-(\d+))?$/.exec(range);
+  if (!match) return false;
+  const low = Number(match[1]);
+  const high = match[2] === undefined ? low : Number(match[2]);
+  return slot >= low && slot <= high;
+}
+
+/** The masters serving slots, by `CLUSTER NODES` on `port`. */
+export function clusterMasters(port: number): ClusterMaster[] {
+  return cli(port, 'cluster', 'nodes')
+    .split('\n')
+    .filter((line) => {
+      const fields = line.split(' ');
+      const flags = fields[2]?.split(',') ?? [];
+      return flags.includes('master') && !flags.includes('fail') && fields.length > 8;
+    })
+    .map((line) => {
+      const [id = '', address = ''] = line.split(' ');
+      return { id, port: Number(/:(\d+)@/.exec(address)?.[1]) };
+    });
+}
+
+/** The master serving `slot`, as `CLUSTER NODES` on `port` reports it. */
+export function slotOwner(port: number, slot: number): ClusterMaster {
+  const line = cli(port, 'cluster', 'nodes')
+    .split('\n')
+    .find(
+      (l) =>
+        l.includes('master') &&
+        !l.includes('fail') &&
+        l
+          .split(' ')
+          .slice(8)
+          .some((range) => inRange(range, slot)),
+    );
+  const [id = '', address = ''] = line?.split(' ') ?? [];
+  return { id, port: Number(/:(\d+)@/.exec(address)?.[1]) };
+}
+
+/**
+ * Moves `slot` with its keys from `from` to `to` (SETSLOT IMPORTING/MIGRATING, MIGRATE, then SETSLOT NODE on
+ * the target, the source and the other masters, in the order redis-cli uses), and waits until every master
+ * names `to` as the owner. Without that wait, a slot moved back within milliseconds can meet a node that
+ * still gossips the older claim: Redis then settles the conflict by config epoch and a master can drop
+ * the keys of a slot it was told it lost, which is a fault of the migration, not of the lock.
+ */
+export async function migrateSlot(slot: number, from: ClusterMaster, to: ClusterMaster): Promise<void> {
+  cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
+  cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
+  // Bounded: these calls block the test's event loop, so a MIGRATE that keeps failing must not spin forever.
+  for (let round = 0; ; round++) {
+    const keys = cli(from.port, 'cluster', 'getkeysinslot', String(slot), '100').split('\n').filter(Boolean);
+    if (keys.length === 0) break;
+    const migrated = cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
+    if (round === 20) throw new Error(`slot ${slot} would not migrate from ${from.port} to ${to.port}: ${migrated}`);
+  }
+  const all = clusterMasters(to.port);
+  const order = [to, from, ...all.filter((m) => m.id !== to.id && m.id !== from.id)];
+  for (const node of order) cli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+  const deadline = performance.now() + 10_000;
+  while (!all.every((node) => slotOwner(node.port, slot).id === to.id)) {
+    if (performance.now() > deadline) throw new Error(`the masters do not agree that ${to.port} has slot ${slot}`);
+    await sleep(20);
+  }
+}
