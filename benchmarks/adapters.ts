@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { createLockClient, type RLock } from 'flowlock';
 import Redlock4 from 'redlock';
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
@@ -50,12 +51,14 @@ export const LIBRARIES = [
   'node-redisson',
 ] as const;
 /**
- * flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
+ * flowlock on another client (`flowlock-node-redis`: RLock on a node-redis 6 client, in (a) and (c) next to
+ * flowlock on ioredis), and flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
  * lock (f), the read-write lock (g, whose `acquire` is the write lock and `acquireShared` the read lock), and
  * the semaphores of (h): RSemaphore (`flowlock-semaphore`) and RPermitExpirableSemaphore
  * (`flowlock-permit-semaphore`), which need the `permits` of `createAdapter`.
  */
 export const VARIANTS = [
+  'flowlock-node-redis',
   'flowlock-fair',
   'flowlock-rwlock',
   'flowlock-semaphore',
@@ -107,6 +110,27 @@ export function createAdapter(library: Library, url: string, watchdogMs: number,
     return createSemaphoreAdapter(library, url, watchdogMs, permits);
   }
   switch (library) {
+    case 'flowlock-node-redis': {
+      const redis = createClient({ url });
+      redis.on('error', () => undefined);
+      // node-redis clients are connected by their user; commands sent meanwhile wait for the connection.
+      const connected = redis.connect();
+      const locks = createLockClient(redis, { watchdogTimeout: watchdogMs });
+      return {
+        name: library,
+        redisKey: sameKey,
+        async acquire(key, leaseMs) {
+          await connected;
+          const lease = await locks.getLock(key).acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
+          return () => lease.release();
+        },
+        async close() {
+          await locks.close();
+          await connected;
+          redis.destroy();
+        },
+      };
+    }
     case 'flowlock':
     case 'flowlock-fair':
     case 'flowlock-rwlock': {
