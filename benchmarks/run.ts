@@ -9,7 +9,7 @@
  * Each scenario runs twice per library: a measured pass (times, `INFO commandstats` deltas) and a pass
  * under MONITOR that counts the commands clients sent (MONITOR marks script-internal calls as `lua`).
  */
-import { fork } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { connect } from 'node:net';
@@ -683,4 +683,14 @@ try {
   servers.resourceAdmin.disconnect();
   await servers.lock.stop();
   await servers.resource.stop();
+}
+
+// The adapter's cost against the direct client call (benchmarks/adapter.bench.ts, a vitest run, since it
+// reaches into the library's internals), unless --only or --scenarios narrowed the run.
+if (only === undefined && option('scenarios') === undefined) {
+  const overhead = spawnSync('vitest', ['run', '--config', 'benchmarks/vitest.config.ts'], {
+    stdio: 'inherit',
+    env: { ...process.env, BENCH_OUT: outDir, ...(quick && { ADAPTER_BENCH_CYCLES: '100' }) },
+  });
+  if (overhead.status !== 0) process.exitCode = 1;
 }

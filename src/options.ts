@@ -21,6 +21,7 @@ export interface LockClientOptions {
   readonly clientId?: string;
   /**
    * Prepended to every key and channel. May contain one complete hash tag (`{app}:`) and no other braces.
+   * A keyPrefix set on the Redis client itself comes first (the rules apply to the two together).
    * @default ''
    */
   readonly keyPrefix?: string;
