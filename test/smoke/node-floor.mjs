@@ -1,5 +1,5 @@
 // Smoke run of the built package on the runtime floor (the machine's Node 20): loads it through ESM
-// `import` and CommonJS `require`, takes, re-enters, waits for and releases locks (and semaphores, a latch)
+// `import` and CommonJS `require` (on ioredis, and through ESM on node-redis 6 too), takes, re-enters, waits for and releases locks (and semaphores, a latch)
 // against a real
 // redis-server (REDIS_URL, or a throwaway one on a free port), then checks that the process can exit.
 import { spawn, spawnSync } from 'node:child_process';
@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import * as esm from '../../dist/index.js';
 
 const require = createRequire(import.meta.url);
@@ -47,9 +48,10 @@ try {
   for (const [label, lib] of [
     ['esm', esm],
     ['cjs', cjs],
+    ['esm-node-redis', esm],
   ]) {
     assert.equal(typeof lib.createLockClient, 'function', `${label}: createLockClient`);
-    const redis = new Redis(url);
+    const redis = label.endsWith('node-redis') ? await createClient({ url }).connect() : new Redis(url);
     const locks = lib.createLockClient(redis, { watchdogTimeout: 1000 });
     const name = `smoke:${label}:${process.pid}`;
     const lock = locks.getLock(name);
@@ -131,7 +133,8 @@ try {
     await latch.countDown();
     assert.equal(await opening, true, `${label}: the latch opens`);
     await locks.close();
-    await redis.quit();
+    if (label.endsWith('node-redis')) redis.destroy();
+    else await redis.quit();
     checks.push(label);
   }
 } finally {
