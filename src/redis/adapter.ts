@@ -88,8 +88,26 @@ export interface RedisAdapter {
 }
 
 /** Whether `error` is the server's NOSCRIPT (the script cache was flushed, or this node never had it). */
-export function isNoScript(error: unknown): boolean {
+function isNoScript(error: unknown): boolean {
   return error instanceof Error && /^NOSCRIPT/i.test(error.message);
+}
+
+/**
+ * The script runner's rule for every adapter: `evalsha()`, and `evaluate()` (EVAL, on the same route) when
+ * the server answers NOSCRIPT; `evaluate()` at once when `direct`.
+ */
+export async function bySha(
+  direct: boolean,
+  evalsha: () => Promise<unknown>,
+  evaluate: () => Promise<unknown>,
+): Promise<unknown> {
+  if (direct) return evaluate();
+  try {
+    return await evalsha();
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    return await evaluate();
+  }
 }
 
 /** The Cluster redirections both client families give up on (or pass on): the command did not run. */

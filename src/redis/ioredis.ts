@@ -5,7 +5,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import {
-  isNoScript,
+  bySha,
   isRedirectionMessage,
   unprefixed,
   type MasterConnection,
@@ -75,20 +75,13 @@ export class IoredisAdapter implements RedisAdapter {
     }
   }
 
-  async evalScript(
-    script: Script,
-    keys: readonly string[],
-    args: readonly ScriptArg[],
-    direct: boolean,
-  ): Promise<unknown> {
+  evalScript(script: Script, keys: readonly string[], args: readonly ScriptArg[], direct: boolean): Promise<unknown> {
     const names = this.keyPrefix === '' ? keys : keys.map((key) => unprefixed(key, this.keyPrefix));
-    if (direct) return this.#client.eval(script.source, names.length, ...names, ...args);
-    try {
-      return await this.#client.evalsha(script.sha1, names.length, ...names, ...args);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      return await this.#client.eval(script.source, names.length, ...names, ...args);
-    }
+    return bySha(
+      direct,
+      () => this.#client.evalsha(script.sha1, names.length, ...names, ...args),
+      () => this.#client.eval(script.source, names.length, ...names, ...args),
+    );
   }
 
   async get(key: string): Promise<string | null> {

@@ -6,7 +6,7 @@
  * and put a 6.1+ `keyPrefix` before every key.
  */
 import {
-  isNoScript,
+  bySha,
   isRedirectionMessage,
   unprefixed,
   type MasterConnection,
@@ -154,13 +154,11 @@ export class NodeRedisAdapter implements RedisAdapter {
       keys: keys.map((key) => unprefixed(key, this.keyPrefix)),
       arguments: toArgs(args),
     };
-    if (direct) return this.#commands.eval(script.source, call);
-    try {
-      return await this.#commands.evalSha(script.sha1, call);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      return await this.#commands.eval(script.source, call);
-    }
+    return bySha(
+      direct,
+      () => this.#commands.evalSha(script.sha1, call),
+      () => this.#commands.eval(script.source, call),
+    );
   }
 
   async get(key: string): Promise<string | null> {
