@@ -63,8 +63,8 @@ afterAll(async () => {
 });
 
 /** Cycles per timed round; rounds alternate the four ways so that drift of the machine hits them alike. */
-const CYCLES = Number(process.env['ADAPTER_BENCH_CYCLES'] ?? 2000);
-const ROUNDS = 5;
+const CYCLES = Number(process.env['ADAPTER_BENCH_CYCLES'] ?? 1000);
+const ROUNDS = 11;
 
 it('the adapter costs at most a few per cent over the direct call (figures in ADAPTER-OVERHEAD.md)', async () => {
   const ways: Record<string, Send> = {

@@ -151,7 +151,7 @@ export class NodeRedisAdapter implements RedisAdapter {
   ): Promise<unknown> {
     if (this.#connecting) await this.#connecting;
     const call = {
-      keys: keys.map((key) => unprefixed(key, this.keyPrefix)),
+      keys: this.keyPrefix === '' ? [...keys] : keys.map((key) => unprefixed(key, this.keyPrefix)),
       arguments: toArgs(args),
     };
     return bySha(
