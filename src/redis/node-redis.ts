@@ -93,7 +93,10 @@ export function isNodeRedis(client: unknown): boolean {
  */
 const SLOT_MOVE_CHECK_MS = 1000;
 
-/** How long after a connection error the subscriber reports its subscriptions restored (node-redis restores them itself). */
+/**
+ * How long after a cluster node's or a sentinel's connection event the subscriber reports its subscriptions
+ * restored: node-redis restores them itself, and these events come before it has.
+ */
 const RESTORE_DELAY_MS = 200;
 
 const noop = (): void => undefined;
@@ -311,13 +314,13 @@ class NodeRedisSubscriber implements Subscriber {
     // sentinel's topology changes may have lost messages, and are followed by node-redis' own restore.
     let readyBefore = false;
     this.#listen('ready', () => {
-      if (readyBefore) this.#restored();
+      if (readyBefore) this.#restored(0);
       readyBefore = true;
     });
     for (const event of ['node-reconnecting', 'sharded-channel-moved-error', 'sharded-shannel-moved-error']) {
-      this.#listen(event, () => this.#restored());
+      this.#listen(event, () => this.#restored(RESTORE_DELAY_MS));
     }
-    if (topology === 'sentinel') this.#listen('topology-change', () => this.#restored());
+    if (topology === 'sentinel') this.#listen('topology-change', () => this.#restored(RESTORE_DELAY_MS));
     if (topology === 'cluster' && mode === 'sharded' && typeof client.getNodeClientForKey !== 'function') {
       this.#followSlots(client);
     }
@@ -369,13 +372,23 @@ class NodeRedisSubscriber implements Subscriber {
     }
   }
 
-  /** Reports, shortly after (once per burst of events), that subscriptions are back in place. */
-  #restored(): void {
-    if (this.#closed || this.#restoreTimer) return;
+  /**
+   * Reports that subscriptions are back in place: at once after a 'ready' (node-redis resubscribed before
+   * it), `delayMs` after an event that comes while node-redis is still restoring them (once per burst).
+   */
+  #restored(delayMs: number): void {
+    if (this.#closed) return;
+    if (delayMs === 0) {
+      clearTimeout(this.#restoreTimer);
+      this.#restoreTimer = undefined;
+      this.#events.restored(true);
+      return;
+    }
+    if (this.#restoreTimer) return;
     this.#restoreTimer = setTimeout(() => {
       this.#restoreTimer = undefined;
       if (!this.#closed) this.#events.restored(true);
-    }, RESTORE_DELAY_MS);
+    }, delayMs);
     this.#restoreTimer.unref();
   }
 
