@@ -79,6 +79,11 @@ export interface RedisAdapter {
   readiness(): 'ready' | 'connecting' | 'down';
   /** Whether `error` says the client gave up following a Cluster's redirections (the script did not run). */
   isRedirection(error: unknown): boolean;
+  /**
+   * Whether `error` says the client gave up on a call it had written when its connection closed, so that the
+   * call may have run (node-redis; ioredis sends such calls again by itself, and so never says so).
+   */
+  isLostReply(error: unknown): boolean;
   /** The connection to the master of `key`'s slot; undefined while a Cluster client knows no slots yet. */
   masterConnection(key: string): MasterConnection | undefined;
   /** Opens the library's own subscriber (a connection of the client's kind, which the adapter closes). */

@@ -119,6 +119,11 @@ export class IoredisAdapter implements RedisAdapter {
     return isRedirectionMessage(error);
   }
 
+  /** ioredis sends a call whose reply was lost again after reconnecting (autoResendUnfulfilledCommands). */
+  isLostReply(): boolean {
+    return false;
+  }
+
   /**
    * A standalone or Sentinel client has one connection; on a Cluster it is the connection to the master that
    * owns the key's slot, the one that runs the key's scripts (ioredis would send a keyless WAIT to any node).

@@ -206,6 +206,18 @@ export class NodeRedisAdapter implements RedisAdapter {
   }
 
   /**
+   * node-redis rejects the calls it had written when their connection closes (SocketClosedUnexpectedlyError)
+   * or times out (SocketTimeoutError): they may have run. Its Sentinel sends them again itself.
+   */
+  isLostReply(error: unknown): boolean {
+    return (
+      this.topology !== 'sentinel' &&
+      error instanceof Error &&
+      /^(Socket closed unexpectedly|Socket timeout)/.test(error.message)
+    );
+  }
+
+  /**
    * A client is its own connection. A cluster's is the node client of the slot's master, the connection the
    * cluster used for the key's scripts (node-redis 6.2 would send a WAIT of the cluster itself to every
    * shard). A sentinel's commands go to its master lease (one unless the user raised `masterPoolSize`).

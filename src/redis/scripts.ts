@@ -110,6 +110,16 @@ export const MEMO_MS = 30_000;
  */
 const CLUSTER_RESEND_MS = 10_000;
 
+/**
+ * Scripts that a resend would not answer as their first call: counts added, drained or set without a memo.
+ * Sent once only when the client says a reply was lost (ioredis sends every call again by itself).
+ */
+const NOT_RESENT: ReadonlySet<LuaScriptName> = new Set([
+  'semaphore/add-permits',
+  'semaphore/drain-permits',
+  'semaphore/try-set-permits',
+]);
+
 /** The longest pause between two resends (they start at 25 ms and double). */
 const CLUSTER_RESEND_PAUSE_MS = 400;
 
@@ -180,7 +190,7 @@ export class LockScripts {
    * Runs a script by EVALSHA, and by EVAL when the server lost it (NOSCRIPT). `direct` sends EVAL at once:
    * for repairs sent while the connection may be failing, where the NOSCRIPT round trip could be cut off
    * by a command timeout and the repair would then never run. `resend` false: a redirection the client gave
-   * up on fails the call at once.
+   * up on, or a reply the client lost, fails the call at once.
    */
   async run(
     name: LuaScriptName,
@@ -193,10 +203,18 @@ export class LockScripts {
       throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
     }
     const started = monotonicNow();
+    let lostReplies = 0;
     for (let pause = 25; ; pause = Math.min(2 * pause, CLUSTER_RESEND_PAUSE_MS)) {
       try {
         return await this.#redis.evalScript(luaSources[name], keys, args, direct);
       } catch (error) {
+        // The client gave the call up when its connection closed, after writing it: it may have run. Sent
+        // again (once, as ioredis would have), it is answered as the first was: the scripts are idempotent
+        // per request id. The few that are not leave the caller the error (the outcome is unknown).
+        if (resend && lostReplies === 0 && this.#redis.isLostReply(error) && !NOT_RESENT.has(name)) {
+          lostReplies++;
+          continue;
+        }
         const late = monotonicNow() - started + pause > CLUSTER_RESEND_MS;
         if (!this.#cluster || !resend || !this.#redis.isRedirection(error) || late) {
           throw error;
