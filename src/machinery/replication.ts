@@ -48,7 +48,15 @@ export class ReplicaSync {
     const connection = this.#redis.masterConnection(ticket.lockKey) ?? ticket.connection;
     if (!connection) throw new Error(`no connection to the master of the slot of "${ticket.lockKey}" for WAIT`);
     const closes = connection === ticket.connection ? ticket.closes : connection.closes;
-    const acknowledged = await connection.wait(this.replicas, this.#timeout);
+    let acknowledged: number;
+    try {
+      acknowledged = await connection.wait(this.replicas, this.#timeout);
+    } catch (error) {
+      // A WAIT cut off by its connection closing (node-redis rejects it; ioredis would send it again on the
+      // new connection, where it proves nothing): no replica is known to have the grant.
+      if (connection.closes !== closes) return 0;
+      throw error;
+    }
     return connection.closes === closes ? acknowledged : 0;
   }
 }

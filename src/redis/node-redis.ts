@@ -101,6 +101,14 @@ const RESTORE_DELAY_MS = 200;
 
 const noop = (): void => undefined;
 
+/**
+ * How often a connection was opened again: its `socketEpoch` (node-redis 5.1+) counts every ready, the
+ * first one included, which is no close (a client still connecting when a grant was sent readies after).
+ */
+function reconnects(client: { readonly socketEpoch?: number } | undefined): number {
+  return Math.max((client?.socketEpoch ?? 0) - 1, 0);
+}
+
 function toArgs(args: readonly ScriptArg[]): (string | Buffer)[] {
   return args.map((arg) => (typeof arg === 'number' ? String(arg) : arg));
 }
@@ -201,8 +209,16 @@ export class NodeRedisAdapter implements RedisAdapter {
     return (this.#client.isReady ?? true) ? 'ready' : 'connecting';
   }
 
+  /**
+   * Also, on a cluster, the calls node-redis had queued for a node it then dropped from its map (a failed
+   * master, at its next slot refresh): they were never written, and go to the slot's new master when sent
+   * again.
+   */
   isRedirection(error: unknown): boolean {
-    return isRedirectionMessage(error);
+    return (
+      isRedirectionMessage(error) ||
+      (this.topology === 'cluster' && error instanceof Error && error.message === 'Disconnects client')
+    );
   }
 
   /**
@@ -230,10 +246,12 @@ export class NodeRedisAdapter implements RedisAdapter {
       const nodeClient = client.nodeClient.bind(client);
       return this.#remember(node, () => ({
         get closes() {
-          return node.client?.socketEpoch ?? 0;
+          return reconnects(node.client);
         },
-        wait: async (replicas, timeoutMs) =>
-          Number(await (await nodeClient(node)).sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
+        wait: (replicas, timeoutMs) =>
+          this.#waitReply(async () =>
+            (await nodeClient(node)).sendCommand(['WAIT', String(replicas), String(timeoutMs)]),
+          ),
       }));
     }
     if (this.topology === 'sentinel') {
@@ -242,23 +260,24 @@ export class NodeRedisAdapter implements RedisAdapter {
         const onError = (): void => {
           closes++;
         };
+        // Errors only: a sentinel reports topology changes on its first connect too, and MASTER_CHANGE
+        // for a reconnect to the same master, which a dropped connection announces by 'error' anyway.
         this.#listen(client, 'error', onError);
-        this.#listen(client, 'topology-change', onError);
         return {
           get closes() {
             return closes;
           },
-          wait: async (replicas, timeoutMs) =>
-            Number(await client.sendCommand(false, ['WAIT', String(replicas), String(timeoutMs)])),
+          wait: (replicas, timeoutMs) =>
+            this.#waitReply(() => client.sendCommand(false, ['WAIT', String(replicas), String(timeoutMs)])),
         };
       });
     }
     return this.#remember(client, () => ({
       get closes() {
-        return client.socketEpoch ?? 0;
+        return reconnects(client);
       },
-      wait: async (replicas, timeoutMs) =>
-        Number(await client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
+      wait: (replicas, timeoutMs) =>
+        this.#waitReply(() => client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
     }));
   }
 
@@ -268,6 +287,16 @@ export class NodeRedisAdapter implements RedisAdapter {
 
   dispose(): void {
     for (const dispose of this.#disposers.splice(0)) dispose();
+  }
+
+  /** WAIT's reply; 0 when its connection closed first (no replica is known to have the grant then). */
+  async #waitReply(send: () => Promise<unknown>): Promise<number> {
+    try {
+      return Number(await send());
+    } catch (error) {
+      if (this.isLostReply(error)) return 0;
+      throw error;
+    }
   }
 
   #remember(key: object, create: () => MasterConnection): MasterConnection {

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createLockClient, LockAcquireTimeoutError, LockClientClosedError, LockNotHeldError } from '../../src/index.js';
-import { channelSubscribers as subscribersOf, newRedis, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { idleTestClient, ping } from '../support/clients.js';
+import { channelSubscribers as subscribersOf, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
 
@@ -11,8 +12,10 @@ async function channelSubscribers(channel: string): Promise<number> {
 
 describe('public API: input is checked before any I/O', () => {
   it('rejects bad names, times and options without touching Redis', async () => {
-    // A lazy client of the topology: a lazy ioredis Cluster on a cluster (its status is 'wait' too).
-    const lazy = onCluster ? redis.redis({ lazyConnect: true }) : newRedis(redis.server, { lazyConnect: true });
+    // A client under test of the topology that has not connected: a lazyConnect ioredis client (status
+    // 'wait'), or a node-redis client whose connect() was never called.
+    const idle = idleTestClient(redis.target);
+    const lazy = idle.client;
     const locks = createLockClient(lazy);
     expect(() => locks.getLock('')).toThrow(RangeError);
     expect(() => locks.getLock(7 as unknown as string)).toThrow(TypeError);
@@ -28,9 +31,9 @@ describe('public API: input is checked before any I/O', () => {
     });
     expect(() => createLockClient({} as never)).toThrow(/ioredis/);
     expect(() => createLockClient(lazy, { watchdogTimeout: -5 })).toThrow(/watchdogTimeout/);
-    expect(lazy.status).toBe('wait');
+    expect(idle.untouched()).toBe(true);
     await locks.close();
-    lazy.disconnect();
+    await idle.close();
   });
 });
 
@@ -121,7 +124,7 @@ describe('aborting a wait', () => {
 
 describe('close()', () => {
   it('ends pending waits, releases holds, unsubscribes, and leaves the caller’s connection open', async () => {
-    const client = redis.redis();
+    const client = redis.client();
     const locks = createLockClient(client);
     const other = redis.locks();
     const name = uniqueName();
@@ -139,7 +142,7 @@ describe('close()', () => {
     expect(await redis.admin.exists(otherName)).toBe(0);
     await sleep(50);
     expect(await channelSubscribers(`redisson_lock__channel:{${name}}`)).toBe(0);
-    expect(await client.ping()).toBe('PONG');
+    expect(await ping(client)).toBe('PONG');
     await expect(locks.getLock(name).isLocked()).rejects.toBeInstanceOf(LockClientClosedError);
     await expect(held.release()).rejects.toBeInstanceOf(LockNotHeldError);
     await blocker.release();

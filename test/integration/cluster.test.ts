@@ -1,4 +1,5 @@
-// The lock on a 3-master Redis Cluster (one replica each) through an ioredis Cluster client: keys of one
+// The lock on a 3-master Redis Cluster (one replica each) through the cluster client of REDIS_CLIENT (an ioredis
+// or iovalkey Cluster, a node-redis createCluster; T17's worker processes inherit REDIS_CLIENT): keys of one
 // lock share a slot (no CROSSSLOT, also with a key prefix and braces in names), waiters are woken by
 // sharded pub/sub (Redis 7), and the watchdog renews per slot.
 import { spawnSync } from 'node:child_process';
@@ -6,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { keySlot, lockKeys } from '../../src/redis/keys.js';
+import { clientKind, newTestClient, onNodeRedis } from '../support/clients.js';
 import { newCluster, uniqueName, type Cluster } from '../support/fixture.js';
 import {
   handoffGaps,
@@ -17,7 +19,14 @@ import {
   type Section,
 } from '../support/checkers.js';
 import { recordFigures } from '../support/figures.js';
-import { startRedisCluster, type TestCluster } from '../support/redis-cluster.js';
+import {
+  clusterMasters,
+  migrateSlot,
+  redisCli,
+  slotOwner,
+  startRedisCluster,
+  type TestCluster,
+} from '../support/redis-cluster.js';
 import { startRedisServer } from '../support/redis-server.js';
 import { startWorkers } from '../support/workers.js';
 
@@ -34,6 +43,7 @@ afterAll(async () => {
   await cluster.stop();
 });
 
+/** An ioredis Cluster client, for the test's own commands. */
 function clusterClient(): Cluster {
   const client = newCluster(cluster);
   client.on('error', () => undefined);
@@ -43,13 +53,27 @@ function clusterClient(): Cluster {
   return client;
 }
 
+/**
+ * Whether the lock's subscriber uses sharded pub/sub (SSUBSCRIBE) on this cluster: iovalkey's Cluster has no
+ * sharded subscriptions, and the library subscribes by SUBSCRIBE there (its adapter's shardedPubSub).
+ */
+const shardedPubSub = clientKind !== 'iovalkey';
+
 function shardChannelsOn(port: number): string[] {
   const out = spawnSync('redis-cli', ['-p', String(port), 'pubsub', 'shardchannels'], { encoding: 'utf8' }).stdout;
   return out.split('\n').filter(Boolean);
 }
 
+/** The classic (SUBSCRIBE) channels with a subscriber connected to the node at `port`. */
+function classicChannelsOn(port: number): string[] {
+  return redisCli(port, 'pubsub', 'channels').split('\n').filter(Boolean);
+}
+
+/** A lock client on a new cluster client under test, seeded with the masters. */
 function locksOn(options: LockClientOptions = {}): LockClient {
-  const locks = createLockClient(clusterClient(), options);
+  const client = newTestClient({ topology: 'cluster', nodes: cluster.nodes.slice(0, 3) });
+  cleanup.push(() => client.close());
+  const locks = createLockClient(client.client, options);
   cleanup.push(() => locks.close());
   return locks;
 }
@@ -95,32 +119,35 @@ describe('Redis Cluster', () => {
       acquiredAt = performance.now();
     });
     await sleep(300);
-    // Redis 7 cluster: the waiter subscribed by sharded pub/sub, on the node that owns the lock's slot.
-    const shardChannels = cluster.nodes.map((node) => shardChannelsOn(node.port));
-    expect(shardChannels.flat()).toContain(`redisson_lock__channel:{${name}}`);
+    // Redis 7 cluster: the waiter subscribed by sharded pub/sub, on the node that owns the lock's slot (by
+    // SUBSCRIBE on some node through iovalkey, whose Cluster cannot subscribe to shard channels).
+    const channels = cluster.nodes.map((node) =>
+      shardedPubSub ? shardChannelsOn(node.port) : classicChannelsOn(node.port),
+    );
+    expect(channels.flat()).toContain(`redisson_lock__channel:{${name}}`);
     const releasedAt = performance.now();
     await lease.release();
     await waiting;
     expect(acquiredAt - releasedAt).toBeLessThan(100);
   });
 
-  it('resends a script that ioredis gave up redirecting while two masters point at each other', async () => {
+  it('resends a script that the client gave up redirecting while two masters point at each other', async () => {
     const seed = cluster.nodes[0]?.port ?? 0;
     let name = uniqueName('pingpong');
     // An empty slot: a master refuses to hand over a slot that holds keys without migrating them.
-    while (cli(seed, 'cluster', 'countkeysinslot', String(keySlot(name))) !== '0') name = uniqueName('pingpong');
+    while (redisCli(seed, 'cluster', 'countkeysinslot', String(keySlot(name))) !== '0') name = uniqueName('pingpong');
     const slot = String(keySlot(name));
     const owner = slotOwner(seed, keySlot(name));
-    const other = masters(seed).find((m) => m.id !== owner.id);
+    const other = clusterMasters(seed).find((m) => m.id !== owner.id);
     if (!other) throw new Error('no second master');
     const locks = locksOn();
     await locks.getLock(uniqueName()).withLock(() => undefined); // connected, slots known
     const rejected = (): number =>
-      Number(/cmdstat_evalsha:.*rejected_calls=(\d+)/.exec(cli(owner.port, 'info', 'commandstats'))?.[1] ?? 0);
+      Number(/cmdstat_evalsha:.*rejected_calls=(\d+)/.exec(redisCli(owner.port, 'info', 'commandstats'))?.[1] ?? 0);
     const rejectedBefore = rejected();
     // The owner believes `other` has the slot, `other` still believes the owner has it: each answers MOVED
     // to the other (as at the end of a migration whose SETSLOT NODE reached the source first).
-    cli(owner.port, 'cluster', 'setslot', slot, 'node', other.id);
+    redisCli(owner.port, 'cluster', 'setslot', slot, 'node', other.id);
     let settled = false;
     const acquiring = locks.getLock(name).acquire();
     acquiring.then(
@@ -131,10 +158,11 @@ describe('Redis Cluster', () => {
       await sleep(600);
       expect(settled).toBe(false);
     } finally {
-      cli(owner.port, 'cluster', 'setslot', slot, 'node', owner.id);
+      redisCli(owner.port, 'cluster', 'setslot', slot, 'node', owner.id);
     }
     const lease = await acquiring;
-    // ioredis gave up (16 redirections) at least once, and the caller never saw it.
+    // The cluster client gave up (16 redirections, ioredis' and node-redis' default) at least once, and the
+    // caller never saw it.
     expect(rejected() - rejectedBefore).toBeGreaterThan(16);
     expect(lease.fencingToken).toBeGreaterThan(0n);
     await lease.release();
@@ -145,7 +173,7 @@ describe('Redis Cluster', () => {
     const name = uniqueName('moved-sync');
     const slot = keySlot(name);
     const from = slotOwner(seed, slot);
-    const to = masters(seed).find((m) => m.id !== from.id);
+    const to = clusterMasters(seed).find((m) => m.id !== from.id);
     if (!to) throw new Error('no second master');
     const locks = locksOn({ syncReplicas: { replicas: 1, timeout: 300 } });
     await locks.getLock(name).withLock(() => undefined); // slots known, this slot on `from`
@@ -155,7 +183,7 @@ describe('Redis Cluster', () => {
     await migrateSlot(slot, from, to);
     const replicaPort = Number(
       /:(\d+)@\S* slave /.exec(
-        cli(seed, 'cluster', 'nodes')
+        redisCli(seed, 'cluster', 'nodes')
           .split('\n')
           .find((line) => line.includes(`slave ${to.id}`)) ?? '',
       )?.[1],
@@ -165,7 +193,7 @@ describe('Redis Cluster', () => {
     replica.pause();
     try {
       await expect(locks.getLock(name).acquire()).rejects.toBeInstanceOf(LockNotReplicatedError);
-      expect(cli(to.port, 'exists', name)).toBe('0');
+      expect(redisCli(to.port, 'exists', name)).toBe('0');
     } finally {
       replica.resume();
     }
@@ -178,21 +206,27 @@ describe('Redis Cluster', () => {
     const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });
     const connectionsReceived = (): number =>
       cluster.nodes.reduce(
-        (sum, node) => sum + Number(/total_connections_received:(\d+)/.exec(cli(node.port, 'info', 'stats'))?.[1]),
+        (sum, node) => sum + Number(/total_connections_received:(\d+)/.exec(redisCli(node.port, 'info', 'stats'))?.[1]),
         0,
       );
     const waiting = waiter.run(() => waiter.getLock(name).tryLock(10_000));
-    await expect
-      .poll(
-        () =>
-          cli(
-            slotOwner(cluster.nodes[0]?.port ?? 0, keySlot(name)).port,
-            'pubsub',
-            'shardnumsub',
-            lockKeys('', name, true).channel,
-          ).split('\n')[1],
-      )
-      .toBe('1');
+    const channel = lockKeys('', name, true).channel;
+    // Its subscriber: on the slot owner's shard channel, or (iovalkey) on a classic channel of some node.
+    const subscribers = (): number =>
+      shardedPubSub
+        ? Number(
+            redisCli(
+              slotOwner(cluster.nodes[0]?.port ?? 0, keySlot(name)).port,
+              'pubsub',
+              'shardnumsub',
+              channel,
+            ).split('\n')[1],
+          )
+        : cluster.nodes.reduce(
+            (sum, node) => sum + Number(redisCli(node.port, 'pubsub', 'numsub', channel).split('\n')[1]),
+            0,
+          );
+    await expect.poll(subscribers).toBe(1);
     const before = connectionsReceived();
     await sleep(3000);
     // ioredis opens a connection for each CLUSTER SLOTS refresh. The two clients' own periodic refreshes
@@ -218,70 +252,6 @@ describe('Redis Cluster', () => {
     await Promise.all(leases.map((lease) => lease.release()));
   });
 });
-
-/** Node ids and ports of the masters serving slots, by `CLUSTER NODES` on one of them. */
-function masters(port: number): { id: string; port: number }[] {
-  const out = spawnSync('redis-cli', ['-p', String(port), 'cluster', 'nodes'], { encoding: 'utf8' }).stdout;
-  return out
-    .split('\n')
-    .filter((line) => {
-      const fields = line.split(' ');
-      const flags = fields[2]?.split(',') ?? [];
-      return flags.includes('master') && !flags.includes('fail') && fields.length > 8;
-    })
-    .map((line) => {
-      const [id = '', address = ''] = line.split(' ');
-      return { id, port: Number(/:(\d+)@/.exec(address)?.[1]) };
-    });
-}
-
-/** The master serving `slot`, as `CLUSTER NODES` on `port` reports it. */
-function slotOwner(port: number, slot: number): { id: string; port: number } {
-  const line = cli(port, 'cluster', 'nodes')
-    .split('\n')
-    .find(
-      (l) =>
-        l.includes('master') &&
-        !l.includes('fail') &&
-        l
-          .split(' ')
-          .slice(8)
-          .some((range) => inRange(range, slot)),
-    );
-  const [id = '', address = ''] = line?.split(' ') ?? [];
-  return { id, port: Number(/:(\d+)@/.exec(address)?.[1]) };
-}
-
-function cli(port: number, ...args: string[]): string {
-  return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
-}
-
-/**
- * Moves `slot` with its keys from `from` to `to` (SETSLOT IMPORTING/MIGRATING, MIGRATE, then SETSLOT NODE on
- * the target, the source and the other masters, in the order redis-cli uses), and waits until every master
- * names `to` as the owner. Without that wait, a slot moved back within milliseconds can meet a node that
- * still gossips the older claim: Redis then settles the conflict by config epoch and a master can drop
- * the keys of a slot it was told it lost, which is a fault of the migration, not of the lock.
- */
-async function migrateSlot(slot: number, from: { id: string; port: number }, to: { id: string; port: number }) {
-  cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
-  cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
-  // Bounded: these calls block the test's event loop, so a MIGRATE that keeps failing must not spin forever.
-  for (let round = 0; ; round++) {
-    const keys = cli(from.port, 'cluster', 'getkeysinslot', String(slot), '100').split('\n').filter(Boolean);
-    if (keys.length === 0) break;
-    const migrated = cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
-    if (round === 20) throw new Error(`slot ${slot} would not migrate from ${from.port} to ${to.port}: ${migrated}`);
-  }
-  const all = masters(to.port);
-  const order = [to, from, ...all.filter((m) => m.id !== to.id && m.id !== from.id)];
-  for (const node of order) cli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
-  const deadline = performance.now() + 10_000;
-  while (!all.every((node) => slotOwner(node.port, slot).id === to.id)) {
-    if (performance.now() > deadline) throw new Error(`the masters do not agree that ${to.port} has slot ${slot}`);
-    await sleep(20);
-  }
-}
 
 describe('T17: a slot migrated back and forth under the T1 workload', () => {
   // The plain lock, the fair lock, and the read-write lock (readers and writers mixed; writers count).
@@ -326,7 +296,7 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
       while (!workload.finished && migrations < 10) {
         await sleep(150);
         const from = owner();
-        const to = masters(seed).find((m) => m.id !== from.id);
+        const to = clusterMasters(seed).find((m) => m.id !== from.id);
         if (!to) break;
         await migrateSlot(slot, from, to);
         migrations++;
@@ -336,20 +306,20 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
       let lastMove = performance.now();
       while (!workload.finished) {
         await sleep(500);
-        const count = Number(cli(resource.port, 'get', `counter:${name}`) || 0);
+        const count = Number(redisCli(resource.port, 'get', `counter:${name}`) || 0);
         if (count !== lastCount) {
           lastCount = count;
           lastMove = performance.now();
         } else if (performance.now() - lastMove > 15_000) {
           const at = owner();
           const channel = lockKeys('', name, true).channel;
-          // Each worker's phase and the commands its ioredis connections still await.
+          // Each worker's phase and the commands its connections still await.
           for (const worker of workers) worker.send({ cmd: 'status' });
           const statuses = await Promise.all(workers.map((worker) => worker.next('status', 2000).catch(String)));
           throw new Error(
             `T17 stalled at ${count} sections after ${migrations} migrations; the slot is on ${at.port}: ` +
-              `lock ${JSON.stringify(cli(at.port, 'hgetall', name))} pttl ${cli(at.port, 'pttl', name)}; ` +
-              `shard subscribers ${cluster.nodes.map((n) => `${n.port}:${cli(n.port, 'pubsub', 'shardnumsub', channel).replace(/\n/g, ' ')}`).join(', ')}; ` +
+              `lock ${JSON.stringify(redisCli(at.port, 'hgetall', name))} pttl ${redisCli(at.port, 'pttl', name)}; ` +
+              `shard subscribers ${cluster.nodes.map((n) => `${n.port}:${redisCli(n.port, 'pubsub', 'shardnumsub', channel).replace(/\n/g, ' ')}`).join(', ')}; ` +
               `workers ${JSON.stringify(statuses)}`,
           );
         }
@@ -357,7 +327,7 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
       const reports = await done;
       const sections = reports.flatMap((r) => r.sections.map((s) => ({ ...s, owner: r.id })));
       const writes = sections.filter((section) => section.kind !== 'read');
-      const counter = Number(cli(resource.port, 'get', `counter:${name}`));
+      const counter = Number(redisCli(resource.port, 'get', `counter:${name}`));
       const gaps = handoffGaps(sections);
       recordFigures(kind === 'lock' ? 'T17 slot migration' : `T17 slot migration (${kind})`, {
         migrations,
@@ -396,7 +366,9 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
     let inside = 0;
     let maxInside = 0;
     let sections = 0;
-    const perClient = 40;
+    // Enough sections for the workload to outlast three migrations (about 250 ms each; 160 sections took
+    // about 500 ms on a fast client, and the test then saw only two).
+    const perClient = 100;
     const work = clients.flatMap((locks, i) =>
       [0, 1].map(async (flow) => {
         // Half the flows use the plain semaphore, half the expirable one: they share the permits.
@@ -423,7 +395,7 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
     while (!workload.finished && migrations < 6) {
       await sleep(150);
       const from = slotOwner(seed, slot);
-      const to = masters(seed).find((m) => m.id !== from.id);
+      const to = clusterMasters(seed).find((m) => m.id !== from.id);
       if (!to) break;
       await migrateSlot(slot, from, to);
       migrations++;
@@ -440,78 +412,81 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
   }, 120_000);
 });
 
-function inRange(range: string, slot: number): boolean {
-  const match = /^(\d+)(?:-(\d+))?$/.exec(range);
-  if (!match) return false;
-  const low = Number(match[1]);
-  const high = Number(match[2] ?? match[1]);
-  return slot >= low && slot <= high;
-}
-
 // Last in the file: it leaves the cluster with one master fewer than it started with.
 describe('a master failing over under load', () => {
-  it('keeps holders and waiters going once its replica is promoted', async () => {
-    const seed = cluster.nodes[0]?.port ?? 0;
-    let name = uniqueName('failover');
-    while (slotOwner(seed, keySlot(name)).port === seed) name = uniqueName('failover');
-    const slot = keySlot(name);
-    const victim = slotOwner(seed, slot);
-    const clients = [locksOn(), locksOn()];
-    const options = { waitTime: 3000, leaseTime: 3000 };
-    const acquisitions: number[] = [];
-    const sections: (Section & { at: number })[] = [];
-    const failures: { at: number; error: string }[] = [];
-    let stopping = false;
-    const workers = clients.map(async (locks, i) => {
-      while (!stopping) {
-        try {
-          await locks.getLock(name).withLock(async (_signal, lease) => {
-            acquisitions.push(performance.now());
-            const enter = process.hrtime.bigint();
-            await sleep(1);
-            const at = performance.now();
-            sections.push({ owner: `w${i}`, enter, exit: process.hrtime.bigint(), token: lease.fencingToken, at });
-          }, options);
-        } catch (error) {
-          failures.push({ at: performance.now(), error: String(error) });
-          await sleep(50);
+  // node-redis 5's cluster never refreshes its slot map when a master dies (6.x does, 5 s after a node's
+  // first reconnect attempt): its calls for the slot go to the dead master until the user reconnects it.
+  it.skipIf(clientKind === 'node-redis5')(
+    'keeps holders and waiters going once its replica is promoted',
+    async () => {
+      const seed = cluster.nodes[0]?.port ?? 0;
+      let name = uniqueName('failover');
+      while (slotOwner(seed, keySlot(name)).port === seed) name = uniqueName('failover');
+      const slot = keySlot(name);
+      const victim = slotOwner(seed, slot);
+      const clients = [locksOn(), locksOn()];
+      const options = { waitTime: 3000, leaseTime: 3000 };
+      const acquisitions: number[] = [];
+      const sections: (Section & { at: number })[] = [];
+      const failures: { at: number; error: string }[] = [];
+      let stopping = false;
+      const workers = clients.map(async (locks, i) => {
+        while (!stopping) {
+          try {
+            await locks.getLock(name).withLock(async (_signal, lease) => {
+              acquisitions.push(performance.now());
+              const enter = process.hrtime.bigint();
+              await sleep(1);
+              const at = performance.now();
+              sections.push({ owner: `w${i}`, enter, exit: process.hrtime.bigint(), token: lease.fencingToken, at });
+            }, options);
+          } catch (error) {
+            failures.push({ at: performance.now(), error: String(error) });
+            await sleep(50);
+          }
         }
-      }
-    });
-    try {
-      await expect.poll(() => acquisitions.length, { timeout: 10_000, interval: 50 }).toBeGreaterThan(50);
-      const killedAt = performance.now();
-      await cluster.nodes.find((node) => node.port === victim.port)?.kill();
-      await expect.poll(() => slotOwner(seed, slot).port, { timeout: 30_000, interval: 100 }).not.toBe(victim.port);
-      const promotedAt = performance.now();
-      const quietFrom = promotedAt + 2000;
-      await expect
-        .poll(() => acquisitions.filter((at) => at > quietFrom).length, { timeout: 20_000, interval: 50 })
-        .toBeGreaterThan(50);
-      stopping = true;
-      await Promise.all(workers);
-      const resumedAt = acquisitions.find((at) => at > killedAt + 100) ?? Infinity;
-      const late = failures.filter((f) => f.at > quietFrom);
-      recordFigures('cluster master failover', {
-        killToPromotionMs: Math.round(promotedAt - killedAt),
-        killToFirstAcquisitionMs: Math.round(resumedAt - killedAt),
-        errorsDuringFailover: failures.filter((f) => f.at > killedAt && f.at <= quietFrom).length,
-        errorsLate: late.length,
-        acquisitions: acquisitions.length,
-        overlaps: overlaps(sections).length,
-        maxHandoffAfterPromotionMs: Math.round(Math.max(...handoffGaps(sections.filter((x) => x.at > quietFrom)))),
       });
-      expect(failures.filter((f) => f.at < killedAt)).toEqual([]);
-      expect(resumedAt - killedAt).toBeLessThan(20_000);
-      expect(late).toEqual([]);
-      expect(overlaps(sections)).toEqual([]);
-      // After the promotion a release still wakes the other client's waiter at once, through the shard's new
-      // master: the subscriptions followed (otherwise handoffs would wait for the 2 s re-check).
-      const gapsAfter = handoffGaps(sections.filter((section) => section.at > quietFrom));
-      expect(Math.max(...gapsAfter)).toBeLessThan(1500);
-    } finally {
-      stopping = true;
-      await Promise.all(workers);
-    }
-  }, 90_000);
+      try {
+        await expect.poll(() => acquisitions.length, { timeout: 10_000, interval: 50 }).toBeGreaterThan(50);
+        const killedAt = performance.now();
+        await cluster.nodes.find((node) => node.port === victim.port)?.kill();
+        await expect.poll(() => slotOwner(seed, slot).port, { timeout: 30_000, interval: 100 }).not.toBe(victim.port);
+        const promotedAt = performance.now();
+        // node-redis learns the new owner only at its slot refresh, 5 s after a node's first reconnect attempt
+        // (its topologyRefreshOnReconnectionAttemptStrategy default); a grant made just before the kill can
+        // then still be reported lost once its 3 s lease ran out. ioredis follows the MOVED at once.
+        const quietFrom = onNodeRedis
+          ? Math.max(promotedAt + 2000, killedAt + 5000 + options.leaseTime + 1000)
+          : promotedAt + 2000;
+        await expect
+          .poll(() => acquisitions.filter((at) => at > quietFrom).length, { timeout: 20_000, interval: 50 })
+          .toBeGreaterThan(50);
+        stopping = true;
+        await Promise.all(workers);
+        const resumedAt = acquisitions.find((at) => at > killedAt + 100) ?? Infinity;
+        const late = failures.filter((f) => f.at > quietFrom);
+        recordFigures('cluster master failover', {
+          killToPromotionMs: Math.round(promotedAt - killedAt),
+          killToFirstAcquisitionMs: Math.round(resumedAt - killedAt),
+          errorsDuringFailover: failures.filter((f) => f.at > killedAt && f.at <= quietFrom).length,
+          errorsLate: late.length,
+          acquisitions: acquisitions.length,
+          overlaps: overlaps(sections).length,
+          maxHandoffAfterPromotionMs: Math.round(Math.max(...handoffGaps(sections.filter((x) => x.at > quietFrom)))),
+        });
+        expect(failures.filter((f) => f.at < killedAt)).toEqual([]);
+        expect(resumedAt - killedAt).toBeLessThan(20_000);
+        expect(late).toEqual([]);
+        expect(overlaps(sections)).toEqual([]);
+        // After the promotion a release still wakes the other client's waiter at once, through the shard's new
+        // master: the subscriptions followed (otherwise handoffs would wait for the 2 s re-check).
+        const gapsAfter = handoffGaps(sections.filter((section) => section.at > quietFrom));
+        expect(Math.max(...gapsAfter)).toBeLessThan(1500);
+      } finally {
+        stopping = true;
+        await Promise.all(workers);
+      }
+    },
+    90_000,
+  );
 });

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LockLostError, LockNotHeldError, type LockLostEvent } from '../../src/index.js';
+import { dropClient } from '../support/clients.js';
 import { elapsedSince, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -62,12 +63,12 @@ describe('leases, the watchdog and loss', () => {
   });
 
   it('a holder whose connection dies frees the lock within the watchdog timeout', async () => {
-    const holderRedis = redis.redis();
+    const holderRedis = redis.client();
     const { createLockClient } = await import('../../src/index.js');
     const holder = createLockClient(holderRedis, { watchdogTimeout: 1000 });
     const name = uniqueName();
     const lease = await holder.getLock(name).acquire();
-    holderRedis.disconnect();
+    dropClient(holderRedis);
     const diedAt = performance.now();
     const waiter = redis.locks();
     expect(await waiter.run(() => waiter.getLock(name).tryLock(3000, 5000))).toBe(true);

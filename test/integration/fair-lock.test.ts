@@ -3,6 +3,7 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { createLockClient, LockAcquireTimeoutError, LockClientClosedError, LockLostError } from '../../src/index.js';
 import { LockScripts, releaseReply } from '../../src/redis/scripts.js';
 import { fairLockKeys } from '../../src/redis/keys.js';
+import { dropClient } from '../support/clients.js';
 import { channelSubscribers, commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 import { RedissonFairLock } from '../support/redisson.js';
 
@@ -151,14 +152,14 @@ describe('RFairLock', () => {
     const watchdogTimeout = 900;
     const lease = await redis.locks().getFairLock(name).acquire();
     // The crashed waiter: its client is gone without close(), its entry stays.
-    const crashedRedis = redis.redis();
+    const crashedRedis = redis.client();
     const dead = createLockClient(crashedRedis, { watchdogTimeout });
     void dead
       .getFairLock(name)
       .acquire()
       .catch(() => undefined);
     await until(async () => (await queueOf(name)).length === 1);
-    crashedRedis.disconnect();
+    dropClient(crashedRedis);
     const live = redis.locks({ watchdogTimeout });
     let acquiredAt = 0;
     const waiting = live.getFairLock(name).withLock(() => {

@@ -13,7 +13,8 @@ import {
   LockNotHeldError,
   type LockLostEvent,
 } from '../../src/index.js';
-import { commandCalls, elapsedSince, newRedis, uniqueName, useRedis } from '../support/fixture.js';
+import { newTestClient, ping, quitClient } from '../support/clients.js';
+import { commandCalls, elapsedSince, uniqueName, useRedis } from '../support/fixture.js';
 import { TcpProxy } from '../support/proxy.js';
 
 const redis = useRedis();
@@ -63,7 +64,7 @@ describe('hardening: nine ways the lock broke', () => {
     });
     expect(await scriptCalls()).toBe(before);
 
-    const node = newRedis(redis.server);
+    const node = redis.client();
     const quorum = createQuorumLockClient([node], { nodeTimeout: 50 });
     try {
       const quorumLock = quorum.getLock(uniqueName());
@@ -71,16 +72,16 @@ describe('hardening: nine ways the lock broke', () => {
       await expect(quorumLock.acquire({ leaseTime: 149 })).rejects.toThrow(/at least 3 × nodeTimeout/);
     } finally {
       await quorum.close();
-      await node.quit();
     }
   });
 
   it('1. a lease about as short as the round trip is asked for again after growing pauses, not in a hot loop', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
-    const client = newRedis({ host: '127.0.0.1', port: proxy.port });
+    const connection = newTestClient(redis.target, { port: proxy.port });
+    const client = connection.client;
     const locks = createLockClient(client);
     try {
-      await client.ping();
+      await ping(client);
       // Every reply takes 40 ms: a 30 ms lease is always granted too late to be held, and given back.
       proxy.latency = { toServer: 0, toClient: 40 };
       const before = await scriptCalls();
@@ -92,16 +93,16 @@ describe('hardening: nine ways the lock broke', () => {
       expect(await scriptCalls()).toBeLessThanOrEqual(before + 20);
     } finally {
       await locks.close();
-      client.disconnect();
+      await connection.close();
       await proxy.close();
     }
   });
 
   it('2. close() waits for an attempt in flight and gives its grant back before it resolves', async () => {
-    const client = redis.redis();
+    const client = redis.client();
     const locks = createLockClient(client);
     const name = uniqueName();
-    await client.ping();
+    await ping(client);
     const sleeping = redis.admin.call('DEBUG', 'SLEEP', '0.3');
     await sleep(30);
     const outcome = locks
@@ -113,7 +114,7 @@ describe('hardening: nine ways the lock broke', () => {
     await sleep(10);
     await locks.close();
     // As the README's quick start does: the caller quits its connection as soon as close() resolves.
-    await client.quit();
+    await quitClient(client);
     await sleeping;
     expect(await outcome).toBeInstanceOf(LockClientClosedError);
     expect(await redis.admin.exists(name)).toBe(0);
@@ -184,7 +185,7 @@ describe('hardening: nine ways the lock broke', () => {
   it('5. runs multi-lock and quorum lease abort listeners outside any flow too', async () => {
     const locks = redis.locks();
     const held = locks.getLock(uniqueName());
-    const node = newRedis(redis.server);
+    const node = redis.client();
     const quorum = createQuorumLockClient([node], { nodeTimeout: 20 });
     const seen: string[] = [];
     const observe = (where: string): void => {
@@ -205,7 +206,6 @@ describe('hardening: nine ways the lock broke', () => {
       expect(seen.sort()).toEqual(['multi: held false', 'quorum: held false']);
     } finally {
       await quorum.close();
-      await node.quit();
     }
   });
 

@@ -3,6 +3,7 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { createLockClient, LockClientClosedError, LockLostError, LockUpgradeError } from '../../src/index.js';
 import { LockScripts } from '../../src/redis/scripts.js';
 import { readWriteLockKeys } from '../../src/redis/keys.js';
+import { dropClient } from '../support/clients.js';
 import { elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 import { listenerFor, RedissonReadWriteLock } from '../support/redisson.js';
 
@@ -147,13 +148,13 @@ describe('RReadWriteLock', () => {
   it("a dead reader's hold runs out although other readers keep the lock (Redisson #7098)", async () => {
     const name = uniqueName('rw');
     const watchdogTimeout = 600;
-    const deadRedis = redis.redis();
+    const deadRedis = redis.client();
     const dead = createLockClient(deadRedis, { watchdogTimeout });
     onTestFinished(() => dead.close());
     await dead.getReadWriteLock(name).readLock().acquire();
     const live = redis.locks({ watchdogTimeout });
     const liveHold = await live.getReadWriteLock(name).readLock().acquire();
-    deadRedis.disconnect();
+    dropClient(deadRedis);
     const timeoutBase = readWriteLockKeys('', name, onCluster).timeoutBase;
     const deadOwner = `${dead.clientId}:`;
     const deadKeys = async (): Promise<number> => {

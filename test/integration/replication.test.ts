@@ -6,19 +6,25 @@ import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
+import { newTestClient, sendCommand, type TestClient } from '../support/clients.js';
 import { elapsedSince, newRedis, uniqueName, type Redis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 let master: LocalRedis;
 let replica: LocalRedis;
 let admin: Redis;
-const opened: { redis: Redis; locks: LockClient }[] = [];
+const opened: { connection: TestClient; locks: LockClient }[] = [];
+
+/** A lock client on a new client under test (`REDIS_CLIENT`) of the master; `connection` is that client. */
+function lockSetup(options: LockClientOptions): { locks: LockClient; connection: TestClient } {
+  const connection = newTestClient({ topology: 'standalone', host: master.host, port: master.port });
+  const locks = createLockClient(connection.client, options);
+  opened.push({ connection, locks });
+  return { locks, connection };
+}
 
 function lockClient(options: LockClientOptions): LockClient {
-  const redis = newRedis(master);
-  const locks = createLockClient(redis, options);
-  opened.push({ redis, locks });
-  return locks;
+  return lockSetup(options).locks;
 }
 
 beforeAll(async () => {
@@ -37,9 +43,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const { redis, locks } of opened) {
+  for (const { connection, locks } of opened) {
     await locks.close();
-    redis.disconnect();
+    await connection.close();
   }
   admin.disconnect();
   replica.resume();
@@ -165,11 +171,9 @@ describe('syncReplicas', () => {
   });
 
   it('refuses a grant whose WAIT was cut off by a dropped connection, and leaves no key', async () => {
-    const redis = newRedis(master);
-    const locks = createLockClient(redis, { syncReplicas: { replicas: 1, timeout: 2000 } });
-    opened.push({ redis, locks });
+    const { locks, connection } = lockSetup({ syncReplicas: { replicas: 1, timeout: 2000 } });
     const name = uniqueName('sync');
-    const id = await redis.client('ID');
+    const id = await sendCommand(connection.client, ['CLIENT', 'ID']);
     replica.pause();
     try {
       const acquiring = locks
@@ -177,8 +181,9 @@ describe('syncReplicas', () => {
         .acquire()
         .catch((e: unknown) => e);
       await sleep(200); // granted; WAIT is blocked on the paused replica
-      // The connection drops while WAIT waits; ioredis resends WAIT on the new connection. Whatever that
-      // answers (it proves nothing about the grant: the new connection wrote nothing), the grant is refused.
+      // The connection drops while WAIT waits; ioredis resends WAIT on the new connection, node-redis rejects
+      // it. Whatever that answers (a WAIT on the new connection proves nothing about the grant: it wrote
+      // nothing), the grant is refused.
       await admin.client('KILL', 'ID', String(id));
       expect(await acquiring).toBeInstanceOf(LockNotReplicatedError);
       expect(await admin.exists(name)).toBe(0);

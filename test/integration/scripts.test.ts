@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { lockKeys } from '../../src/redis/keys.js';
 import { LockScripts } from '../../src/redis/scripts.js';
+import { isNodeRedisClient } from '../support/clients.js';
 import { everyNode, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -27,13 +28,19 @@ describe('script runner', () => {
   });
 
   it('never defines commands on the caller’s client', async () => {
-    const client = redis.redis();
+    const client = redis.client();
+    const ownBefore = Object.getOwnPropertyNames(client).sort();
     const { createLockClient } = await import('../../src/index.js');
     const locks = createLockClient(client);
     await locks.getLock(uniqueName()).withLock(() => undefined);
     await locks.close();
-    // ioredis keeps commands made by defineCommand in `scriptsSet`.
-    expect((client as unknown as { scriptsSet: object }).scriptsSet).toEqual({});
+    if (isNodeRedisClient(client)) {
+      // node-redis defines scripts only from createClient's `scripts` option: the client gains no property.
+      expect(Object.getOwnPropertyNames(client).sort()).toEqual(ownBefore);
+    } else {
+      // ioredis keeps commands made by defineCommand in `scriptsSet`.
+      expect((client as unknown as { scriptsSet: object }).scriptsSet).toEqual({});
+    }
     expect((client as unknown as Record<string, unknown>)['acquire']).toBeUndefined();
   });
 });

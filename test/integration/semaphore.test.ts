@@ -8,12 +8,12 @@ import {
   commandCalls,
   elapsedSince,
   everyNode,
-  newRedis,
   onCluster,
   publishRelease,
   uniqueName,
   useRedis,
 } from '../support/fixture.js';
+import { idleTestClient } from '../support/clients.js';
 import { listenerFor, RedissonSemaphore } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -68,8 +68,10 @@ describe('RSemaphore', () => {
   });
 
   it('rejects bad input before any I/O, naming the argument', async () => {
-    const idle = newRedis(onCluster ? { host: '127.0.0.1', port: 1 } : redis.server, { lazyConnect: true });
-    const locks = createLockClient(idle);
+    // A client under test of the topology that has not connected (lazyConnect ioredis, or node-redis whose
+    // connect() was never called).
+    const idle = idleTestClient(redis.target);
+    const locks = createLockClient(idle.client);
     const sem = locks.getSemaphore('pool');
     expect(() => locks.getSemaphore('')).toThrow(RangeError);
     await expect(sem.trySetPermits(0)).rejects.toThrow(RangeError);
@@ -85,9 +87,9 @@ describe('RSemaphore', () => {
     const latch = locks.getCountDownLatch('boot');
     await expect(latch.trySetCount(0)).rejects.toThrow(/count must be a whole number >= 1/);
     await expect(latch.await(-1)).rejects.toThrow(/waitTime must be >= 0/);
-    expect(idle.status).toBe('wait');
+    expect(idle.untouched()).toBe(true);
     await locks.close();
-    idle.disconnect();
+    await idle.close();
   });
 
   it('waits by pub/sub: no command while parked, woken by the release', async () => {

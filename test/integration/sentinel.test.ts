@@ -1,17 +1,33 @@
-// T14: the lock through ioredis in Sentinel mode, with the master SIGKILLed under a steady workload.
+// T14: the lock through the client under test (REDIS_CLIENT) in Sentinel mode: an ioredis or iovalkey Redis
+// with `sentinels`, or a node-redis createSentinel; with the master SIGKILLed under a steady workload.
 // Sentinel promotes the replica (a few seconds with down-after 1000 ms); callers may see errors until
 // then, and must not afterwards: work resumes within a bound and the last operation succeeds.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis as Redis5, type RedisOptions } from 'ioredis';
 import { Redis as Redis6 } from 'ioredis6';
+import { Redis as ValkeyRedis } from 'iovalkey';
+import * as nodeRedis6 from 'redis';
+import * as nodeRedis5 from 'redis5';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
+import {
+  createLockClient,
+  LockNotReplicatedError,
+  type LockClient,
+  type LockClientOptions,
+  type RedisClient,
+} from '../../src/index.js';
 import { overlaps, type Section } from '../support/checkers.js';
-import { ioredisMajor, newRedis, uniqueName } from '../support/fixture.js';
+import { clientKind } from '../support/clients.js';
+import { newRedis, uniqueName } from '../support/fixture.js';
 import { recordFigures } from '../support/figures.js';
 import { startRedisSentinel, type TestSentinel } from '../support/redis-sentinel.js';
 
-const RedisClass = (ioredisMajor === 6 ? Redis6 : Redis5) as unknown as typeof Redis5;
+const RedisClass = (clientKind === 'ioredis6'
+  ? Redis6
+  : clientKind === 'iovalkey'
+    ? ValkeyRedis
+    : Redis5) as unknown as typeof Redis5;
+const nodeRedis = clientKind === 'node-redis5' ? (nodeRedis5 as unknown as typeof nodeRedis6) : nodeRedis6;
 
 let topology: TestSentinel | undefined;
 const cleanup: (() => unknown)[] = [];
@@ -29,8 +45,27 @@ function started(): TestSentinel {
   return topology;
 }
 
-/** An ioredis client in Sentinel mode that rides out a failover: it retries forever, quickly. */
-function sentinelRedis(sentinel: TestSentinel = started()): Redis5 {
+/** A client under test in Sentinel mode that rides out a failover: it retries forever, quickly. */
+function sentinelRedis(sentinel: TestSentinel = started()): RedisClient {
+  if (clientKind.startsWith('node-redis')) {
+    // node-redis follows the sentinels' +switch-master itself, and sends a command that met READONLY (a
+    // demoted master) again on the new master; its node connections reconnect every 100 ms.
+    const client = nodeRedis.createSentinel({
+      name: sentinel.masterName,
+      sentinelRootNodes: sentinel.sentinels.map(({ host, port }) => ({ host, port })),
+      nodeClientOptions: { socket: { reconnectStrategy: () => 100 } },
+    });
+    client.on('error', () => undefined);
+    // Connected by its user; commands sent meanwhile wait for it.
+    const connected = client.connect().then(
+      () => true,
+      () => false,
+    );
+    cleanup.push(async () => {
+      if (await connected) await client.destroy();
+    });
+    return client;
+  }
   const options: RedisOptions = {
     sentinels: sentinel.sentinels.map(({ host, port }) => ({ host, port })),
     name: sentinel.masterName,
@@ -140,7 +175,7 @@ describe('T14: Sentinel failover', () => {
         lostIncrements: sections.length - counter,
       };
       console.log(
-        `T14 ioredis ${ioredisMajor}: kill→promotion ${figures.killToPromotionMs} ms, ` +
+        `T14 ${clientKind}: kill→promotion ${figures.killToPromotionMs} ms, ` +
           `kill→first acquisition ${figures.killToFirstAcquisitionMs} ms, ` +
           `errors during failover ${figures.errorsDuringFailover}` +
           (duringFailover.length > 0

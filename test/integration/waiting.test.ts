@@ -78,6 +78,7 @@ describe('watchdog batching', () => {
 
   it('subscribes through a lazyConnect client as well (its duplicate connects when a waiter needs it)', async () => {
     const holder = redis.locks();
+    // lazyConnect is ioredis' (and iovalkey's); a node-redis client is connected by its user (here the fixture).
     const waiter = redis.locks({}, { lazyConnect: true });
     const name = uniqueName();
     const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });

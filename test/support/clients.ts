@@ -9,7 +9,7 @@ import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6';
 import { Cluster as ValkeyCluster, Redis as ValkeyRedis } from 'iovalkey';
 import * as nodeRedis6 from 'redis';
 import * as nodeRedis5 from 'redis5';
-import type { RedisClient } from '../../src/index.js';
+import type { NodeRedisClient, RedisClient } from '../../src/index.js';
 
 export type ClientKind = 'ioredis5' | 'ioredis6' | 'iovalkey' | 'node-redis5' | 'node-redis6';
 const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6'];
@@ -168,10 +168,119 @@ function nodeRedisClient(target: Target, options: ClientOptions, kind: ClientKin
     close: async () => {
       await connected;
       try {
-        client.destroy();
+        // A sentinel's destroy() returns a promise; a client's returns nothing.
+        await Promise.resolve(client.destroy() as unknown);
       } catch {
         // Already closed.
       }
+    },
+  };
+}
+
+/** Whether `client` is a node-redis client, cluster or sentinel (else ioredis' API: ioredis or iovalkey). */
+export function isNodeRedisClient(client: RedisClient): client is NodeRedisClient {
+  return typeof (client as { isOpen?: unknown }).isOpen === 'boolean' && !('status' in client);
+}
+
+interface IoredisCalls {
+  readonly status: string;
+  call(...args: string[]): Promise<unknown>;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+
+interface NodeRedisCalls {
+  readonly isOpen: boolean;
+  readonly isReady?: boolean;
+  readonly slots?: unknown;
+  readonly getMasterNode?: unknown;
+  sendCommand(...args: unknown[]): Promise<unknown>;
+  close(): Promise<unknown>;
+  destroy(): unknown;
+}
+
+/**
+ * One command by its words on a client under test, e.g. `['CLIENT', 'ID']` (on a cluster: to any node
+ * unless the command names a key where its client routes by one).
+ */
+export function sendCommand(client: RedisClient, args: readonly string[]): Promise<unknown> {
+  if (!isNodeRedisClient(client)) return (client as unknown as IoredisCalls).call(...args);
+  const nodeRedis = client as unknown as NodeRedisCalls;
+  // A node-redis cluster takes (firstKey, isReadonly, args), a sentinel (isReadonly, args), a client (args).
+  if (Array.isArray(nodeRedis.slots)) return nodeRedis.sendCommand(undefined, false, [...args]);
+  if (typeof nodeRedis.getMasterNode === 'function') return nodeRedis.sendCommand(false, [...args]);
+  return nodeRedis.sendCommand([...args]);
+}
+
+/** PING on a client under test: its connection is up once this resolves. */
+export async function ping(client: RedisClient): Promise<string> {
+  return String(await (client as unknown as { ping(): Promise<unknown> }).ping());
+}
+
+/** Whether a client under test is connected and ready (ioredis' status 'ready', node-redis' isReady). */
+export function isReady(client: RedisClient): boolean {
+  return isNodeRedisClient(client)
+    ? ((client as unknown as NodeRedisCalls).isReady ?? client.isOpen)
+    : (client as unknown as IoredisCalls).status === 'ready';
+}
+
+/** Closes a client under test gracefully, as its user would: ioredis' quit(), node-redis' close(). */
+export async function quitClient(client: RedisClient): Promise<void> {
+  if (isNodeRedisClient(client)) await (client as unknown as NodeRedisCalls).close();
+  else await (client as unknown as IoredisCalls).quit();
+}
+
+/** Drops a client under test's connection at once, for good: ioredis' disconnect(), node-redis' destroy(). */
+export function dropClient(client: RedisClient): void {
+  if (isNodeRedisClient(client)) {
+    if (client.isOpen) void Promise.resolve((client as unknown as NodeRedisCalls).destroy()).catch(() => undefined);
+  } else {
+    (client as unknown as IoredisCalls).disconnect();
+  }
+}
+
+/** A client under test that has not connected, and tells whether anything made it connect. */
+export interface IdleTestClient extends TestClient {
+  /** Still unconnected: ioredis' status 'wait' (lazyConnect), a node-redis client never connected (!isOpen). */
+  untouched(): boolean;
+}
+
+/**
+ * A client of `kind` on `target` that does not connect by itself: a lazyConnect ioredis client, or a
+ * node-redis client whose connect() nobody called. For checks that must come before any I/O.
+ */
+export function idleTestClient(target: Target, kind = clientKind): IdleTestClient {
+  if (kind.startsWith('node-redis')) {
+    const lib = kind === 'node-redis5' ? (nodeRedis5 as unknown as typeof nodeRedis6) : nodeRedis6;
+    let client: NodeRedisHandle;
+    if (target.topology === 'cluster') {
+      client = lib.createCluster({ rootNodes: target.nodes.map(({ host, port }) => ({ socket: { host, port } })) });
+    } else if (target.topology === 'sentinel') {
+      client = lib.createSentinel({
+        name: target.masterName,
+        sentinelRootNodes: target.sentinels.map(({ host, port }) => ({ host, port })),
+      });
+    } else {
+      client = lib.createClient({ socket: { host: target.host, port: target.port } });
+    }
+    client.on('error', () => undefined);
+    return {
+      client: client as unknown as RedisClient,
+      untouched: () => !client.isOpen,
+      close: () => {
+        if (client.isOpen) dropClient(client as unknown as RedisClient);
+        return Promise.resolve();
+      },
+    };
+  }
+  const { client } = ioredisClient(target, { lazyConnect: true }, kind);
+  return {
+    client,
+    untouched: () => (client as unknown as IoredisCalls).status === 'wait',
+    // Not quit(): a lazy client would connect to send QUIT.
+    close: () => {
+      dropClient(client);
+      return Promise.resolve();
     },
   };
 }

@@ -77,7 +77,8 @@ export interface ClusterMaster {
   readonly port: number;
 }
 
-function cli(port: number, ...args: string[]): string {
+/** `redis-cli -p <port> <args>`'s output, trimmed. */
+export function redisCli(port: number, ...args: string[]): string {
   return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
 }
 
@@ -91,7 +92,7 @@ function inRange(range: string, slot: number): boolean {
 
 /** The masters serving slots, by `CLUSTER NODES` on `port`. */
 export function clusterMasters(port: number): ClusterMaster[] {
-  return cli(port, 'cluster', 'nodes')
+  return redisCli(port, 'cluster', 'nodes')
     .split('\n')
     .filter((line) => {
       const fields = line.split(' ');
@@ -106,7 +107,7 @@ export function clusterMasters(port: number): ClusterMaster[] {
 
 /** The master serving `slot`, as `CLUSTER NODES` on `port` reports it. */
 export function slotOwner(port: number, slot: number): ClusterMaster {
-  const line = cli(port, 'cluster', 'nodes')
+  const line = redisCli(port, 'cluster', 'nodes')
     .split('\n')
     .find(
       (l) =>
@@ -129,18 +130,18 @@ export function slotOwner(port: number, slot: number): ClusterMaster {
  * the keys of a slot it was told it lost, which is a fault of the migration, not of the lock.
  */
 export async function migrateSlot(slot: number, from: ClusterMaster, to: ClusterMaster): Promise<void> {
-  cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
-  cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
+  redisCli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
+  redisCli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
   // Bounded: these calls block the test's event loop, so a MIGRATE that keeps failing must not spin forever.
   for (let round = 0; ; round++) {
-    const keys = cli(from.port, 'cluster', 'getkeysinslot', String(slot), '100').split('\n').filter(Boolean);
+    const keys = redisCli(from.port, 'cluster', 'getkeysinslot', String(slot), '100').split('\n').filter(Boolean);
     if (keys.length === 0) break;
-    const migrated = cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
+    const migrated = redisCli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
     if (round === 20) throw new Error(`slot ${slot} would not migrate from ${from.port} to ${to.port}: ${migrated}`);
   }
   const all = clusterMasters(to.port);
   const order = [to, from, ...all.filter((m) => m.id !== to.id && m.id !== from.id)];
-  for (const node of order) cli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+  for (const node of order) redisCli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
   const deadline = performance.now() + 10_000;
   while (!all.every((node) => slotOwner(node.port, slot).id === to.id)) {
     if (performance.now() > deadline) throw new Error(`the masters do not agree that ${to.port} has slot ${slot}`);

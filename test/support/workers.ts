@@ -1,7 +1,8 @@
 /**
  * Worker processes for the fault tests (a fixture script on the built package: test/fixtures/lock-worker.ts
  * by default, or semaphore-worker.ts): start them, wait for their messages, command them, pause, kill, and
- * see them exit.
+ * see them exit. A worker inherits this process's environment, `REDIS_CLIENT` included: its lock client runs
+ * on the client under test (test/fixtures/worker-client.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -43,6 +44,7 @@ export class Worker {
   constructor(config: { readonly id: string }, script = fixturePath('lock-worker.ts')) {
     this.id = config.id;
     this.child = fork(script, [JSON.stringify(config)], {
+      env: process.env,
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       execArgv: ['--no-warnings'],

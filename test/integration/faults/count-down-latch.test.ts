@@ -14,6 +14,8 @@ import type { SemaphoreWorkerConfig } from '../../fixtures/semaphore-worker.ts';
 const WAITERS = 8;
 /** The bound of the issue: every waiter is awake this long after the latch opened (or it could know). */
 const WAKE_MS = 200;
+/** C2: how long the killed subscribers are kept from reconnecting. */
+const AWAY_MS = 50;
 const script = fixturePath('semaphore-worker.ts');
 
 const servers = useFaultServers();
@@ -110,7 +112,9 @@ describe('C2: the subscriber connections are killed (CLIENT KILL TYPE pubsub) sh
   it(`all wake within ${WAKE_MS} ms of the later of their reconnect and the countDown`, async () => {
     const { waiters, counter } = await start();
     // Kill this long before the countDown: the "0" is published while every subscriber is away (0, 10, 30),
-    // while they come back (60: ioredis reconnects after 50 ms), or once they are back (150).
+    // while they come back (60), or once they are back (150). New connections are refused for AWAY_MS after
+    // the kill, so that this holds whatever the client's reconnect delay (node-redis reconnects at once,
+    // ioredis after 50 ms).
     const offsets = Array.from({ length: soak }, () => [0, 10, 30, 60, 150]).flat();
     const latencies: number[] = [];
     const sinceCountDown: number[] = [];
@@ -121,10 +125,13 @@ describe('C2: the subscriber connections are killed (CLIENT KILL TYPE pubsub) sh
       const name = uniqueName('c2');
       await arm(name, 2, waiters, counter);
       await countDown(counter, name);
+      const admit = await servers.refuseConnections();
       const killedAt = process.hrtime.bigint();
       const killed = Number(await servers.admin.client('KILL', 'TYPE', 'pubsub'));
+      const admitted = sleep(AWAY_MS).then(admit);
       await sleep(offset);
       const last = await countDown(counter, name);
+      await admitted;
       const woke = await Promise.all(waiters.map((waiter) => waiter.next<Woke>('woke', { ref: name }, 10_000)));
       results.push(...woke.map((w) => w.result));
       for (const [index, waiter] of waiters.entries()) {

@@ -1,10 +1,12 @@
 // T1 (counter exclusion), T12 (script-cache loss during T1), T20 (workers exit after close, nothing left).
+// The workers' lock clients run on the client under test (`REDIS_CLIENT`).
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { overlaps, leftovers, tokensRise, type Section } from '../../support/checkers.js';
 import { uniqueName } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { useFaultServers } from '../../support/fault-servers.js';
-import { startWorkers } from '../../support/workers.js';
+import { startWorkers, type Worker } from '../../support/workers.js';
 
 const servers = useFaultServers({ resource: true });
 
@@ -30,11 +32,12 @@ async function runCounter(name: string, processes: number, perProcess: number): 
       sleepMs: 2,
     })),
   );
+  servers.cleanup(() => Promise.all(workers.map((worker) => worker.kill())));
   const sections: Section[] = [];
   let accepted = 0;
   const exitDelaysMs: number[] = [];
   const exitCodes: (number | null)[] = [];
-  await Promise.all(
+  const finished = Promise.all(
     workers.map(async (worker) => {
       const done = await worker.next<{ id: string; type: string; sections: (Section & { accepted: boolean })[] }>(
         'done',
@@ -49,8 +52,42 @@ async function runCounter(name: string, processes: number, perProcess: number): 
       exitDelaysMs.push(performance.now() - doneAt);
     }),
   );
+  finished.catch(() => undefined);
+  await Promise.race([finished, stalled(name, workers, finished)]);
   const counter = Number(await servers.resourceAdmin.get(`counter:${name}`));
   return { sections, accepted, counter, exitDelaysMs, exitCodes, elapsedMs: performance.now() - start };
+}
+
+/** How long the shared counter may stand still before a run counts as stalled. */
+const STALL_MS = 10_000;
+
+/**
+ * Rejects, with what every unfinished worker says it is doing and the lock's state, once the counter of run
+ * `name` stood still for STALL_MS (instead of the test's timeout saying nothing); settles when `finished` does.
+ */
+async function stalled(name: string, workers: readonly Worker[], finished: Promise<unknown>): Promise<never> {
+  const state = { finished: false };
+  void finished.then(
+    () => (state.finished = true),
+    () => (state.finished = true),
+  );
+  let last = '';
+  let movedAt = performance.now();
+  while (!state.finished) {
+    await sleep(250);
+    const now = String(await servers.resourceAdmin.get(`counter:${name}`));
+    if (now !== last) {
+      last = now;
+      movedAt = performance.now();
+    } else if (performance.now() - movedAt > STALL_MS) {
+      const waiting = workers.filter((w) => !w.messages.some((m) => m.type === 'done'));
+      for (const worker of waiting) worker.send({ cmd: 'status' });
+      const statuses = await Promise.all(waiting.map((w) => w.next('status', 2000).catch(String)));
+      const lock = { hash: await servers.admin.hgetall(name), pttl: await servers.admin.pttl(name) };
+      throw new Error(`stalled at counter ${last} for ${STALL_MS} ms: ${JSON.stringify({ statuses, lock })}`);
+    }
+  }
+  return new Promise<never>(() => undefined);
 }
 
 describe('T1: 8 processes x 200 critical sections on one counter (soak: 16 x 200 x SOAK)', () => {

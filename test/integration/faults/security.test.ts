@@ -1,5 +1,6 @@
 // Least privilege (an ACL user with only what the library needs; ACL LOG stays empty) and TLS (the
 // subscriber connection, a duplicate, inherits TLS and credentials). Certificates are made here by openssl.
+// The lock client runs on the client under test (`REDIS_CLIENT`); `admin` is ioredis 5.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient } from '../../../src/index.js';
 import { freePort, startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { newRedis, type Redis } from '../../support/fixture.js';
+import { clientWith } from '../../support/fault-servers.js';
 
 /** The README's least-privilege rule for keyPrefix `app:`. */
 export const LOCK_USER_RULE = [
@@ -161,8 +163,12 @@ afterAll(async () => {
 
 describe('least privilege over TLS', () => {
   it('runs a full workload as the ACL user, with the subscriber on TLS and the same credentials', async () => {
-    const redis = newRedis(server, { tls, username: 'locker', password: 'locker-secret' });
-    const locks = createLockClient(redis, { keyPrefix: 'app:', watchdogTimeout: 300 });
+    const credentials = { username: 'locker', password: 'locker-secret' };
+    const redis = clientWith(server, {
+      ioredis: { tls, ...credentials },
+      nodeRedis: { ...credentials, socket: { tls: true, ...tls } },
+    });
+    const locks = createLockClient(redis.client, { keyPrefix: 'app:', watchdogTimeout: 300 });
     const lock = locks.getLock('order:42');
     await lock.withLock(async () => {
       await lock.withLock(async () => {
@@ -221,7 +227,7 @@ describe('least privilege over TLS', () => {
     expect(await opening).toBe(true);
     expect(await latch.getCount()).toBe(0);
     await locks.close();
-    await redis.quit();
+    await redis.close();
     expect(await admin.acl('LOG')).toEqual([]);
   });
 });

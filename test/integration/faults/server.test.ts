@@ -1,12 +1,15 @@
 // T8 (cancellation storm), T13 (eviction), T15 (restart without persistence), T19 (hostile names).
+// The lock clients run on the client under test (`REDIS_CLIENT`); `admin` and the noise writer are ioredis 5.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockClient, type LockClient, type LockLostEvent } from '../../../src/index.js';
 import { redissonPrefixName } from '../../../src/redis/keys.js';
 import { leftovers } from '../../support/checkers.js';
+import { idleTestClient, newTestClient, type TestClient } from '../../support/clients.js';
 import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { clientWith } from '../../support/fault-servers.js';
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -34,8 +37,15 @@ function redisOn(on: LocalRedis): Redis {
   return redis;
 }
 
+/** A client under test (reconnecting every 50 ms), closed after the test. */
+function testClientOn(on: LocalRedis): TestClient {
+  const redis = newTestClient({ topology: 'standalone', host: on.host, port: on.port }, { reconnectMs: 50 });
+  cleanup.push(() => redis.close());
+  return redis;
+}
+
 function client(on: LocalRedis, options: { watchdogTimeout?: number; keyPrefix?: string } = {}): LockClient {
-  const locks = createLockClient(redisOn(on), { watchdogTimeout: 1000, ...options });
+  const locks = createLockClient(testClientOn(on).client, { watchdogTimeout: 1000, ...options });
   cleanup.push(() => locks.close());
   return locks;
 }
@@ -229,13 +239,14 @@ describe('T19: hostile names', () => {
     await Promise.all(waiters);
     for (const name of hostile) expect((await leftovers(admin, name)).keys).toEqual([]);
 
-    const lazy = newRedis(s, { lazyConnect: true });
-    const offline = createLockClient(lazy);
+    // A client that has not connected (ioredis: lazyConnect; node-redis: connect() not called) stays so.
+    const idle = idleTestClient({ topology: 'standalone', host: s.host, port: s.port });
+    cleanup.push(() => idle.close());
+    const offline = createLockClient(idle.client);
     expect(() => offline.getLock('x'.repeat(513))).toThrow(RangeError);
     expect(() => offline.getLock('é'.repeat(300))).toThrow(RangeError);
-    expect(lazy.status).toBe('wait');
+    expect(idle.untouched()).toBe(true);
     await offline.close();
-    lazy.disconnect();
   });
 
   it('10 000 distinct names acquired and released leave no lock keys', async () => {
@@ -271,12 +282,13 @@ describe('a stalled server and waitTime', () => {
 
   it('an abandoned attempt whose command then fails is undone if it ran (no orphan hold)', async () => {
     const { server: s, admin } = await server();
-    const redis = newRedis(s, { commandTimeout: 800 });
-    redis.on('error', () => undefined);
-    const locks = createLockClient(redis, { watchdogTimeout: 30_000 });
+    // Commands time out after 800 ms (their connection stays up): ioredis' commandTimeout, node-redis'
+    // default command timeout.
+    const redis = clientWith(s, { ioredis: { commandTimeout: 800 }, nodeRedis: { commandOptions: { timeout: 800 } } });
+    const locks = createLockClient(redis.client, { watchdogTimeout: 30_000 });
     cleanup.push(async () => {
       await locks.close();
-      redis.disconnect();
+      await redis.close();
     });
     const name = uniqueName('orphan');
     await admin.hset(name, 'foreign:1', '1');
