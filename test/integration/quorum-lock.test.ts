@@ -15,7 +15,15 @@ import {
   type RedisClient,
 } from '../../src/index.js';
 import { lockKeys } from '../../src/redis/keys.js';
-import { dropClient, idleTestClient, isReady, newTestClient, ping, type TestClient } from '../support/clients.js';
+import {
+  dropClient,
+  idleTestClient,
+  isReady,
+  newTestClient,
+  onNodeRedis,
+  ping,
+  type TestClient,
+} from '../support/clients.js';
 import { commandCalls, elapsedSince, newRedis, uniqueName, type Redis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 import { recordFigures } from '../support/figures.js';
@@ -338,10 +346,15 @@ describe('quorum lock', () => {
     expect(await nodesWithKey(name)).toBe(0);
   });
 
-  it('survives an event-loop stall during an extension', async () => {
+  // node-redis writes a command on a later tick: a stall right after the call holds up the send itself, and
+  // the replies cannot be waiting when it ends (the premise of this test).
+  it.skipIf(onNodeRedis)('survives an event-loop stall during an extension', async () => {
     const quorum = quorumClient({ nodeTimeout: 50 });
     const name = uniqueName('quorum');
     const lease = await quorum.getLock(name).acquire({ leaseTime: 10_000 });
+    // Every node knows the extension's script by now (a fresh server would answer NOSCRIPT first, and the
+    // EVAL that follows is a second round trip, after the stall).
+    await lease.extend();
     const extending = lease.extend(); // sent to every node synchronously
     // The replies arrive during the stall; after it, every node's timeout is due before they are read.
     stallEventLoop(300);
