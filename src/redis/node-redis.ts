@@ -131,6 +131,10 @@ export class NodeRedisAdapter implements RedisAdapter {
 
   constructor(client: unknown, argument: string) {
     const nodeRedis = client as NodeRedisLike;
+    if (typeof nodeRedis.subscribe !== 'function') {
+      // A client pool lends a different connection to each command: no pub/sub, no connection for WAIT.
+      throw new TypeError(`${argument} is a node-redis client pool: pass a client, cluster or sentinel`);
+    }
     this.#client = nodeRedis;
     this.#commands = nodeRedis.withTypeMapping({});
     const prefix = nodeRedis._keyPrefix ?? '';

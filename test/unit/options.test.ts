@@ -36,6 +36,12 @@ describe('options: bad input fails before any I/O with an error naming the argum
     ['client not a Redis client', () => checkRedisClient({}), TypeError, /redis must be a Redis client: an ioredis/],
     ['client null', () => checkRedisClient(null), TypeError, /node-redis/],
     [
+      'node-redis client pool',
+      () => checkRedisClient({ evalSha() {}, sendCommand() {}, withTypeMapping() {}, isOpen: false }),
+      TypeError,
+      /redis is a node-redis client pool: pass a client, cluster or sentinel/,
+    ],
+    [
       "client keyPrefix with options.keyPrefix's stray brace",
       () => resolveClientOptions({ keyPrefix: '{b:' }, 'a}'),
       RangeError,
