@@ -409,12 +409,6 @@ export class WaitQueues {
         if (queue) queue.dispatch(message);
         else this.#direct.get(channel)?.wakeNamed(message);
       },
-      // Until the subscriber is back, waits are bounded as while subscribing (every waiter tries again now,
-      // and parks for at most UNSUBSCRIBED_WAIT_MS).
-      lost: () => {
-        if (this.#closed) return;
-        for (const queue of this.#queues.values()) queue.subscriptionSettled(false);
-      },
       // Messages may have been lost meanwhile: every waiter tries again.
       restored: (subscribed) => {
         if (this.#closed) return;

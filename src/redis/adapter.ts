@@ -27,8 +27,6 @@ export type PubSubMode = 'classic' | 'sharded';
 export interface SubscriberEvents {
   /** A message on `channel` (server-side name). */
   message(channel: string, message: string): void;
-  /** The subscriber lost its connection: messages do not arrive until `restored`. */
-  lost(): void;
   /**
    * The subscriber reconnected, or its subscriptions moved (a failover, a slot migration): messages may
    * have been lost. `subscribed`: whether every subscription is in place again.

@@ -214,9 +214,6 @@ class IoredisSubscriber implements Subscriber {
     connection.on('subscribersReady', () => {
       if (this.#confirmed) void this.#restore();
     });
-    connection.on('close', () => {
-      if (this.#confirmed && !this.#closed) events.lost();
-    });
     let connectedBefore = false;
     connection.on('ready', () => {
       if (!connectedBefore) {

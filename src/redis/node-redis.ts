@@ -362,11 +362,6 @@ class NodeRedisSubscriber implements Subscriber {
       if (readyBefore) this.#restored(0);
       readyBefore = true;
     });
-    for (const event of ['reconnecting', 'node-reconnecting']) {
-      this.#listen(event, () => {
-        if (!this.#closed) this.#events.lost();
-      });
-    }
     for (const event of ['node-reconnecting', 'sharded-channel-moved-error', 'sharded-shannel-moved-error']) {
       this.#listen(event, () => this.#restored(RESTORE_DELAY_MS));
     }
