@@ -54,7 +54,7 @@ export class ReplicaSync {
     } catch (error) {
       // A WAIT cut off by its connection closing (node-redis rejects it; ioredis would send it again on the
       // new connection, where it proves nothing): no replica is known to have the grant.
-      if (connection.closes !== closes) return 0;
+      if (connection.closes !== closes || this.#redis.isLostReply(error)) return 0;
       throw error;
     }
     return connection.closes === closes ? acknowledged : 0;

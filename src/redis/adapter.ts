@@ -129,6 +129,11 @@ export function unprefixed(key: string, prefix: string): string {
   return key.slice(prefix.length);
 }
 
+/** `keys` without the client's prefix. */
+export function unprefixedKeys(keys: readonly string[], prefix: string): string[] {
+  return prefix === '' ? [...keys] : keys.map((key) => unprefixed(key, prefix));
+}
+
 /**
  * The adapter for `client`, chosen by its shape (node-redis 5 has no class to test with `instanceof`, and
  * the client packages are never imported at run time). Throws a TypeError naming `argument` for anything

@@ -8,6 +8,7 @@ import {
   bySha,
   isRedirectionMessage,
   unprefixed,
+  unprefixedKeys,
   type MasterConnection,
   type PubSubMode,
   type RedisAdapter,
@@ -76,7 +77,7 @@ export class IoredisAdapter implements RedisAdapter {
   }
 
   evalScript(script: Script, keys: readonly string[], args: readonly ScriptArg[], direct: boolean): Promise<unknown> {
-    const names = this.keyPrefix === '' ? keys : keys.map((key) => unprefixed(key, this.keyPrefix));
+    const names = unprefixedKeys(keys, this.keyPrefix);
     return bySha(
       direct,
       () => this.#client.evalsha(script.sha1, names.length, ...names, ...args),

@@ -9,6 +9,7 @@ import {
   bySha,
   isRedirectionMessage,
   unprefixed,
+  unprefixedKeys,
   type MasterConnection,
   type PubSubMode,
   type RedisAdapter,
@@ -164,47 +165,45 @@ export class NodeRedisAdapter implements RedisAdapter {
     args: readonly ScriptArg[],
     direct: boolean,
   ): Promise<unknown> {
-    if (this.#connecting) await this.#connecting;
-    const call = {
-      keys: this.keyPrefix === '' ? [...keys] : keys.map((key) => unprefixed(key, this.keyPrefix)),
-      arguments: toArgs(args),
-    };
+    const commands = await this.#ready();
+    const call = { keys: unprefixedKeys(keys, this.keyPrefix), arguments: toArgs(args) };
     return bySha(
       direct,
-      () => this.#commands.evalSha(script.sha1, call),
-      () => this.#commands.eval(script.source, call),
+      () => commands.evalSha(script.sha1, call),
+      () => commands.eval(script.source, call),
     );
   }
 
   async get(key: string): Promise<string | null> {
-    if (this.#connecting) await this.#connecting;
-    return (await this.#commands.get(unprefixed(key, this.keyPrefix))) as string | null;
+    return (await (await this.#ready()).get(unprefixed(key, this.keyPrefix))) as string | null;
   }
 
   async hget(key: string, field: string): Promise<string | null> {
-    if (this.#connecting) await this.#connecting;
-    return (await this.#commands.hGet(unprefixed(key, this.keyPrefix), field)) as string | null;
+    return (await (await this.#ready()).hGet(unprefixed(key, this.keyPrefix), field)) as string | null;
   }
 
   async hgetall(key: string): Promise<Record<string, string>> {
-    if (this.#connecting) await this.#connecting;
     // A plain object with the default mapping, on RESP2 and RESP3 alike; copied off a null prototype.
-    return { ...((await this.#commands.hGetAll(unprefixed(key, this.keyPrefix))) as Record<string, string>) };
+    const hash = (await (await this.#ready()).hGetAll(unprefixed(key, this.keyPrefix))) as Record<string, string>;
+    return { ...hash };
   }
 
   async exists(key: string): Promise<boolean> {
-    if (this.#connecting) await this.#connecting;
-    return Number(await this.#commands.exists(unprefixed(key, this.keyPrefix))) === 1;
+    return Number(await (await this.#ready()).exists(unprefixed(key, this.keyPrefix))) === 1;
   }
 
   async pttl(key: string): Promise<number> {
-    if (this.#connecting) await this.#connecting;
-    return Number(await this.#commands.pTTL(unprefixed(key, this.keyPrefix)));
+    return Number(await (await this.#ready()).pTTL(unprefixed(key, this.keyPrefix)));
   }
 
   async info(section: string): Promise<string> {
+    return String(await (await this.#ready()).info(section));
+  }
+
+  /** The client's commands, once a cluster the user is still connecting has connected. */
+  async #ready(): Promise<Commands> {
     if (this.#connecting) await this.#connecting;
-    return String(await this.#commands.info(section));
+    return this.#commands;
   }
 
   readiness(): 'ready' | 'connecting' | 'down' {
@@ -252,10 +251,8 @@ export class NodeRedisAdapter implements RedisAdapter {
         get closes() {
           return reconnects(node.client);
         },
-        wait: (replicas, timeoutMs) =>
-          this.#waitReply(async () =>
-            (await nodeClient(node)).sendCommand(['WAIT', String(replicas), String(timeoutMs)]),
-          ),
+        wait: async (replicas, timeoutMs) =>
+          Number(await (await nodeClient(node)).sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
       }));
     }
     if (this.topology === 'sentinel') {
@@ -271,8 +268,8 @@ export class NodeRedisAdapter implements RedisAdapter {
           get closes() {
             return closes;
           },
-          wait: (replicas, timeoutMs) =>
-            this.#waitReply(() => client.sendCommand(false, ['WAIT', String(replicas), String(timeoutMs)])),
+          wait: async (replicas, timeoutMs) =>
+            Number(await client.sendCommand(false, ['WAIT', String(replicas), String(timeoutMs)])),
         };
       });
     }
@@ -280,8 +277,8 @@ export class NodeRedisAdapter implements RedisAdapter {
       get closes() {
         return reconnects(client);
       },
-      wait: (replicas, timeoutMs) =>
-        this.#waitReply(() => client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
+      wait: async (replicas, timeoutMs) =>
+        Number(await client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
     }));
   }
 
@@ -291,16 +288,6 @@ export class NodeRedisAdapter implements RedisAdapter {
 
   dispose(): void {
     for (const dispose of this.#disposers.splice(0)) dispose();
-  }
-
-  /** WAIT's reply; 0 when its connection closed first (no replica is known to have the grant then). */
-  async #waitReply(send: () => Promise<unknown>): Promise<number> {
-    try {
-      return Number(await send());
-    } catch (error) {
-      if (this.isLostReply(error)) return 0;
-      throw error;
-    }
   }
 
   #remember(key: object, create: () => MasterConnection): MasterConnection {
