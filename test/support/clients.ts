@@ -56,6 +56,13 @@ export interface ClientOptions {
   readonly port?: number;
   readonly username?: string;
   readonly password?: string;
+  /** Options with no neutral word (TLS, a command timeout), for ioredis 5 and 6 and iovalkey, applied last. */
+  readonly ioredis?: RedisOptions;
+  /**
+   * The same for node-redis 5 and 6: merged into the client's (or the nodes') options, its `socket` into the
+   * socket options; e.g. `{ username, socket: { tls: true, ca }, commandOptions: { timeout } }`.
+   */
+  readonly nodeRedis?: Readonly<Record<string, unknown>> & { readonly socket?: Readonly<Record<string, unknown>> };
 }
 
 /** A client under test and how to close it whatever state it is in. */
@@ -86,6 +93,7 @@ function ioredisClient(target: Target, options: ClientOptions, kind: ClientKind)
   }
   if (options.noOfflineQueue) redisOptions.enableOfflineQueue = false;
   if (options.noRetry) redisOptions.maxRetriesPerRequest = 0;
+  Object.assign(redisOptions, options.ioredis);
   let client: Redis5 | Cluster5;
   if (target.topology === 'cluster') {
     const clusterOptions: ClusterOptions = { redisOptions };
@@ -127,7 +135,8 @@ interface NodeRedisHandle {
 
 function nodeRedisClient(target: Target, options: ClientOptions, kind: ClientKind): TestClient {
   const lib = kind === 'node-redis5' ? (nodeRedis5 as unknown as typeof nodeRedis6) : nodeRedis6;
-  const socket: Record<string, unknown> = {};
+  const { socket: ownSocket, ...own } = options.nodeRedis ?? {};
+  const socket: Record<string, unknown> = { ...ownSocket };
   if (options.reconnectMs !== undefined) {
     const delay = options.reconnectMs;
     socket['reconnectStrategy'] = delay === false ? false : () => delay;
@@ -137,6 +146,7 @@ function nodeRedisClient(target: Target, options: ClientOptions, kind: ClientKin
   if (options.username !== undefined) common['username'] = options.username;
   if (options.password !== undefined) common['password'] = options.password;
   if (options.noOfflineQueue) common['disableOfflineQueue'] = true;
+  Object.assign(common, own);
   let client: NodeRedisHandle;
   if (target.topology === 'cluster') {
     client = lib.createCluster({

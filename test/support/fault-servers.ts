@@ -5,18 +5,10 @@
  * or containerised Redis), admin connections to inspect them, and a list of cleanup steps run after every
  * test so that a failed test cannot leave workers or clients behind for the next one. `useFaultServers()`
  * registers the vitest hooks for that frame once, instead of a copy in every file.
- *
- * `clientWith()` makes a client under test with options clients.ts has no neutral word for (TLS, a command
- * timeout), for the fault test files that need one.
  */
-import { Redis as Redis5, type RedisOptions } from 'ioredis';
-import { Redis as Redis6 } from 'ioredis6';
-import { Redis as ValkeyRedis } from 'iovalkey';
-import * as nodeRedis6 from 'redis';
-import * as nodeRedis5 from 'redis5';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createLockClient, type LockClient, type LockClientOptions } from '../../src/index.js';
-import { clientKind, newTestClient, type Address, type TestClient } from './clients.js';
+import { newTestClient } from './clients.js';
 import { newRedis, type Redis } from './fixture.js';
 import { startRedisServer, type LocalRedis } from './redis-server.js';
 
@@ -133,55 +125,4 @@ export function useFaultServers(options: FaultServersOptions = {}): FaultServers
     },
   };
   return servers;
-}
-
-/** Options of one client, in each family's own words. */
-export interface FamilyOptions {
-  /** For ioredis 5 and 6 and iovalkey: `new Redis({ host, port, ...ioredis })`. */
-  readonly ioredis?: RedisOptions;
-  /**
-   * For node-redis 5 and 6: `createClient({ ...nodeRedis, socket: { host, port, ...nodeRedis.socket } })`,
-   * e.g. `{ username, password, socket: { tls: true, ca }, commandOptions: { timeout } }`.
-   */
-  readonly nodeRedis?: Readonly<Record<string, unknown>> & { readonly socket?: Readonly<Record<string, unknown>> };
-}
-
-/**
- * A client under test (`REDIS_CLIENT`) on one server, built from `options` of its family (the other family's
- * are ignored); its error events are ignored, as newTestClient does. node-redis clients are connecting when
- * this returns. The caller closes it (`close()`: ioredis quit, else disconnect; node-redis destroy).
- */
-export function clientWith(server: Address, options: FamilyOptions): TestClient {
-  if (clientKind.startsWith('node-redis')) {
-    const lib = clientKind === 'node-redis5' ? (nodeRedis5 as unknown as typeof nodeRedis6) : nodeRedis6;
-    const { socket, ...rest } = options.nodeRedis ?? {};
-    const client = lib.createClient({ ...rest, socket: { ...socket, host: server.host, port: server.port } });
-    client.on('error', () => undefined);
-    const connected = client.connect().then(
-      () => true,
-      () => false,
-    );
-    return {
-      client,
-      close: async () => {
-        await connected;
-        if (client.isOpen) client.destroy();
-      },
-    };
-  }
-  const Redis = (clientKind === 'ioredis6'
-    ? Redis6
-    : clientKind === 'iovalkey'
-      ? ValkeyRedis
-      : Redis5) as unknown as typeof Redis5;
-  const client = new Redis({ ...options.ioredis, host: server.host, port: server.port });
-  client.on('error', () => undefined);
-  return {
-    client,
-    close: () =>
-      client.quit().then(
-        () => undefined,
-        () => client.disconnect(),
-      ),
-  };
 }

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient } from '../../../src/index.js';
 import { freePort, startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { newRedis, type Redis } from '../../support/fixture.js';
-import { clientWith } from '../../support/fault-servers.js';
+import { newTestClient } from '../../support/clients.js';
 
 /** The README's least-privilege rule for keyPrefix `app:`. */
 export const LOCK_USER_RULE = [
@@ -164,10 +164,13 @@ afterAll(async () => {
 describe('least privilege over TLS', () => {
   it('runs a full workload as the ACL user, with the subscriber on TLS and the same credentials', async () => {
     const credentials = { username: 'locker', password: 'locker-secret' };
-    const redis = clientWith(server, {
-      ioredis: { tls, ...credentials },
-      nodeRedis: { ...credentials, socket: { tls: true, ...tls } },
-    });
+    const redis = newTestClient(
+      { topology: 'standalone', host: server.host, port: server.port },
+      {
+        ioredis: { tls, ...credentials },
+        nodeRedis: { ...credentials, socket: { tls: true, ...tls } },
+      },
+    );
     const locks = createLockClient(redis.client, { keyPrefix: 'app:', watchdogTimeout: 300 });
     const lock = locks.getLock('order:42');
     await lock.withLock(async () => {

@@ -9,7 +9,6 @@ import { idleTestClient, newTestClient, type TestClient } from '../../support/cl
 import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
-import { clientWith } from '../../support/fault-servers.js';
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -284,7 +283,10 @@ describe('a stalled server and waitTime', () => {
     const { server: s, admin } = await server();
     // Commands time out after 800 ms (their connection stays up): ioredis' commandTimeout, node-redis'
     // default command timeout.
-    const redis = clientWith(s, { ioredis: { commandTimeout: 800 }, nodeRedis: { commandOptions: { timeout: 800 } } });
+    const redis = newTestClient(
+      { topology: 'standalone', host: s.host, port: s.port },
+      { ioredis: { commandTimeout: 800 }, nodeRedis: { commandOptions: { timeout: 800 } } },
+    );
     const locks = createLockClient(redis.client, { watchdogTimeout: 30_000 });
     cleanup.push(async () => {
       await locks.close();
