@@ -58,8 +58,10 @@ async function waitForPing(port: number, child: ChildProcess, log: () => string,
       // Authentication and certificates are the test's business: the server's own word that it is up will do.
       if (/Ready to accept connections/.test(log())) return;
     } else {
-      const ping = spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' });
-      if (ping.stdout.trim() === 'PONG') return;
+      // Our server, not another one that took the port first (a parallel test file's): ours then exits
+      // with "Address already in use", and the caller starts it again on another port.
+      const info = spawnSync('redis-cli', ['-p', String(port), 'info', 'server'], { encoding: 'utf8' });
+      if (Number(/^process_id:(\d+)/m.exec(info.stdout)?.[1]) === child.pid) return;
     }
     if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer: ${log()}`);
     await sleep(25);
