@@ -3,6 +3,7 @@
  * client (through its adapter), hands out the locks, semaphores and latches, starts flows, and shuts everything down in `close()`.
  */
 import { EventEmitter, setMaxListeners } from 'node:events';
+import { startDebugLog } from './diagnostics/debug-log.js';
 import { LockClientClosedError, type LockLostError } from './errors.js';
 import { runInNewFlow } from './machinery/flow.js';
 import { RFairLock } from './primitives/fair-lock.js';
@@ -16,9 +17,9 @@ import { RSemaphore } from './primitives/semaphore.js';
 import { ReplicaSync } from './machinery/replication.js';
 import { adaptClient, type RedisAdapter } from './redis/adapter.js';
 import { LockScripts } from './redis/scripts.js';
-import { WaitQueues } from './machinery/waiting.js';
+import { WaitQueues, type WaitSnapshot } from './machinery/waiting.js';
 import { clampedTimeout, monotonicNow } from './machinery/time.js';
-import { Watchdog } from './machinery/watchdog.js';
+import { Watchdog, type HoldSnapshot } from './machinery/watchdog.js';
 
 /** Payload of the `lockLost` event. */
 export interface LockLostEvent {
@@ -48,11 +49,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** @internal Use `createLockClient`. */
   constructor(redis: RedisAdapter, options: LockClientOptions = {}) {
     super();
+    startDebugLog();
     // Every attempt in flight listens for the close: any number may, without Node 20's leak warning at 11.
     setMaxListeners(0, this.#closeSignal.signal);
     const resolved = resolveClientOptions(options, redis.keyPrefix);
     this.clientId = resolved.clientId;
-    const scripts = new LockScripts(redis);
+    const scripts = new LockScripts(redis, resolved.holderInfo);
     const track = (work: Promise<unknown>): void => {
       const forget = (): void => void this.#inFlight.delete(settled);
       const settled: Promise<void> = work.then(forget, forget);
@@ -62,6 +64,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       scripts,
       watchdogTimeout: resolved.watchdogTimeout,
       perSlot: redis.topology === 'cluster',
+      clientId: resolved.clientId,
       onLost: (hold, error) => {
         this.#report({ name: hold.name, fencingToken: hold.fencingToken, error });
       },
@@ -71,7 +74,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       redis,
       scripts,
       watchdog,
-      waits: new WaitQueues(redis, () => scripts.pubsubMode()),
+      waits: new WaitQueues(redis, () => scripts.pubsubMode(), resolved.clientId),
       clientId: resolved.clientId,
       keyPrefix: resolved.keyPrefix,
       watchdogTimeout: resolved.watchdogTimeout,
@@ -129,7 +132,21 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const unique = [...new Set(names.map((name) => checkLockName(name)))];
     const keyOf = (name: string): string => this.#context.keyPrefix + name;
     unique.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
-    return new RMultiLock(unique.map((name) => new RLock(this.#context, name)));
+    const members = unique.map((name) => new RLock(this.#context, name));
+    return new RMultiLock(members, this.clientId, keyOf(unique[0] ?? ''), this.#context.watchdogTimeout);
+  }
+
+  /**
+   * Every hold this client has now (locks, and expirable semaphores' permits): for `/debug` endpoints and
+   * tests. Synchronous, no I/O.
+   */
+  holds(): HoldSnapshot[] {
+    return this.#context.watchdog.snapshot();
+  }
+
+  /** Every lock, semaphore or latch this client's flows wait for now, with their numbers. Synchronous, no I/O. */
+  waits(): WaitSnapshot[] {
+    return this.#context.waits.snapshot();
   }
 
   /**
@@ -166,7 +183,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // No detection while closing: a client that never learnt the mode announces classically.
     const pubsub = scripts.knownPubsubMode;
     await Promise.allSettled(holds.map((hold) => hold.protocol.release('all', [hold.owner], { repair: true, pubsub })));
-    for (const hold of holds) watchdog.lose(hold, 'the lock client was closed', { report: false });
+    for (const hold of holds) watchdog.lose(hold, 'closed', { report: false });
   }
 
   /** Waits until no tracked command is in flight (a give-back may start another), at most watchdogTimeout. */

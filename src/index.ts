@@ -1,5 +1,27 @@
 export { createLockClient } from './client.js';
 export type { LockClient, LockClientEvents, LockLostEvent } from './client.js';
+export type { HoldSnapshot } from './machinery/watchdog.js';
+export type { WaitSnapshot } from './machinery/waiting.js';
+export { CHANNELS } from './diagnostics/channels.js';
+export type {
+  AcquireOutcome,
+  AcquireStart,
+  AcquireTraceContext,
+  HoldEndMessage,
+  HoldEndReason,
+  HoldStartMessage,
+  LeaseMode,
+  LockIdentity,
+  LossReason,
+  PrimitiveKind,
+  PubSubMessage,
+  ReleaseTraceContext,
+  RenewTraceContext,
+  WaitEndMessage,
+  WaitStartMessage,
+  Wakeups,
+  WithLockTraceContext,
+} from './diagnostics/channels.js';
 export type { RLock, LockLease } from './primitives/lock.js';
 export type { RFairLock } from './primitives/fair-lock.js';
 export type { RReadWriteLock, RReadLock, RWriteLock } from './primitives/read-write-lock.js';
@@ -20,6 +42,7 @@ export type {
   RedisClient,
   SemaphoreAcquireOptions,
   SemaphoreTryAcquireOptions,
+  HolderInfo,
   SyncReplicas,
 } from './options.js';
 export {

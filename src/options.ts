@@ -3,6 +3,7 @@
  * All checks run before any I/O and throw a TypeError or RangeError that names the argument.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 
 /** Options of `createLockClient`. */
 export interface LockClientOptions {
@@ -33,6 +34,22 @@ export interface LockClientOptions {
    * @default undefined (off: grants are not waited for)
    */
   readonly syncReplicas?: SyncReplicas;
+  /**
+   * What a fresh hold records about its holder in the lock hash (`<owner>:info`: when the hold began, by the
+   * server's clock, and this host and pid, plus `app`), for `flowlock inspect` and `list`. Written by the
+   * acquire script itself: no extra command. `false`: record nothing.
+   * @default {} (host and pid, no app label)
+   */
+  readonly holderInfo?: HolderInfo | false;
+}
+
+/** The holder info a lock client records with its fresh holds (see `LockClientOptions.holderInfo`). */
+export interface HolderInfo {
+  /**
+   * A label for the application, shown after host and pid (at most 64 characters).
+   * @default undefined (none)
+   */
+  readonly app?: string;
 }
 
 /** `WAIT` after each grant: how many replicas must acknowledge it, and how long to wait for them. */
@@ -72,6 +89,13 @@ export interface QuorumLockOptions {
    * @default ''
    */
   readonly keyPrefix?: string;
+  /**
+   * What a fresh hold records about its holder in the lock hash (`<owner>:info`: when the hold began, by the
+   * server's clock, and this host and pid, plus `app`), for `flowlock inspect` and `list`. Written by the
+   * acquire script itself: no extra command. `false`: record nothing.
+   * @default {} (host and pid, no app label)
+   */
+  readonly holderInfo?: HolderInfo | false;
 }
 
 /** Options of `tryLock`, `withLock` and `acquire`. */
@@ -152,6 +176,8 @@ export interface ResolvedClientOptions {
   readonly clientId: string;
   readonly keyPrefix: string;
   readonly syncReplicas: SyncReplicas | undefined;
+  /** The label stored with fresh holds; '': none. */
+  readonly holderInfo: string;
 }
 
 export interface ResolvedQuorumOptions {
@@ -159,6 +185,7 @@ export interface ResolvedQuorumOptions {
   readonly nodeTimeout: number;
   readonly clientId: string;
   readonly keyPrefix: string;
+  readonly holderInfo: string;
 }
 
 export interface ResolvedAcquire {
@@ -184,8 +211,21 @@ const RESERVED_NAME_PREFIX = 'flowlock:';
 /** Random bytes of the suffix appended to a clientId the user chose (72 bits, 12 base64url characters). */
 const CLIENT_SUFFIX_BYTES = 9;
 
-const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'clientId', 'keyPrefix', 'syncReplicas']);
-const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set(['watchdogTimeout', 'nodeTimeout', 'clientId', 'keyPrefix']);
+const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set([
+  'watchdogTimeout',
+  'clientId',
+  'keyPrefix',
+  'syncReplicas',
+  'holderInfo',
+]);
+const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set([
+  'watchdogTimeout',
+  'nodeTimeout',
+  'clientId',
+  'keyPrefix',
+  'holderInfo',
+]);
+const HOLDER_INFO_KEYS: ReadonlySet<string> = new Set(['app']);
 const SYNC_REPLICAS_KEYS: ReadonlySet<string> = new Set(['replicas', 'timeout']);
 const ACQUIRE_OPTION_KEYS: ReadonlySet<string> = new Set(['waitTime', 'leaseTime', 'signal']);
 const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set(['leaseTime', 'signal']);
@@ -340,7 +380,28 @@ function checkCommonOptions(
   // hold one lock at once under one owner id.
   const id =
     clientId === undefined ? randomUUID() : `${clientId}:${randomBytes(CLIENT_SUFFIX_BYTES).toString('base64url')}`;
-  return { watchdogTimeout, clientId: id, keyPrefix: prefix };
+  return { watchdogTimeout, clientId: id, keyPrefix: prefix, holderInfo: holderLabel(options.holderInfo) };
+}
+
+const MAX_APP_LABEL_LENGTH = 64;
+
+/** The label of `holderInfo`: "<host> pid <pid>", and " (<app>)" with an app label; '' when turned off. */
+function holderLabel(holderInfo: unknown): string {
+  if (holderInfo === false) return '';
+  if (holderInfo === undefined) holderInfo = {};
+  checkPlainObject(holderInfo, 'options.holderInfo');
+  checkKnownKeys(holderInfo, HOLDER_INFO_KEYS, 'options.holderInfo');
+  const { app } = holderInfo;
+  const label = `${hostname()} pid ${process.pid}`;
+  if (app === undefined) return label;
+  if (typeof app !== 'string') throw new TypeError(`options.holderInfo.app must be a string, got ${describe(app)}`);
+  // One line in `flowlock inspect`: no control characters.
+  if (app.length === 0 || app.length > MAX_APP_LABEL_LENGTH || /\p{Cc}/u.test(app)) {
+    throw new RangeError(
+      `options.holderInfo.app must have 1 to ${MAX_APP_LABEL_LENGTH} characters and no control characters`,
+    );
+  }
+  return `${label} (${app})`;
 }
 
 function checkSyncReplicas(value: unknown): SyncReplicas | undefined {

@@ -19,7 +19,8 @@
   ARGV[5] requeue        "1": the waiter had a place that is gone (a purge took it while it was first in
                          line, e.g. after a Redisson acquisition shortened every deadline): it goes back to
                          the head; "0": a new waiter goes to the tail
-  ARGV[6..n] owners      owner ids of the calling flow, then of its ancestors, nearest first
+  ARGV[6] info           string: the client's holder label, stored with a fresh hold (see lock/acquire.lua)
+  ARGV[7..n] owners      owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
     {1, token, holdCount, ownerIndex}  acquired (holdCount 1) or re-entered; ownerIndex 1-based
@@ -31,7 +32,8 @@
     first, every head entry whose deadline has passed (or that has none) is dropped from both keys (the
     caller's own entry excepted: it is alive)
     free -> held: LPOP queueKey when the caller was first; ZREM timeoutKey waiterId; fencing token as in
-                  lock/acquire.lua; HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs.
+                  lock/acquire.lua; HSET lockKey owners[1] 1, the memo field and the holder info field (as
+                  lock/acquire.lua); PEXPIRE lockKey leaseMs.
                   Unlike Redisson, other waiters' deadlines are not shortened (they stay valid longer)
     re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
     requeue:      LPUSH queueKey waiterId and ZADD its deadline when it has no entry (before the rest)
@@ -48,11 +50,13 @@ local requestId = ARGV[2]
 local waiterId = ARGV[3]
 local waiterLeaseMs = tonumber(ARGV[4])
 local requeue = ARGV[5] == '1'
-local owners = {unpack(ARGV, 6)}
+local info = ARGV[6]
+local owners = {unpack(ARGV, 7)}
 
 --- @include "fencing-token"
 --- @include "reenter"
 --- @include "fair-queue"
+--- @include "holder-info"
 
 local now, clock = serverTime()
 local head, headDeadline = firstLive(queueKey, timeoutKey, now, waiterId ~= '' and waiterId or nil)
@@ -79,7 +83,7 @@ if pttl == -2 then
     -- Also when nobody is in line: a deadline whose list entry was lost (an eviction) must not stay.
     if waiterId ~= '' then redis.call('ZREM', timeoutKey, waiterId) end
     local token = nextToken(fenceKey, clock)
-    redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId)
+    redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId, holderInfo(owners[1], info, clock))
     redis.call('PEXPIRE', lockKey, leaseMs)
     return {1, token, 1, 1}
   end

@@ -13,7 +13,8 @@
   ARGV[1] leaseMs    integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId  string: unique per call; a resend of the same call (ioredis after a reconnect) is
                      answered from the memo field instead of counting twice
-  ARGV[3..n] owners  owner ids "<clientId>:<flowId>" of the calling flow, then of its ancestors, nearest first
+  ARGV[3] info       string: the client's holder label (host, pid, app), stored with a fresh hold; "": none
+  ARGV[4..n] owners  owner ids "<clientId>:<flowId>" of the calling flow, then of its ancestors, nearest first
 
   Returns
     {1, token, holdCount, ownerIndex}  acquired (holdCount 1) or re-entered; ownerIndex is 1-based into
@@ -22,7 +23,8 @@
 
   Side effects
     free -> held: INCR fenceKey, or SET fenceKey <TIME in us> when that is larger;
-                  HSET lockKey owners[1] 1 and the memo field; PEXPIRE lockKey leaseMs
+                  HSET lockKey owners[1] 1, the memo field and (unless info is "") <owner>:info =
+                  "#<server time in us> <info>"; PEXPIRE lockKey leaseMs
     re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
                   (an inner hold never shortens an outer one)
     replay:       nothing
@@ -31,14 +33,17 @@ local lockKey = KEYS[1]
 local fenceKey = KEYS[2]
 local leaseMs = tonumber(ARGV[1])
 local requestId = ARGV[2]
-local owners = {unpack(ARGV, 3)}
+local info = ARGV[3]
+local owners = {unpack(ARGV, 4)}
 
 --- @include "fencing-token"
 --- @include "reenter"
+--- @include "holder-info"
 
 if redis.call('EXISTS', lockKey) == 0 then
-  local token = nextToken(fenceKey)
-  redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId)
+  local _, clock = serverTime()
+  local token = nextToken(fenceKey, clock)
+  redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId, holderInfo(owners[1], info, clock))
   redis.call('PEXPIRE', lockKey, leaseMs)
   return {1, token, 1, 1}
 end

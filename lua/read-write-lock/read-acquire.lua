@@ -14,7 +14,9 @@
 
   ARGV[1] leaseMs    integer > 0, milliseconds: this hold's lease
   ARGV[2] requestId  string: unique per call; a resend is answered from the memo field
-  ARGV[3..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+  ARGV[3] info       string: the client's holder label, stored with an owner's first read hold (see
+                     lock/acquire.lua); "": none
+  ARGV[4..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
     {1, token, holdCount, ownerIndex}  acquired; token = the latest write grant's fencing token (0: none)
@@ -22,7 +24,8 @@
                                        this library waits (waitMs = until it would give up, at most PTTL)
 
   Side effects
-    a hold:  HINCRBY lockKey owner 1 (HSET mode read when the lock was free); HSET <owner>:acq;
+    a hold:  HINCRBY lockKey owner 1 (HSET mode read when the lock was free); HSET <owner>:acq; with the
+             owner's first read hold, HSET <owner>:info (as lock/acquire.lua);
              SET "<timeoutBase>:<owner>:rwlock_timeout:<count>" 1 PX leaseMs;
              PEXPIRE lockKey max(PTTL, leaseMs)
     always:  ZREMRANGEBYSCORE writersKey of writers whose deadline passed
@@ -34,14 +37,22 @@ local writersKey = KEYS[3]
 local fenceKey = KEYS[4]
 local leaseMs = tonumber(ARGV[1])
 local memo = '#' .. ARGV[2]
-local owners = {unpack(ARGV, 3)}
+local info = ARGV[3]
+local owners = {unpack(ARGV, 4)}
 
 --- @include "server-time"
+--- @include "holder-info"
 
 -- One more read hold of `owner`, with its own timeout key (Redisson's readers judge each other by them).
 local function grant(owner, index, fresh)
   local count = redis.call('HINCRBY', lockKey, owner, 1)
-  redis.call('HSET', lockKey, owner .. ':acq', memo)
+  if count == 1 then
+    -- The owner's first read hold: its memo, and when and where it began, in one command.
+    local _, clock = serverTime()
+    redis.call('HSET', lockKey, owner .. ':acq', memo, holderInfo(owner, info, clock))
+  else
+    redis.call('HSET', lockKey, owner .. ':acq', memo)
+  end
   if fresh then redis.call('HSET', lockKey, 'mode', 'read') end
   redis.call('SET', timeoutBase .. ':' .. owner .. ':rwlock_timeout:' .. count, 1, 'PX', leaseMs)
   -- A hash the first hold just created has no TTL yet; one whose holder set none keeps none.

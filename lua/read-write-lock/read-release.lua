@@ -52,7 +52,7 @@ end
 
 local function dropLast(owner, count)
   for k = 1, count do redis.call('DEL', timeoutKey(owner, k)) end
-  redis.call('HDEL', lockKey, owner, owner .. ':acq', owner .. ':rel')
+  redis.call('HDEL', lockKey, owner, owner .. ':acq', owner .. ':rel', owner .. ':info')
   local longest = 0
   local hash = redis.call('HGETALL', lockKey)
   for f = 1, #hash, 2 do

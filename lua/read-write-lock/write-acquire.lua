@@ -12,7 +12,8 @@
   ARGV[2] requestId      string: unique per call; a resend is answered from the memo field
   ARGV[3] waitingMs      integer >= 0, milliseconds: when not granted, register (or refresh) the caller as
                          a waiting writer for this long; 0: a single attempt, which does not register
-  ARGV[4..n] fields      write fields "<owner>:write" of the calling flow, then of its ancestors, nearest
+  ARGV[4] info           string: the client's holder label, stored with a fresh hold (see lock/acquire.lua)
+  ARGV[5..n] fields      write fields "<owner>:write" of the calling flow, then of its ancestors, nearest
                          first (the read field of an owner is its write field without ":write")
 
   Returns
@@ -21,7 +22,8 @@
     {2}                                the chain holds the lock for reading only: an upgrade, refused
 
   Side effects
-    free -> held: fencing token as in lock/acquire.lua; HSET mode write, fields[1] 1 and its memo field;
+    free -> held: fencing token as in lock/acquire.lua; HSET mode write, fields[1] 1, its memo field and
+                  its holder info field "<owner>:write:info" (as lock/acquire.lua);
                   PEXPIRE lockKey leaseMs; ZREM writersKey fields[1]
     re-entry:     HINCRBY; HSET memo field; PEXPIRE only when that lengthens the TTL
     not granted:  with waitingMs > 0, ZADD writersKey now + waitingMs fields[1] (never lowering it)
@@ -32,15 +34,18 @@ local fenceKey = KEYS[3]
 local leaseMs = tonumber(ARGV[1])
 local memo = '#' .. ARGV[2]
 local waitingMs = tonumber(ARGV[3])
-local fields = {unpack(ARGV, 4)}
+local info = ARGV[4]
+local fields = {unpack(ARGV, 5)}
 
 --- @include "fencing-token"
 --- @include "reenter"
+--- @include "holder-info"
 
 local mode = redis.call('HGET', lockKey, 'mode')
 if not mode then
-  local token = nextToken(fenceKey)
-  redis.call('HSET', lockKey, 'mode', 'write', fields[1], 1, fields[1] .. ':acq', memo)
+  local _, clock = serverTime()
+  local token = nextToken(fenceKey, clock)
+  redis.call('HSET', lockKey, 'mode', 'write', fields[1], 1, fields[1] .. ':acq', memo, holderInfo(fields[1], info, clock))
   redis.call('PEXPIRE', lockKey, leaseMs)
   redis.call('ZREM', writersKey, fields[1])
   return {1, token, 1, 1}

@@ -21,7 +21,7 @@
 
   Side effects
     one hold less:  HINCRBY -1; HSET memo field (and clear the acquire memo for "undo")
-    last hold:      HDEL the field and its memo fields; SET requestKey PX memoMs; then, when no other
+    last hold:      HDEL the field, its memo fields and its holder info; SET requestKey PX memoMs; then, when no other
                     hold is left, DEL lockKey and PUBLISH (or SPUBLISH) channel "1"; otherwise (the
                     owner's read holds) HSET mode read and PUBLISH "0" (Redisson publishes nothing here)
     replay:         nothing
@@ -39,7 +39,7 @@ local fields = {unpack(ARGV, 6)}
 --- @include "release-hold"
 
 local function dropLast(field)
-  redis.call('HDEL', lockKey, field, field .. ':acq', field .. ':rel')
+  redis.call('HDEL', lockKey, field, field .. ':acq', field .. ':rel', field .. ':info')
   local hash = redis.call('HGETALL', lockKey)
   for f = 1, #hash, 2 do
     if hash[f] ~= 'mode' and tonumber(hash[f + 1]) then

@@ -6,6 +6,8 @@
  * also bounded by the holder's TTL, and after the subscriber reconnects (messages may have been lost) every
  * waiter is woken to try again.
  */
+import { pubsubChannel, type PubSubMessage } from '../diagnostics/channels.js';
+import type { AcquireObserver } from '../diagnostics/publish.js';
 import { LockClientClosedError } from '../errors.js';
 import type { PubSubMode, RedisAdapter, Subscriber } from '../redis/adapter.js';
 import { clampedTimeout, monotonicNow } from './time.js';
@@ -36,6 +38,20 @@ export interface EnterOptions {
    * (the permit queue's channel of this client). @default undefined
    */
   readonly direct?: string;
+  /** The name of what is waited for, shown by `LockClient.waits()`. @default the channel */
+  readonly name?: string;
+}
+
+/** One channel's local waiters, as `LockClient.waits()` shows them. */
+export interface WaitSnapshot {
+  /** The lock, semaphore or latch waited for. */
+  readonly name: string;
+  /** The channel its waiters are woken on. */
+  readonly channel: string;
+  /** Waiters in this process. */
+  readonly waiters: number;
+  /** Whether the channel is subscribed: until it is, waiters re-check every second. */
+  readonly subscription: 'pending' | 'active' | 'failed';
 }
 
 /**
@@ -58,6 +74,7 @@ const CLUSTER_WAIT_MS = 2000;
 
 class ChannelQueue {
   readonly waiters: Waiter[] = [];
+  name = '';
   /** Release messages that found no parked waiter; a waiter about to park takes one and retries instead. */
   permits = 0;
   /** Monotonic time when the holder's lease runs out, as learned by the latest failed attempt. */
@@ -260,11 +277,39 @@ export class WaitQueues {
   /** Channels whose lock this process just freed while waiters in other processes were listening. */
   readonly #othersWokenAt = new Map<string, number>();
   #subscriber: Subscriber | undefined;
+  /** The subscriber's pub/sub mode, once known (for the diagnostics channel). */
+  #mode: PubSubMode | undefined;
   #closed = false;
+  readonly #clientId: string;
 
-  constructor(redis: RedisAdapter, pubsubMode: () => Promise<PubSubMode>) {
+  constructor(redis: RedisAdapter, pubsubMode: () => Promise<PubSubMode>, clientId: string) {
     this.#redis = redis;
     this.#pubsubMode = pubsubMode;
+    this.#clientId = clientId;
+  }
+
+  /** Every channel with local waiters (or a lingering subscription), for `LockClient.waits()`. No I/O. */
+  snapshot(): WaitSnapshot[] {
+    return [...this.#queues].map(([channel, queue]) => ({
+      name: queue.name,
+      channel,
+      waiters: queue.waiters.length,
+      subscription: queue.subscription,
+    }));
+  }
+
+  /** Publishes the subscriber's state on `flowlock:pubsub`, when anyone listens. */
+  #publish(event: PubSubMessage['event'], extra: { channel?: string; error?: unknown } = {}): void {
+    if (!pubsubChannel.hasSubscribers) return;
+    const message: PubSubMessage = {
+      clientId: this.#clientId,
+      event,
+      mode: this.#mode,
+      channels: this.#queues.size,
+      ...(extra.channel === undefined ? {} : { channel: extra.channel }),
+      ...(extra.error === undefined ? {} : { error: extra.error }),
+    };
+    pubsubChannel.publish(message);
   }
 
   get closed(): boolean {
@@ -326,7 +371,7 @@ export class WaitQueues {
   }
 
   /** Joins the FIFO of `channel`, subscribing to it when this is its first waiter. */
-  enter(channel: string, { wake = 'one', need = 1, lingerMs = 0, id, direct }: EnterOptions = {}): Waiter {
+  enter(channel: string, { wake = 'one', need = 1, lingerMs = 0, id, direct, name }: EnterOptions = {}): Waiter {
     let queue = this.#queues.get(channel);
     if (queue?.lingerTimer) {
       clearTimeout(queue.lingerTimer);
@@ -334,6 +379,7 @@ export class WaitQueues {
     }
     if (!queue) {
       const created = new ChannelQueue();
+      created.name = name ?? channel;
       created.wake = wake;
       created.lingerMs = lingerMs;
       created.direct = direct;
@@ -341,6 +387,7 @@ export class WaitQueues {
       if (direct !== undefined) this.#direct.set(direct, created);
       this.#pubsubMode()
         .then(async (mode) => {
+          this.#mode = mode;
           if (this.#redis.topology === 'cluster') created.subscribedWaitMs = CLUSTER_WAIT_MS;
           if (mode === 'sharded') {
             // A slot migration can drop a shard channel's subscription unseen, and one kept across waits
@@ -353,8 +400,14 @@ export class WaitQueues {
           await this.#connection(mode).subscribe(direct === undefined ? [channel] : [channel, direct]);
         })
         .then(
-          () => created.subscriptionSettled(true),
-          () => created.subscriptionSettled(false),
+          () => {
+            created.subscriptionSettled(true);
+            this.#publish('subscribed', { channel });
+          },
+          (error: unknown) => {
+            created.subscriptionSettled(false);
+            this.#publish('failed', { channel, error });
+          },
         );
       queue = created;
     }
@@ -399,6 +452,7 @@ export class WaitQueues {
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
     subscriber?.close();
+    if (subscriber) this.#publish('closed');
     await Promise.resolve();
   }
 
@@ -413,6 +467,7 @@ export class WaitQueues {
       restored: (subscribed) => {
         if (this.#closed) return;
         for (const queue of this.#queues.values()) queue.subscriptionSettled(subscribed);
+        this.#publish(subscribed ? 'restored' : 'failed');
       },
     });
     return this.#subscriber;
@@ -428,7 +483,7 @@ export type Attempt<T> =
  * channel's queue (subscribing), attempt once more, then park until a message wakes this waiter, the
  * attempt's retry hint or `deadline` (monotonic ms), and attempt again, until done or the deadline.
  * Resolves to the done attempt's value, or undefined at the deadline; rejects with the signal's reason or a
- * close.
+ * close. `observer` is told of the attempts and waits (for the diagnostics channels).
  */
 export async function waitFor<T>(
   waits: WaitQueues,
@@ -437,6 +492,7 @@ export async function waitFor<T>(
   deadline: number,
   signal: AbortSignal | undefined,
   attempt: () => Promise<Attempt<T>>,
+  observer?: AcquireObserver,
 ): Promise<T | undefined> {
   // Already listening, or about to (a subscription that lingers, or another waiter's): joining before the
   // first attempt catches a message that follows it (or the subscription's settling wakes it to ask again).
@@ -447,13 +503,19 @@ export async function waitFor<T>(
     for (;;) {
       if (waiter && attempted) {
         const remaining = deadline - monotonicNow();
-        if (remaining > 0) await waiter.park(Math.min(remaining, retryInMs), signal);
+        if (remaining > 0) {
+          observer?.waiting(retryInMs === Infinity ? -1 : retryInMs);
+          const woke = await waiter.park(Math.min(remaining, retryInMs), signal);
+          observer?.woke(woke);
+        }
         if (deadline - monotonicNow() <= 0) return undefined;
         waiter.attempting();
       }
+      observer?.attempted();
       const result = await attempt();
       attempted = true;
       if (result.done) return result.value;
+      observer?.contended();
       if (deadline - monotonicNow() <= 0) return undefined;
       retryInMs = result.retryInMs ?? Infinity;
       if (!waiter) {

@@ -8,6 +8,15 @@
  * still be in Redis (the drift allowance, a stalled event loop): it is purged there, so that no hold is
  * left in Redis that nobody here believes it has.
  */
+import {
+  renewChannel,
+  traced,
+  type HoldEndReason,
+  type HoldStartMessage,
+  type LossReason,
+  type RenewTraceContext,
+} from '../diagnostics/channels.js';
+import { holdEnded, holdStarted } from '../diagnostics/publish.js';
 import { LockLostError } from '../errors.js';
 import { outsideFlows } from './flow.js';
 import { keySlot } from '../redis/keys.js';
@@ -37,6 +46,17 @@ export interface HoldProtocol {
 
 export type HoldState = 'held' | 'releasing' | 'released' | 'lost';
 
+/** Why a hold was lost, as the LockLostError says it; `closed`: dropped by the client's close(). */
+const LOSS_MESSAGES: Readonly<Record<LossReason | 'closed', string>> = {
+  renewal_rejected: 'the watchdog found it held by another owner or gone',
+  renewal_deadline: 'the watchdog could not renew it before its lease deadline',
+  lease_expired: 'its lease time ran out before it was released',
+  superseded: 'its lease ended before this owner acquired the lock again',
+  force_unlocked: 'it was force-unlocked',
+  not_held: 'it was not held when released',
+  closed: 'the lock client was closed',
+};
+
 /** One owner's hold on one lock, shared by all its re-entrant acquisitions. */
 export class Hold {
   readonly name: string;
@@ -57,6 +77,13 @@ export class Hold {
   /** Monotonic ms after which the hold must be presumed gone. */
   deadline = 0;
   state: HoldState = 'held';
+  /** Monotonic ms when the hold began. */
+  readonly startedAt = monotonicNow();
+  /** The lease of the acquisition that began the hold (ms), and whether the watchdog renews it. */
+  leaseMs = 0;
+  mode: 'watchdog' | 'lease' = 'lease';
+  /** The `hold:start` message published for this hold: `hold:end` is owed. */
+  announced: HoldStartMessage | undefined;
 
   constructor(name: string, protocol: HoldProtocol, owner: string, fencingToken: bigint) {
     this.name = name;
@@ -84,12 +111,34 @@ export class Hold {
   }
 }
 
+/** One hold of this client, as `LockClient.holds()` shows it. */
+export interface HoldSnapshot {
+  readonly name: string;
+  /** The Redis key the hold is filed under (the lock hash; an expirable semaphore's permit set). */
+  readonly key: string;
+  readonly kind: HoldKind;
+  /** The owner's field in the lock hash (`<clientId>:<flowId>`, a write hold's `…:write`), or a permit's id. */
+  readonly owner: string;
+  readonly holdCount: number;
+  readonly fencingToken: bigint;
+  /** How the hold began: renewed by the watchdog, or a fixed lease. */
+  readonly mode: 'watchdog' | 'lease';
+  /** Since the hold began, ms. */
+  readonly heldMs: number;
+  /** Until this client must presume the hold gone unless renewed, ms (its local lease deadline). */
+  readonly leaseRemainingMs: number;
+  /** Whether the watchdog renews it now. */
+  readonly renewing: boolean;
+}
+
 export interface WatchdogOptions {
   readonly scripts: LockScripts;
   readonly watchdogTimeout: number;
   /** Group renewals by Cluster slot (a script call may only touch one slot there). */
   readonly perSlot: boolean;
   readonly onLost: (hold: Hold, error: LockLostError) => void;
+  /** The lock client's id, for the diagnostics channels. */
+  readonly clientId: string;
   /** Registers a command whose outcome the client's close() must wait for. */
   readonly track: (work: Promise<unknown>) => void;
 }
@@ -132,6 +181,23 @@ export class Watchdog {
     return [...this.#holds.values()].flatMap((owners) => [...owners.values()]);
   }
 
+  /** Every hold, for `LockClient.holds()`. No I/O. */
+  snapshot(): HoldSnapshot[] {
+    const now = monotonicNow();
+    return this.all().map((hold) => ({
+      name: hold.name,
+      key: hold.keys.lockKey,
+      kind: hold.protocol.kind,
+      owner: hold.owner,
+      holdCount: hold.count,
+      fencingToken: hold.fencingToken,
+      mode: hold.mode,
+      heldMs: now - hold.startedAt,
+      leaseRemainingMs: Math.max(0, hold.deadline - now),
+      renewing: hold.renewing,
+    }));
+  }
+
   /**
    * Records a successful acquire script call (request id `requestId`) sent at `sentAt` for `leaseTime`
    * (-1: watchdog mode). A hold count of 1 means a fresh hold: any older local record of that owner is stale
@@ -149,14 +215,18 @@ export class Watchdog {
   ): Hold {
     const { lockKey } = protocol.keys;
     let hold = this.find(lockKey, owner);
+    const lease = leaseTime === -1 ? this.#options.watchdogTimeout : leaseTime;
     if (!hold || reply.holdCount === 1) {
-      if (hold) this.lose(hold, 'its lease ended before this owner acquired the lock again');
+      if (hold) this.lose(hold, 'superseded');
       hold = new Hold(name, protocol, owner, reply.token);
+      hold.leaseMs = lease;
+      hold.mode = leaseTime === -1 ? 'watchdog' : 'lease';
       const owners = this.#holds.get(lockKey);
       if (owners) owners.set(owner, hold);
       else this.#holds.set(lockKey, new Map([[owner, hold]]));
+      const started = hold;
+      hold.announced = holdStarted(() => this.#holdMessage(started));
     }
-    const lease = leaseTime === -1 ? this.#options.watchdogTimeout : leaseTime;
     // A resend answered from Redis's memo repeats a count already recorded: no new acquisition.
     while (hold.leaseTimes.length < reply.holdCount) hold.leaseTimes.push(leaseTime);
     hold.leaseTimes.length = reply.holdCount;
@@ -174,16 +244,41 @@ export class Watchdog {
       if (hold.state === 'releasing') hold.state = 'held';
       return;
     }
-    this.forget(hold, 'released');
+    this.forget(hold);
   }
 
   /** Drops `hold` from the table without a loss signal (released, or left to expire after a failed release). */
-  forget(hold: Hold, state: 'released' | 'lost' = 'released'): void {
-    if (hold.state !== 'lost') hold.state = state;
+  forget(hold: Hold): void {
+    if (hold.state !== 'lost') hold.state = 'released';
+    this.#drop(hold);
+    this.#ended(hold, 'released');
+  }
+
+  #drop(hold: Hold): void {
     const owners = this.#holds.get(hold.keys.lockKey);
     if (owners?.get(hold.owner) !== hold) return;
     owners.delete(hold.owner);
     if (owners.size === 0) this.#holds.delete(hold.keys.lockKey);
+  }
+
+  /** Publishes `hold:end` for a hold whose `hold:start` was published, once. */
+  #ended(hold: Hold, reason: HoldEndReason, lossReason?: LossReason, error?: LockLostError): void {
+    const started = hold.announced;
+    hold.announced = undefined;
+    holdEnded(started, hold.startedAt, reason, lossReason, error);
+  }
+
+  #holdMessage(hold: Hold): HoldStartMessage {
+    return {
+      name: hold.name,
+      key: hold.keys.lockKey,
+      clientId: this.#options.clientId,
+      kind: hold.protocol.kind,
+      owner: hold.owner,
+      fencingToken: hold.fencingToken,
+      mode: hold.mode,
+      leaseMs: hold.leaseMs,
+    };
   }
 
   /**
@@ -191,13 +286,16 @@ export class Watchdog {
    * listener must not run in the flow of whichever call happened to detect the loss). `purge`: Redis may
    * still have the hold, so it is dropped there. Idempotent.
    */
-  lose(hold: Hold, reason: string, options: { cause?: unknown; report?: boolean; purge?: boolean } = {}): void {
+  lose(hold: Hold, reason: LossReason | 'closed', options: { report?: boolean; purge?: boolean } = {}): void {
     if (hold.state === 'lost' || hold.state === 'released') return;
-    this.forget(hold, 'lost');
+    hold.state = 'lost';
+    this.#drop(hold);
     if (options.purge) this.#purge(hold);
-    const error = new LockLostError(hold.name, reason, { cause: options.cause });
+    const error = new LockLostError(hold.name, LOSS_MESSAGES[reason]);
     outsideFlows(() => {
       hold.controller.abort(error);
+      if (reason === 'closed') this.#ended(hold, 'closed', undefined, error);
+      else this.#ended(hold, 'lost', reason, error);
       if (options.report !== false) this.#options.onLost(hold, error);
     });
   }
@@ -231,20 +329,16 @@ export class Watchdog {
   }
 
   #tick(): void {
+    const now = monotonicNow();
+    // How late this tick runs: a stalled event loop (the prime suspect when renewals miss) shows here.
+    const lateMs = Math.max(0, now - this.#nextTickAt);
     this.#timer = undefined;
     this.#nextTickAt = Infinity;
-    const now = monotonicNow();
     let next = Infinity;
     const due: Hold[] = [];
     for (const hold of this.all()) {
       if (hold.deadline <= now) {
-        this.lose(
-          hold,
-          hold.renewing
-            ? 'the watchdog could not renew it before its lease deadline'
-            : 'its lease time ran out before it was released',
-          { purge: true },
-        );
+        this.lose(hold, hold.renewing ? 'renewal_deadline' : 'lease_expired', { purge: true });
         continue;
       }
       next = Math.min(next, hold.deadline);
@@ -253,11 +347,11 @@ export class Watchdog {
         if (hold.state === 'held') due.push(hold);
       }
     }
-    if (due.length > 0 && !this.#renewing) this.#renew(due, now);
+    if (due.length > 0 && !this.#renewing) this.#renew(due, now, lateMs);
     if (next !== Infinity) this.#scheduleAt(next);
   }
 
-  #renew(holds: Hold[], sentAt: number): void {
+  #renew(holds: Hold[], sentAt: number, lateMs: number): void {
     this.#renewing = true;
     const batches = new Map<number, Hold[]>();
     for (const hold of holds) {
@@ -267,9 +361,20 @@ export class Watchdog {
       else batches.set(slot, [hold]);
     }
     const calls: Promise<void>[] = [];
-    for (const batch of batches.values()) {
+    for (const [slot, batch] of batches) {
       for (let i = 0; i < batch.length; i += RENEW_CHUNK) {
-        calls.push(this.#renewChunk(batch.slice(i, i + RENEW_CHUNK), sentAt));
+        const chunk = batch.slice(i, i + RENEW_CHUNK);
+        const context: RenewTraceContext | undefined = renewChannel.hasSubscribers
+          ? {
+              clientId: this.#options.clientId,
+              locks: chunk.length,
+              slot: this.#options.perSlot ? slot : undefined,
+              lateMs,
+              renewed: undefined,
+              rejected: undefined,
+            }
+          : undefined;
+        calls.push(this.#renewChunk(chunk, sentAt, context));
       }
     }
     void Promise.all(calls).then(() => {
@@ -277,22 +382,31 @@ export class Watchdog {
     });
   }
 
-  async #renewChunk(holds: Hold[], sentAt: number): Promise<void> {
+  async #renewChunk(holds: Hold[], sentAt: number, context: RenewTraceContext | undefined): Promise<void> {
     const lease = this.#options.watchdogTimeout;
     let renewed: boolean[];
     try {
-      renewed = await this.#options.scripts.renew(
-        holds.map((h) => h.protocol.renewEntry(h.owner)),
-        lease,
-      );
+      renewed = await traced(renewChannel, context, async () => {
+        const replies = await this.#options.scripts.renew(
+          holds.map((h) => h.protocol.renewEntry(h.owner)),
+          lease,
+        );
+        if (context) {
+          context.renewed = replies.filter(Boolean).length;
+          context.rejected = replies.length - context.renewed;
+        }
+        return replies;
+      });
     } catch {
-      return; // Transient: the next tick retries, and the deadline check declares loss if none succeeds.
+      // Transient (published on tracing:flowlock:renew:error): the next tick retries, and the deadline
+      // check declares loss if none succeeds.
+      return;
     }
     holds.forEach((hold, i) => {
       // A hold released, lost or replaced while the call was in flight is no longer ours to judge.
       if (hold.state !== 'held' || this.find(hold.keys.lockKey, hold.owner) !== hold) return;
       if (renewed[i]) hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
-      else this.lose(hold, 'the watchdog found it held by another owner or gone');
+      else this.lose(hold, 'renewal_rejected');
     });
   }
 }

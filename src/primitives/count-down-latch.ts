@@ -8,9 +8,11 @@
  * - Waiters re-check the count after the subscriber reconnects (a "0" may have been missed meanwhile).
  * - On a Cluster, a name with braces of its own gets a channel in its count's slot (see `latchKeys`).
  */
+import type { LockIdentity } from '../diagnostics/channels.js';
+import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
 import { LockClientClosedError } from '../errors.js';
 import { attemptDeadline, monotonicNow, settleBy } from '../machinery/time.js';
-import { waitFor } from '../machinery/waiting.js';
+import { waitFor, type Attempt } from '../machinery/waiting.js';
 import { checkPermits, resolveLatchAwaitArgs, type LatchAwaitOptions } from '../options.js';
 import { latchKeys, type LatchKeys } from '../redis/keys.js';
 import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
@@ -44,11 +46,18 @@ export class RCountDownLatch {
   async countDown(): Promise<void> {
     checkOpen(this.#context, this.name);
     const { lockKey, channel, countDownMemoPrefix } = this.#keys;
-    await this.#context.scripts.runAnnouncing(
-      'count-down-latch/count-down',
-      [lockKey, channel, countDownMemoPrefix + newRequestId()],
-      [MEMO_MS],
+    const trace = releaseContext(this.#identity(), undefined);
+    await traceRelease(trace, () =>
+      this.#context.scripts.runAnnouncing(
+        'count-down-latch/count-down',
+        [lockKey, channel, countDownMemoPrefix + newRequestId()],
+        [MEMO_MS],
+      ),
     );
+  }
+
+  #identity(): LockIdentity {
+    return { name: this.name, key: this.#keys.lockKey, clientId: this.#context.clientId, kind: 'latch' };
   }
 
   /** The current count (0 when the latch is open or was never set). */
@@ -70,12 +79,27 @@ export class RCountDownLatch {
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const lookBy = attemptDeadline(waitTime, deadline);
-    const open = await waitFor(context.waits, this.#keys.channel, { wake: 'zero' }, deadline, signal, async () => {
+    // An await is an acquisition of the open latch, for the diagnostics channels: its waits are a lock's.
+    const observer = AcquireObserver.create(() => ({
+      ...this.#identity(),
+      owner: undefined,
+      mode: 'none',
+      leaseMs: undefined,
+      waitMs: waitTime,
+    }));
+    const look = async (): Promise<Attempt<true>> => {
       const outcome = await settleBy(this.getCount(), lookBy, signal, context.closeSignal);
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (outcome.kind === 'closed') throw new LockClientClosedError(this.name);
       return outcome.kind === 'reply' && outcome.value <= 0 ? { done: true, value: true } : { done: false };
-    });
-    return open === true;
+    };
+    return traceAcquire(
+      observer,
+      signal,
+      () =>
+        waitFor(context.waits, this.#keys.channel, { wake: 'zero', name: this.name }, deadline, signal, look, observer),
+      (open) => ({ outcome: open ? 'acquired' : 'timeout' }),
+      (open) => open === true,
+    );
   }
 }

@@ -96,7 +96,7 @@ class FairProtocol implements LockProtocol {
     const reply = await this.#scripts.run(
       'fair-lock/acquire',
       [lockKey, queueKey, timeoutKey, fenceKey],
-      [leaseMs, requestId, ticket?.id ?? '', this.#waiterLeaseMs, requeue, ...fields],
+      [leaseMs, requestId, ticket?.id ?? '', this.#waiterLeaseMs, requeue, this.#scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);
   }

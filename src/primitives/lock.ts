@@ -8,6 +8,15 @@
  * hash fields, scripts, how a message wakes waiters, a waiter's place in Redis). RFairLock (fair-lock.ts)
  * and the read-write lock's two sides (read-write-lock.ts) are RLocks with their own protocol.
  */
+import { traced, withLockChannel, type LockIdentity, type WithLockTraceContext } from '../diagnostics/channels.js';
+import {
+  AcquireObserver,
+  failedOutcome,
+  holdSettlement,
+  releaseContext,
+  traceAcquire,
+  traceRelease,
+} from '../diagnostics/publish.js';
 import {
   LockAcquireTimeoutError,
   LockClientClosedError,
@@ -33,6 +42,7 @@ import { confirmedGrant, type ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
 import { abortableSleep, attemptDeadline, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
 import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
+import type { ReleaseTraceContext } from '../diagnostics/channels.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
 
 /** What an RLock needs from its client. */
@@ -118,11 +128,7 @@ export class RLock {
   async tryLock(...args: unknown[]): Promise<boolean> {
     const options = resolveTryLockArgs(args);
     const flow = this.#requireFlow('tryLock');
-    const hold = await this.#take(this.#fields(flow), {
-      ...options,
-      waitTime: options.waitTime ?? 0,
-    });
-    return hold !== undefined;
+    return this.#observedTake(this.#fields(flow), { ...options, waitTime: options.waitTime ?? 0 }, (hold) => !!hold);
   }
 
   /** Waits until the lock is held by the current flow (or the signal aborts). */
@@ -131,7 +137,7 @@ export class RLock {
   async lock(...args: unknown[]): Promise<void> {
     const options = resolveLockArgs(args);
     const flow = this.#requireFlow('lock');
-    await this.#take(this.#fields(flow), options);
+    await this.#observedTake(this.#fields(flow), options, () => undefined);
   }
 
   /** Drops one hold of the current flow (or the ancestor that holds it). Throws LockNotHeldError if none. */
@@ -143,12 +149,16 @@ export class RLock {
   /** Frees the lock whoever holds it; resolves to whether it was held. Local holders lose it. */
   async forceUnlock(): Promise<boolean> {
     this.#checkOpen();
-    const freed = await this.#protocol.forceUnlock();
-    for (const hold of this.#context.watchdog.holdsOf(this.#protocol.keys.lockKey)) {
-      // A read-write lock's other side keeps its holds: the force-unlock of one side frees only that side.
-      if (hold.protocol.kind === this.#protocol.kind) this.#context.watchdog.lose(hold, 'it was force-unlocked');
-    }
-    return freed;
+    const context = releaseContext(this.#identity(), undefined, { force: true });
+    return traceRelease(context, async () => {
+      const freed = await this.#protocol.forceUnlock();
+      if (context) context.freed = freed;
+      for (const hold of this.#context.watchdog.holdsOf(this.#protocol.keys.lockKey)) {
+        // A read-write lock's other side keeps its holds: the force-unlock of one side frees only that side.
+        if (hold.protocol.kind === this.#protocol.kind) this.#context.watchdog.lose(hold, 'force_unlocked');
+      }
+      return freed;
+    });
   }
 
   async isLocked(): Promise<boolean> {
@@ -187,7 +197,8 @@ export class RLock {
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveAcquireOptions(options);
-    return runInNewFlow(() => withLease(() => this.#lease(currentFlow() ?? newFlow(), resolved), fn));
+    const acquire = (): Promise<LockLease> => this.#lease(currentFlow() ?? newFlow(), resolved);
+    return scopedLease(this.#identity(), resolved, this.#leaseMs(resolved), acquire, (lease) => lease.fencingToken, fn);
   }
 
   /**
@@ -197,6 +208,39 @@ export class RLock {
   async acquire(options?: AcquireOptions): Promise<LockLease> {
     const resolved = resolveAcquireOptions(options);
     return this.#lease(currentFlow() ?? newFlow(), resolved);
+  }
+
+  /** What identifies this lock on the diagnostics channels. */
+  #identity(): LockIdentity {
+    return {
+      name: this.name,
+      key: this.#protocol.keys.lockKey,
+      clientId: this.#context.clientId,
+      kind: this.#protocol.kind,
+    };
+  }
+
+  #leaseMs(options: ResolvedAcquire): number {
+    return options.leaseTime === -1 ? this.#context.watchdogTimeout : options.leaseTime;
+  }
+
+  /**
+   * #take for the public calls, published on the diagnostics channels when anyone listens; `finish` makes
+   * the caller's value of the hold (or of its absence at the end of the wait).
+   */
+  #observedTake<T>(
+    owners: readonly string[],
+    options: ResolvedAcquire,
+    finish: (hold: Hold | undefined) => T,
+  ): Promise<T> {
+    const observer = AcquireObserver.create(() => ({
+      ...this.#identity(),
+      owner: owners[0],
+      mode: options.leaseTime === -1 ? 'watchdog' : 'lease',
+      leaseMs: this.#leaseMs(options),
+      waitMs: options.waitTime,
+    }));
+    return traceAcquire(observer, options.signal, () => this.#take(owners, options, observer), holdSettlement, finish);
   }
 
   /** The hash fields of `flow` and its ancestors, nearest first. */
@@ -216,8 +260,10 @@ export class RLock {
   }
 
   async #lease(flow: Flow, options: ResolvedAcquire): Promise<LockLease> {
-    const hold = await this.#take(this.#fields(flow), options);
-    if (!hold) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
+    const hold = await this.#observedTake(this.#fields(flow), options, (taken) => {
+      if (!taken) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
+      return taken;
+    });
     let released: Promise<void> | undefined;
     const release = (): Promise<void> => (released ??= this.#releaseLease(hold));
     return {
@@ -230,7 +276,11 @@ export class RLock {
   }
 
   /** Acquires for the first owner of `owners` (or re-enters for any): the hold, or undefined at waitTime. */
-  async #take(owners: readonly string[], options: ResolvedAcquire): Promise<Hold | undefined> {
+  async #take(
+    owners: readonly string[],
+    options: ResolvedAcquire,
+    observer: AcquireObserver | undefined,
+  ): Promise<Hold | undefined> {
     this.#checkOpen();
     const { waitTime, signal } = options;
     signal?.throwIfAborted();
@@ -244,6 +294,7 @@ export class RLock {
     const channel = ticket?.channel ?? protocol.keys.channel;
     const entry: EnterOptions = {
       wake: protocol.wake === 'all' ? 'all' : 'one',
+      name: this.name,
       lingerMs: ticket && protocol.wake === 'ticket' ? LINGER_MS : 0,
     };
     const localOrder = protocol.wake === 'one';
@@ -280,13 +331,19 @@ export class RLock {
           // Until its first attempt a queued newcomer keeps back time for one, so that it asks Redis once
           // within its wait even when its turn never comes.
           const parkFor = attempted ? remaining : remaining - Math.min(remaining / 2, LAST_ATTEMPT_RESERVE_MS);
-          if (parkFor > 0) await waiter.park(Math.min(parkFor, waiter.holderTtl(), protocol.refreshMs), signal);
+          if (parkFor > 0) {
+            observer?.waiting(waiter.holderTtl());
+            const woke = await waiter.park(Math.min(parkFor, waiter.holderTtl(), protocol.refreshMs), signal);
+            observer?.woke(woke);
+          }
           if (deadline - monotonicNow() <= 0) return undefined;
           waiter.attempting();
         }
+        observer?.attempted();
         const result = await this.#attempt(owners, options, attemptBy, ticket);
         if (result.hold) return (hold = result.hold);
         attempted = true;
+        if (result.late === undefined) observer?.contended();
         const remaining = deadline - monotonicNow();
         if (remaining <= 0) return undefined;
         if (result.late !== undefined) {
@@ -449,7 +506,16 @@ export class RLock {
   }
 
   /** Drops one hold of the nearest owner in `owners` that holds the lock. */
-  async #release(owners: readonly string[], leaseHold?: Hold): Promise<void> {
+  #release(owners: readonly string[], leaseHold?: Hold): Promise<void> {
+    const context = releaseContext(this.#identity(), leaseHold?.owner ?? owners[0]);
+    return traceRelease(context, () => this.#releaseOne(owners, leaseHold, context));
+  }
+
+  async #releaseOne(
+    owners: readonly string[],
+    leaseHold: Hold | undefined,
+    context?: ReleaseTraceContext,
+  ): Promise<void> {
     const { watchdog } = this.#context;
     const { keys } = this.#protocol;
     const local = leaseHold ?? watchdog.nearest(keys.lockKey, owners);
@@ -464,6 +530,13 @@ export class RLock {
       if (last) watchdog.forget(local);
       throw error;
     }
+    if (context) {
+      context.remaining = reply.remaining;
+      context.freed = reply.remaining === 0;
+      context.woken = reply.woken;
+      context.fencingToken = local?.fencingToken;
+      if (reply.remaining === 0 && local) context.heldMs = monotonicNow() - local.startedAt;
+    }
     if (reply.remaining >= 0) {
       const hold = watchdog.find(keys.lockKey, owners[reply.ownerIndex] ?? '');
       if (hold) watchdog.released(hold, reply.remaining);
@@ -471,7 +544,7 @@ export class RLock {
         this.#context.waits.released(keys.channel, reply.woken);
     } else if (local) {
       // The caller learns it from the LockNotHeldError below; no separate lockLost event.
-      watchdog.lose(local, 'it was not held when released', { report: false });
+      watchdog.lose(local, 'not_held', { report: false });
     }
     // A lease already declared lost stays lost even if Redis still had it: its holder was told to stop.
     if (reply.remaining < 0 || leaseHold?.state === 'lost') {
@@ -479,6 +552,52 @@ export class RLock {
       throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
     }
   }
+}
+
+/**
+ * withLease in a new child flow, the scope of `withLock` and `withPermit` of every primitive: traced on
+ * `flowlock:withLock` when that has subscribers, with the outcome of the acquisition, the fencing token
+ * (`token` reads it from the lease; undefined where there is none) and how long the lock was held. `acquire`
+ * runs in the new flow.
+ */
+export async function scopedLease<L extends { readonly signal: AbortSignal; release(): Promise<void> }, T>(
+  identity: LockIdentity & { readonly names?: readonly string[] },
+  options: ResolvedAcquire,
+  leaseMs: number,
+  acquire: () => Promise<L>,
+  token: (lease: L) => bigint | undefined,
+  fn: (signal: AbortSignal, lease: L) => T | PromiseLike<T>,
+): Promise<T> {
+  if (!withLockChannel.hasSubscribers) return runInNewFlow(() => withLease(acquire, fn));
+  const context: WithLockTraceContext = {
+    ...identity,
+    mode: options.leaseTime === -1 ? 'watchdog' : 'lease',
+    leaseMs,
+    waitMs: options.waitTime,
+    outcome: undefined,
+    fencingToken: undefined,
+    heldMs: undefined,
+  };
+  let acquiredAt: number | undefined;
+  const observed = async (): Promise<T> => {
+    try {
+      return await runInNewFlow(() =>
+        withLease(async () => {
+          const taken = await acquire();
+          acquiredAt = monotonicNow();
+          context.outcome = 'acquired';
+          context.fencingToken = token(taken);
+          return taken;
+        }, fn),
+      );
+    } catch (error) {
+      context.outcome ??= failedOutcome(error, options.signal);
+      throw error;
+    } finally {
+      if (acquiredAt !== undefined) context.heldMs = monotonicNow() - acquiredAt;
+    }
+  };
+  return traced(withLockChannel, context, observed);
 }
 
 /**

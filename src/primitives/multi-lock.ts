@@ -4,9 +4,11 @@
  * time, the members already taken are released and the call fails. Each member is an ordinary reentrant
  * hold of the flow, renewed by the client's one watchdog; the lease's signal aborts when any is lost.
  */
+import type { LockIdentity } from '../diagnostics/channels.js';
+import { AcquireObserver, traceAcquire } from '../diagnostics/publish.js';
 import { LockAcquireTimeoutError } from '../errors.js';
-import { currentFlow, newFlow, runInFlow, runInNewFlow, type Flow } from '../machinery/flow.js';
-import { withLease, type LockLease, type RLock } from './lock.js';
+import { currentFlow, newFlow, runInFlow, type Flow } from '../machinery/flow.js';
+import { scopedLease, type LockLease, type RLock } from './lock.js';
 import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
 import { monotonicNow } from '../machinery/time.js';
 
@@ -25,11 +27,16 @@ export class RMultiLock {
   /** The member names, in the order they are taken. */
   readonly names: readonly string[];
   readonly #members: readonly RLock[];
+  /** For the diagnostics channels: the multi-lock is named by its members, keyed by the first. */
+  readonly #identity: LockIdentity;
+  readonly #watchdogTimeout: number;
 
-  /** `members` must already be in the global order (see LockClient.getMultiLock). */
-  constructor(members: readonly RLock[]) {
+  /** `members` must already be in the global order (see LockClient.getMultiLock); `firstKey` is the first's key. */
+  constructor(members: readonly RLock[], clientId: string, firstKey: string, watchdogTimeout: number) {
     this.#members = members;
     this.names = members.map((member) => member.name);
+    this.#identity = { name: this.names.join(', '), key: firstKey, clientId, kind: 'multi' };
+    this.#watchdogTimeout = watchdogTimeout;
   }
 
   /**
@@ -38,7 +45,7 @@ export class RMultiLock {
    */
   async acquire(options?: AcquireOptions): Promise<MultiLockLease> {
     const resolved = resolveAcquireOptions(options);
-    return this.#acquireIn(currentFlow() ?? newFlow(), resolved);
+    return this.#observedAcquire(currentFlow() ?? newFlow(), resolved);
   }
 
   /** Runs `fn` holding every member, in a new child flow, and releases them afterwards. */
@@ -48,7 +55,29 @@ export class RMultiLock {
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveAcquireOptions(options);
-    return runInNewFlow(() => withLease(() => this.#acquireIn(currentFlow() ?? newFlow(), resolved), fn));
+    const acquire = (): Promise<MultiLockLease> => this.#observedAcquire(currentFlow() ?? newFlow(), resolved);
+    const leaseMs = resolved.leaseTime === -1 ? this.#watchdogTimeout : resolved.leaseTime;
+    // Each member's token is on its own acquire trace; the multi-lock has none of its own.
+    return scopedLease({ ...this.#identity, names: this.names }, resolved, leaseMs, acquire, () => undefined, fn);
+  }
+
+  /** #acquireIn, traced as one acquisition of kind `multi` (each member's is traced as well). */
+  #observedAcquire(flow: Flow, options: ResolvedAcquire): Promise<MultiLockLease> {
+    const observer = AcquireObserver.create(() => ({
+      ...this.#identity,
+      owner: undefined,
+      names: this.names,
+      mode: options.leaseTime === -1 ? 'watchdog' : 'lease',
+      leaseMs: options.leaseTime === -1 ? this.#watchdogTimeout : options.leaseTime,
+      waitMs: options.waitTime,
+    }));
+    return traceAcquire(
+      observer,
+      options.signal,
+      () => this.#acquireIn(flow, options),
+      () => ({ outcome: 'acquired' }),
+      (lease) => lease,
+    );
   }
 
   async #acquireIn(flow: Flow, options: ResolvedAcquire): Promise<MultiLockLease> {

@@ -17,6 +17,8 @@
  * - Waiters queue with the plain semaphore's (see semaphore.ts): first come first served, no herd.
  */
 import { randomBytes } from 'node:crypto';
+import { type LockIdentity } from '../diagnostics/channels.js';
+import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
 import { attemptDeadline, monotonicNow } from '../machinery/time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
@@ -32,7 +34,7 @@ import {
   type ReleaseReply,
   type RenewEntry,
 } from '../redis/scripts.js';
-import { checkOpen, withLease, type LockContext } from './lock.js';
+import { checkOpen, scopedLease, type LockContext } from './lock.js';
 import { attemptGrant, PermitCount, queueEntry, waitInQueue } from './semaphore.js';
 
 /** One permit of an expirable semaphore; release it once (or let `await using` do it). */
@@ -93,16 +95,20 @@ export class RPermitExpirableSemaphore extends PermitCount {
    * `leaseTime` the watchdog renews the permit while this process lives.
    */
   async acquire(options?: AcquireOptions): Promise<PermitLease> {
-    const resolved = resolveAcquireOptions(options);
-    const lease = await this.#take(resolved);
-    if (!lease) throw new LockAcquireTimeoutError(this.name, resolved.waitTime ?? 0);
-    return lease;
+    return this.#acquire(resolveAcquireOptions(options));
+  }
+
+  #acquire(options: ResolvedAcquire): Promise<PermitLease> {
+    return this.#observedTake(options, (lease) => {
+      if (!lease) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
+      return lease;
+    });
   }
 
   /** A permit if one is available at once (or within `waitTime`), else undefined. */
   async tryAcquire(options?: AcquireOptions): Promise<PermitLease | undefined> {
     const resolved = resolveAcquireOptions(options);
-    return this.#take({ ...resolved, waitTime: resolved.waitTime ?? 0 });
+    return this.#observedTake({ ...resolved, waitTime: resolved.waitTime ?? 0 }, (lease) => lease);
   }
 
   /**
@@ -130,14 +136,41 @@ export class RPermitExpirableSemaphore extends PermitCount {
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveAcquireOptions(options);
-    return withLease(async () => {
-      const lease = await this.#take(resolved);
-      if (!lease) throw new LockAcquireTimeoutError(this.name, resolved.waitTime ?? 0);
-      return lease;
-    }, fn);
+    const acquire = (): Promise<PermitLease> => this.#acquire(resolved);
+    // A permit has no fencing token.
+    return scopedLease(this.#identity(), resolved, this.#leaseMs(resolved), acquire, () => undefined, fn);
   }
 
-  async #take({ waitTime, leaseTime, signal }: ResolvedAcquire): Promise<PermitLease | undefined> {
+  #identity(): LockIdentity {
+    return { name: this.name, key: this.#protocol.keys.lockKey, clientId: this.context.clientId, kind: 'permit' };
+  }
+
+  #leaseMs(options: ResolvedAcquire): number {
+    return options.leaseTime === -1 ? this.context.watchdogTimeout : options.leaseTime;
+  }
+
+  #observedTake<T>(options: ResolvedAcquire, finish: (lease: PermitLease | undefined) => T): Promise<T> {
+    const observer = AcquireObserver.create(() => ({
+      ...this.#identity(),
+      owner: undefined,
+      mode: options.leaseTime === -1 ? 'watchdog' : 'lease',
+      leaseMs: this.#leaseMs(options),
+      waitMs: options.waitTime,
+      permits: 1,
+    }));
+    return traceAcquire(
+      observer,
+      options.signal,
+      () => this.#take(options, observer),
+      (lease) => ({ outcome: lease ? 'acquired' : 'timeout' }),
+      finish,
+    );
+  }
+
+  async #take(
+    { waitTime, leaseTime, signal }: ResolvedAcquire,
+    observer: AcquireObserver | undefined,
+  ): Promise<PermitLease | undefined> {
     const context = this.context;
     checkOpen(context, this.name);
     signal?.throwIfAborted();
@@ -146,50 +179,58 @@ export class RPermitExpirableSemaphore extends PermitCount {
     const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
-    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1);
-    const hold = await waitInQueue(context, keys, queue, deadline, signal, async (entry, sending) => {
-      const id = randomBytes(16);
-      const permitId = id.toString('hex');
-      const requestId = newRequestId();
-      const sentAt = monotonicNow();
-      const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
-        sending,
-        send: async () => {
-          const raw = await context.scripts.runAnnouncing(
-            'permit-expirable-semaphore/acquire',
-            [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
-            [id, leaseMs, entry, context.watchdogTimeout, wakePrefix],
-          );
-          const granted = integerAt(raw, 0) === 1;
-          return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
-        },
-        undo: async () => {
-          await this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined);
-        },
-      });
-      if (!reply) return { done: false };
-      // Woken by name when released permits are kept for it; at the latest when the earliest lease ends
-      // (its permit then comes back) or a waiter ahead that stopped refreshing its place (dead?) loses it.
-      if (!reply.granted) return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
-      const roundTrip = monotonicNow() - sentAt;
-      if (roundTrip >= leaseMs - driftMs(leaseMs)) {
-        // Granted after its own lease could have run out (a stalled server, network or event loop): the
-        // permit may already be someone else's. Give it back and ask again, not at once.
-        context.track(this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined));
-        return { done: false, retryInMs: roundTrip };
-      }
-      const token = { token: 0n, holdCount: 1 };
-      const granted = context.watchdog.acquired(
-        this.name,
-        this.#protocol,
-        permitId,
-        token,
-        requestId,
-        sentAt,
-        leaseTime,
-      );
-      return { done: true, value: granted };
-    });
+    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1, this.name);
+    const hold = await waitInQueue(
+      context,
+      keys,
+      queue,
+      deadline,
+      signal,
+      async (entry, sending) => {
+        const id = randomBytes(16);
+        const permitId = id.toString('hex');
+        const requestId = newRequestId();
+        const sentAt = monotonicNow();
+        const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
+          sending,
+          send: async () => {
+            const raw = await context.scripts.runAnnouncing(
+              'permit-expirable-semaphore/acquire',
+              [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
+              [id, leaseMs, entry, context.watchdogTimeout, wakePrefix],
+            );
+            const granted = integerAt(raw, 0) === 1;
+            return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
+          },
+          undo: async () => {
+            await this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined);
+          },
+        });
+        if (!reply) return { done: false };
+        // Woken by name when released permits are kept for it; at the latest when the earliest lease ends
+        // (its permit then comes back) or a waiter ahead that stopped refreshing its place (dead?) loses it.
+        if (!reply.granted) return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
+        const roundTrip = monotonicNow() - sentAt;
+        if (roundTrip >= leaseMs - driftMs(leaseMs)) {
+          // Granted after its own lease could have run out (a stalled server, network or event loop): the
+          // permit may already be someone else's. Give it back and ask again, not at once.
+          context.track(this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined));
+          return { done: false, retryInMs: roundTrip };
+        }
+        const token = { token: 0n, holdCount: 1 };
+        const granted = context.watchdog.acquired(
+          this.name,
+          this.#protocol,
+          permitId,
+          token,
+          requestId,
+          sentAt,
+          leaseTime,
+        );
+        return { done: true, value: granted };
+      },
+      observer,
+    );
     return hold && this.#lease(hold);
   }
 
@@ -205,7 +246,19 @@ export class RPermitExpirableSemaphore extends PermitCount {
     };
   }
 
-  async #releaseHold(hold: Hold): Promise<void> {
+  #releaseHold(hold: Hold): Promise<void> {
+    const trace = releaseContext(this.#identity(), hold.owner, { permits: 1 });
+    return traceRelease(trace, async () => {
+      await this.#releaseOne(hold);
+      if (trace) {
+        trace.remaining = 0;
+        trace.freed = true;
+        trace.heldMs = monotonicNow() - hold.startedAt;
+      }
+    });
+  }
+
+  async #releaseOne(hold: Hold): Promise<void> {
     const { watchdog } = this.context;
     const notHeld = (): PermitNotHeldError => {
       const lost: unknown = hold.signal.aborted ? hold.signal.reason : undefined;
@@ -222,7 +275,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
       throw error;
     }
     if (reply.remaining < 0) {
-      watchdog.lose(hold, 'it was not held when released', { report: false });
+      watchdog.lose(hold, 'not_held', { report: false });
       throw notHeld();
     }
     watchdog.forget(hold);

@@ -13,10 +13,25 @@
  * is not reentrant: every acquisition is its own owner. Waiters are woken by the release message of any node.
  */
 import { randomUUID } from 'node:crypto';
+import {
+  type HoldEndReason,
+  type HoldStartMessage,
+  type LockIdentity,
+  type LossReason,
+} from '../diagnostics/channels.js';
+import { startDebugLog } from '../diagnostics/debug-log.js';
+import {
+  AcquireObserver,
+  holdEnded,
+  holdStarted,
+  releaseContext,
+  traceAcquire,
+  traceRelease,
+} from '../diagnostics/publish.js';
 import { LockAcquireTimeoutError, LockClientClosedError, LockLostError, LockNotHeldError } from '../errors.js';
 import { outsideFlows } from '../machinery/flow.js';
 import { lockKeys, type LockKeys } from '../redis/keys.js';
-import { withLease } from './lock.js';
+import { scopedLease } from './lock.js';
 import { adaptClient, type RedisAdapter } from '../redis/adapter.js';
 import {
   checkLockName,
@@ -71,6 +86,7 @@ export class QuorumLockClient {
   #closing: Promise<void> | undefined;
 
   constructor(nodes: readonly RedisAdapter[], options: ResolvedQuorumOptions) {
+    startDebugLog();
     this.clientId = options.clientId;
     this.#nodes = new QuorumNodes(nodes, options);
   }
@@ -103,10 +119,10 @@ class QuorumNode {
   readonly #redis: RedisAdapter;
   #connectedBefore = false;
 
-  constructor(redis: RedisAdapter) {
+  constructor(redis: RedisAdapter, holderInfo: string, clientId: string) {
     this.#redis = redis;
-    this.scripts = new LockScripts(redis);
-    this.waits = new WaitQueues(redis, () => this.scripts.pubsubMode());
+    this.scripts = new LockScripts(redis, holderInfo);
+    this.waits = new WaitQueues(redis, () => this.scripts.pubsubMode(), clientId);
   }
 
   /**
@@ -157,7 +173,7 @@ class QuorumNodes {
     this.#clientId = options.clientId;
     this.#options = options;
     this.nodeTimeout = options.nodeTimeout;
-    this.#nodes = nodes.map((redis) => new QuorumNode(redis));
+    this.#nodes = nodes.map((redis) => new QuorumNode(redis, options.holderInfo, options.clientId));
     this.quorum = Math.floor(nodes.length / 2) + 1;
   }
 
@@ -173,19 +189,40 @@ class QuorumNodes {
     // lease): the caller may close its Redis clients as soon as close() resolves.
     await Promise.allSettled(this.#takes);
     const leases = [...this.#leases];
-    await Promise.all(leases.map((lease) => lease.end(new LockLostError(lease.name, 'the lock client was closed'))));
+    await Promise.all(
+      leases.map((lease) => lease.end(new LockLostError(lease.name, 'the lock client was closed'), 'closed')),
+    );
   }
 
   /** Acquires `name` within the options' wait time: the hold, or undefined when it ran out. */
-  take(name: string, options: ResolvedAcquire): Promise<QuorumHold | undefined> {
-    const taking = this.#take(name, options);
+  /** The client's id (the first part of its owner ids). */
+  get clientId(): string {
+    return this.#clientId;
+  }
+
+  /** The lock hash's key of `name` on every node. */
+  keyOf(name: string): string {
+    return lockKeys(this.#options.keyPrefix, name).lockKey;
+  }
+
+  /** The lease of acquisitions with `options` (ms). */
+  leaseMs(options: ResolvedAcquire): number {
+    return options.leaseTime === -1 ? this.#options.watchdogTimeout : options.leaseTime;
+  }
+
+  take(name: string, options: ResolvedAcquire, observer?: AcquireObserver): Promise<QuorumHold | undefined> {
+    const taking = this.#take(name, options, observer);
     this.#takes.add(taking);
     const settled = (): void => void this.#takes.delete(taking);
     taking.then(settled, settled);
     return taking;
   }
 
-  async #take(name: string, options: ResolvedAcquire): Promise<QuorumHold | undefined> {
+  async #take(
+    name: string,
+    options: ResolvedAcquire,
+    observer: AcquireObserver | undefined,
+  ): Promise<QuorumHold | undefined> {
     this.#checkOpen(name);
     const { waitTime, signal } = options;
     signal?.throwIfAborted();
@@ -202,6 +239,7 @@ class QuorumNodes {
         const owner = `${this.#clientId}:q${randomUUID()}`;
         let hold: QuorumHold | undefined;
         const sentAt = monotonicNow();
+        observer?.attempted();
         const answers = await this.#acquireEverywhere(keys, owner, lease, () => hold?.active === true);
         const granted = answers.filter((answer) => answer.granted).length;
         const validUntil = sentAt + lease - driftMs(lease);
@@ -217,13 +255,15 @@ class QuorumNodes {
         const remaining = deadline - monotonicNow();
         if (remaining <= 0) return undefined;
         const jitter = this.#options.nodeTimeout * (1 + Math.random());
+        observer?.contended();
+        observer?.waiting(-1);
         if (granted > 0) {
           // A split vote (or a quorum that came too late): retry after a random delay, so that contenders
           // do not collide again in step. Release messages must not end it: the release just sent published
           // one on every node that had granted, and it would wake this very attempt at once.
           await abortableSleep(Math.min(remaining, jitter), sleepEnds);
         } else {
-          waiters ??= this.#nodes.map((node) => node.waits.enter(keys.channel));
+          waiters ??= this.#nodes.map((node) => node.waits.enter(keys.channel, { name }));
           await parkAny(waiters, Math.min(remaining, this.#retryDelay(answers, jitter)), signal);
         }
       }
@@ -343,10 +383,29 @@ export class QuorumLock {
     return this.#acquire(resolveQuorumAcquireOptions(options, this.#nodes.nodeTimeout));
   }
 
-  async #acquire(resolved: ResolvedAcquire): Promise<QuorumLease> {
-    const hold = await this.#nodes.take(this.name, resolved);
-    if (!hold) throw new LockAcquireTimeoutError(this.name, resolved.waitTime ?? 0);
-    return hold.lease;
+  #acquire(resolved: ResolvedAcquire): Promise<QuorumLease> {
+    const observer = AcquireObserver.create(() => ({
+      ...this.#identity(),
+      owner: undefined,
+      mode: resolved.leaseTime === -1 ? 'watchdog' : 'lease',
+      leaseMs: this.#nodes.leaseMs(resolved),
+      waitMs: resolved.waitTime,
+    }));
+    return traceAcquire(
+      observer,
+      resolved.signal,
+      () => this.#nodes.take(this.name, resolved, observer),
+      (hold) => ({ outcome: hold ? 'acquired' : 'timeout' }),
+      (hold) => {
+        if (!hold) throw new LockAcquireTimeoutError(this.name, resolved.waitTime ?? 0);
+        return hold.lease;
+      },
+    );
+  }
+
+  /** The lock on the diagnostics channels; its key is the one every node has. */
+  #identity(): LockIdentity {
+    return { name: this.name, key: this.#nodes.keyOf(this.name), clientId: this.#nodes.clientId, kind: 'quorum' };
   }
 
   /** Runs `fn` holding the lock and releases it afterwards; `fn` gets the lease's signal and the lease. */
@@ -356,7 +415,9 @@ export class QuorumLock {
   ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     const resolved = resolveQuorumAcquireOptions(options, this.#nodes.nodeTimeout);
-    return withLease(() => this.#acquire(resolved), fn);
+    const acquire = (): Promise<QuorumLease> => this.#acquire(resolved);
+    // A quorum lease has no fencing token (each node counts its own).
+    return scopedLease(this.#identity(), resolved, this.#nodes.leaseMs(resolved), acquire, () => undefined, fn);
   }
 }
 
@@ -382,6 +443,9 @@ class QuorumHold {
   #ended = false;
   #extending: Promise<ExtendRound> | undefined;
   #released: Promise<void> | undefined;
+  readonly #startedAt = monotonicNow();
+  /** The `hold:start` message published for this lease: `hold:end` is owed. */
+  #announced: HoldStartMessage | undefined;
 
   constructor(
     nodes: QuorumNodes,
@@ -408,7 +472,29 @@ class QuorumHold {
       release,
       [Symbol.asyncDispose]: release,
     };
+    this.#announced = holdStarted(() => ({
+      name,
+      key: keys.lockKey,
+      clientId: nodes.clientId,
+      kind: 'quorum',
+      owner,
+      fencingToken: 0n,
+      mode: autoExtend ? 'watchdog' : 'lease',
+      leaseMs,
+    }));
     this.#schedule();
+  }
+
+  /** Publishes `hold:end`, once, if `hold:start` was published. */
+  #announceEnd(reason: HoldEndReason, lossReason?: LossReason, error?: LockLostError): void {
+    const started = this.#announced;
+    this.#announced = undefined;
+    holdEnded(started, this.#startedAt, reason, lossReason, error);
+  }
+
+  /** Why the validity ran out: nothing extended it in time (watchdog mode), or the fixed lease ended. */
+  get #ranOut(): LossReason {
+    return this.#autoExtend ? 'renewal_deadline' : 'lease_expired';
   }
 
   /** Neither released nor lost. */
@@ -432,7 +518,7 @@ class QuorumHold {
       clampedTimeout(() => {
         this.#timer = undefined;
         if (this.#validUntil <= monotonicNow()) {
-          void this.end(new LockLostError(this.name, VALIDITY_RAN_OUT));
+          void this.end(new LockLostError(this.name, VALIDITY_RAN_OUT), this.#ranOut);
         } else if (this.#autoExtend) {
           // The extension schedules the next one, or ends the lease itself (its signal aborts).
           this.#extend(true).catch(() => undefined);
@@ -456,7 +542,7 @@ class QuorumHold {
     if (!this.#extending) {
       // Past its validity (a late timer, a call after a stall) the keys may be gone everywhere: re-asserting
       // them on free nodes would revive a lease that another owner may have taken meanwhile.
-      if (this.#validUntil <= monotonicNow()) return this.#lost(VALIDITY_RAN_OUT);
+      if (this.#validUntil <= monotonicNow()) return this.#lost(VALIDITY_RAN_OUT, this.#ranOut);
       this.#extending = this.#extendRound().finally(() => (this.#extending = undefined));
     }
     const { renewed, held, unanswered } = await this.#extending;
@@ -467,13 +553,14 @@ class QuorumHold {
     if (held + unanswered < this.#nodes.quorum) {
       return this.#lost(
         `an extension found another owner holding it on ${nodes - held - unanswered} of ${nodes} nodes`,
+        'renewal_rejected',
       );
     }
     if (automatic) {
       this.#schedule(true);
       return;
     }
-    return this.#lost(`an extension did not reach a quorum in time (${held} of ${nodes} nodes)`);
+    return this.#lost(`an extension did not reach a quorum in time (${held} of ${nodes} nodes)`, 'renewal_deadline');
   }
 
   /** One extension on every node; renews the validity when a quorum holds the lease. */
@@ -495,9 +582,9 @@ class QuorumHold {
   }
 
   /** Ends the lease as lost and rejects with the LockLostError its signal aborted with. */
-  async #lost(reason: string): Promise<never> {
+  async #lost(reason: string, lossReason: LossReason): Promise<never> {
     const error = new LockLostError(this.name, reason);
-    await this.end(error);
+    await this.end(error, lossReason);
     throw error;
   }
 
@@ -505,15 +592,17 @@ class QuorumHold {
    * Ends the lease: no more extensions, the signal aborts with `error`, and every node drops the key. An
    * extension still out re-asserts nothing from now on (see extendEverywhere).
    */
-  async end(error: LockLostError): Promise<void> {
-    if (!this.#lose(error)) return;
+  async end(error: LockLostError, reason: LossReason | 'closed'): Promise<void> {
+    if (!this.#lose(error, reason)) return;
     await this.#nodes.releaseEverywhere(this.#keys, this.#owner);
   }
 
   /** Marks the lease lost and aborts its signal; false if it had already ended. */
-  #lose(error: LockLostError): boolean {
+  #lose(error: LockLostError, reason: LossReason | 'closed'): boolean {
     if (!this.#stop()) return false;
     this.#abort(error);
+    if (reason === 'closed') this.#announceEnd('closed', undefined, error);
+    else this.#announceEnd('lost', reason, error);
     return true;
   }
 
@@ -531,15 +620,32 @@ class QuorumHold {
     return true;
   }
 
-  async #release(): Promise<void> {
-    if (!this.#stop()) throw this.#notHeld();
-    const { released, notHeld } = await this.#nodes.releaseEverywhere(this.#keys, this.#owner);
-    if (released > 0) return;
-    if (notHeld >= this.#nodes.quorum) {
-      // A majority no longer had it (a fixed lease ran out unnoticed, the keys were deleted): it was lost.
-      this.#abort(new LockLostError(this.name, 'a majority of nodes did not hold it when it was released'));
-    }
-    throw this.#notHeld();
+  #release(): Promise<void> {
+    const trace = releaseContext(
+      { name: this.name, key: this.#keys.lockKey, clientId: this.#nodes.clientId, kind: 'quorum' },
+      this.#owner,
+    );
+    return traceRelease(trace, async () => {
+      if (!this.#stop()) throw this.#notHeld();
+      try {
+        const { released, notHeld } = await this.#nodes.releaseEverywhere(this.#keys, this.#owner);
+        if (trace) {
+          trace.freed = released > 0;
+          trace.remaining = released > 0 ? 0 : -1;
+          trace.heldMs = monotonicNow() - this.#startedAt;
+        }
+        if (released > 0) return;
+        if (notHeld >= this.#nodes.quorum) {
+          // A majority no longer had it (a fixed lease ran out unnoticed, the keys were deleted): it was lost.
+          const error = new LockLostError(this.name, 'a majority of nodes did not hold it when it was released');
+          this.#abort(error);
+          this.#announceEnd('lost', 'not_held', error);
+        }
+        throw this.#notHeld();
+      } finally {
+        this.#announceEnd('released');
+      }
+    });
   }
 
   #notHeld(): LockNotHeldError {

@@ -78,7 +78,7 @@ class ReadProtocol extends ReadWriteProtocol {
     const reply = await this.scripts.run(
       'read-write-lock/read-acquire',
       [lockKey, timeoutBase, writersKey, fenceKey],
-      [leaseMs, requestId, ...fields],
+      [leaseMs, requestId, this.scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);
   }
@@ -155,7 +155,7 @@ class WriteProtocol extends ReadWriteProtocol {
     const reply = await this.scripts.run(
       'read-write-lock/write-acquire',
       [lockKey, writersKey, fenceKey],
-      [leaseMs, requestId, ticket ? this.context.watchdogTimeout : 0, ...fields],
+      [leaseMs, requestId, ticket ? this.context.watchdogTimeout : 0, this.scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);
   }

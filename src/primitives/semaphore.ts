@@ -21,6 +21,8 @@
  *   after the caller gave up, is given back.
  * - `addPermits` keeps a TTL the key has; `drainPermits` never makes the count positive.
  */
+import type { LockIdentity } from '../diagnostics/channels.js';
+import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
 import { LockClientClosedError, LockNotReplicatedError } from '../errors.js';
 import { confirmedGrant } from '../machinery/replication.js';
 import { LINGER_MS, waitFor, type Attempt, type EnterOptions } from '../machinery/waiting.js';
@@ -105,7 +107,7 @@ export class RSemaphore extends PermitCount {
   acquire(permits?: number): Promise<void>;
   acquire(options: SemaphoreAcquireOptions): Promise<void>;
   async acquire(...args: unknown[]): Promise<void> {
-    await this.#take(resolveSemaphoreAcquireArgs(args));
+    await this.#observedTake(resolveSemaphoreAcquireArgs(args));
   }
 
   /**
@@ -115,7 +117,7 @@ export class RSemaphore extends PermitCount {
   tryAcquire(permits?: number, waitTime?: number): Promise<boolean>;
   tryAcquire(options: SemaphoreTryAcquireOptions): Promise<boolean>;
   async tryAcquire(...args: unknown[]): Promise<boolean> {
-    return this.#take(resolveSemaphoreTryAcquireArgs(args));
+    return this.#observedTake(resolveSemaphoreTryAcquireArgs(args));
   }
 
   /** Gives `permits` (default 1) back and wakes waiters they can serve. Anyone may release (no owners). */
@@ -123,14 +125,43 @@ export class RSemaphore extends PermitCount {
     checkPermits(permits);
     checkOpen(this.context, this.name);
     const { lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = this.keys;
-    await this.context.scripts.runAnnouncing(
-      'semaphore/release',
-      [lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId()],
-      [permits, MEMO_MS, 'release', wakePrefix],
+    const trace = releaseContext(this.#identity(), undefined, { permits });
+    await traceRelease(trace, async () => {
+      await this.context.scripts.runAnnouncing(
+        'semaphore/release',
+        [lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId()],
+        [permits, MEMO_MS, 'release', wakePrefix],
+      );
+      if (trace) trace.freed = true;
+    });
+  }
+
+  #identity(): LockIdentity {
+    return { name: this.name, key: this.keys.lockKey, clientId: this.context.clientId, kind: 'semaphore' };
+  }
+
+  #observedTake(options: ResolvedPermitWait): Promise<boolean> {
+    const observer = AcquireObserver.create(() => ({
+      ...this.#identity(),
+      owner: undefined,
+      mode: 'none',
+      leaseMs: undefined,
+      waitMs: options.waitTime,
+      permits: options.permits,
+    }));
+    return traceAcquire(
+      observer,
+      options.signal,
+      () => this.#take(options, observer),
+      (granted) => ({ outcome: granted ? 'acquired' : 'timeout' }),
+      (granted) => granted,
     );
   }
 
-  async #take({ permits, waitTime, signal }: ResolvedPermitWait): Promise<boolean> {
+  async #take(
+    { permits, waitTime, signal }: ResolvedPermitWait,
+    observer: AcquireObserver | undefined,
+  ): Promise<boolean> {
     const context = this.context;
     checkOpen(context, this.name);
     signal?.throwIfAborted();
@@ -138,28 +169,36 @@ export class RSemaphore extends PermitCount {
     const attemptBy = attemptDeadline(waitTime, deadline);
     const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keys;
-    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits);
+    const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits, this.name);
     return (
-      (await waitInQueue(context, keys, queue, deadline, signal, async (entry, sending) => {
-        const requestId = newRequestId();
-        const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
-          sending,
-          send: async () => {
-            const raw = await context.scripts.runAnnouncing(
-              'semaphore/acquire',
-              [lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId],
-              [permits, MEMO_MS, entry, context.watchdogTimeout, wakePrefix],
-            );
-            const granted = integerAt(raw, 0) === 1;
-            return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
-          },
-          undo: () => this.#undo(requestId),
-        });
-        if (reply?.granted) return { done: true, value: true };
-        // Woken by name when released permits are kept for it; at the latest when a waiter ahead that
-        // stopped refreshing its place (dead?) would lose it, or an expirable permit's lease ends.
-        return reply === undefined || reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
-      })) === true
+      (await waitInQueue(
+        context,
+        keys,
+        queue,
+        deadline,
+        signal,
+        async (entry, sending) => {
+          const requestId = newRequestId();
+          const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
+            sending,
+            send: async () => {
+              const raw = await context.scripts.runAnnouncing(
+                'semaphore/acquire',
+                [lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId],
+                [permits, MEMO_MS, entry, context.watchdogTimeout, wakePrefix],
+              );
+              const granted = integerAt(raw, 0) === 1;
+              return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
+            },
+            undo: () => this.#undo(requestId),
+          });
+          if (reply?.granted) return { done: true, value: true };
+          // Woken by name when released permits are kept for it; at the latest when a waiter ahead that
+          // stopped refreshing its place (dead?) would lose it, or an expirable permit's lease ends.
+          return reply === undefined || reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
+        },
+        observer,
+      )) === true
     );
   }
 
@@ -188,12 +227,13 @@ export interface QueueEntry {
 let entryCounter = 0;
 
 /** A new entry in the permit queue for a waiter of this client that needs `permits`. */
-export function queueEntry(context: LockContext, keys: SemaphoreKeys, permits: number): QueueEntry {
+export function queueEntry(context: LockContext, keys: SemaphoreKeys, permits: number, name: string): QueueEntry {
   const entry = `${permits}|${context.clientId}|${entryCounter++}`;
   return {
     entry,
     local: {
       wake: 'permits',
+      name,
       need: permits,
       id: entry,
       direct: keys.wakePrefix + context.clientId,
@@ -216,6 +256,7 @@ export async function waitInQueue<T>(
   deadline: number,
   signal: AbortSignal | undefined,
   attempt: (entry: string, sending: (call: Promise<unknown>) => void) => Promise<Attempt<T>>,
+  observer: AcquireObserver | undefined,
 ): Promise<T | undefined> {
   const refreshMs = Math.floor(context.watchdogTimeout / 3);
   // Set by the attempts (a closure): whether Redis may hold the waiter's entry, and the latest script call,
@@ -232,7 +273,7 @@ export async function waitInQueue<T>(
     const value = await waitFor(
       context.waits,
       keys.channel,
-      queue?.local ?? { wake: 'permits' },
+      queue?.local ?? { wake: 'permits', name: keys.lockKey },
       deadline,
       signal,
       async () => {
@@ -241,6 +282,7 @@ export async function waitInQueue<T>(
         if (result.done) return result;
         return { done: false, retryInMs: Math.min(result.retryInMs ?? Infinity, refreshMs) };
       },
+      observer,
     );
     state.granted = value !== undefined;
     return value;

@@ -160,8 +160,12 @@ export class LockScripts {
   /** The mode detected so far, without I/O: 'classic' until a detection found a Redis 7+ Cluster. */
   knownPubsubMode: PubSubMode = 'classic';
 
-  constructor(redis: RedisAdapter) {
+  /** The label the acquire scripts store with a fresh hold (`<field>:info`); '': none. */
+  readonly holderInfo: string;
+
+  constructor(redis: RedisAdapter, holderInfo = '') {
     this.#redis = redis;
+    this.holderInfo = holderInfo;
     this.#cluster = redis.topology === 'cluster';
   }
 
@@ -226,7 +230,9 @@ export class LockScripts {
   }
 
   async acquire(keys: LockKeys, leaseMs: number, requestId: string, owners: readonly string[]): Promise<AcquireReply> {
-    return acquireReply(await this.run('lock/acquire', [keys.lockKey, keys.fenceKey], [leaseMs, requestId, ...owners]));
+    return acquireReply(
+      await this.run('lock/acquire', [keys.lockKey, keys.fenceKey], [leaseMs, requestId, this.holderInfo, ...owners]),
+    );
   }
 
   /**

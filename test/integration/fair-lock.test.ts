@@ -240,7 +240,7 @@ describe('RFairLock', () => {
     const keys = fairLockKeys('', uniqueName('fair'), onCluster);
     const acquireKeys = [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.fenceKey];
     const acquire = (id: string): Promise<unknown> =>
-      scripts.run('fair-lock/acquire', acquireKeys, [10_000, id, '', 1000, '0', 'c:1']);
+      scripts.run('fair-lock/acquire', acquireKeys, [10_000, id, '', 1000, '0', '', 'c:1']);
     await acquire('a1');
     expect(await acquire('a2')).toEqual(await acquire('a2'));
     expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');

@@ -43,7 +43,7 @@ describe('RReadWriteLock', () => {
     const owners = Object.keys(hash).filter((field) => /^[^:]+:\d+$/.test(field) || /:\d+$/.test(field));
     expect(owners.length).toBeGreaterThanOrEqual(2);
     const timeoutBase = readWriteLockKeys('', name, onCluster).timeoutBase;
-    for (const owner of Object.keys(hash).filter((f) => f !== 'mode' && !f.includes(':acq') && !f.includes(':rel'))) {
+    for (const owner of Object.keys(hash).filter((f) => f !== 'mode' && !/:(acq|rel|info)$/.test(f))) {
       expect(await redis.admin.pttl(`${timeoutBase}:${owner}:rwlock_timeout:1`)).toBeGreaterThan(0);
     }
     expect(await locks.run(() => rw.writeLock().tryLock())).toBe(false);
@@ -159,7 +159,7 @@ describe('RReadWriteLock', () => {
     const deadOwner = `${dead.clientId}:`;
     const deadKeys = async (): Promise<number> => {
       const fields = Object.keys(await redis.admin.hgetall(name)).filter(
-        (f) => f.startsWith(deadOwner) && !f.endsWith(':acq') && !f.endsWith(':rel'),
+        (f) => f.startsWith(deadOwner) && !/:(acq|rel|info)$/.test(f),
       );
       let alive = 0;
       for (const field of fields) alive += await redis.admin.exists(`${timeoutBase}:${field}:rwlock_timeout:1`);
@@ -243,7 +243,7 @@ describe('RReadWriteLock', () => {
       scripts.run(
         'read-write-lock/read-acquire',
         [keys.lockKey, keys.timeoutBase, keys.writersKey, keys.fenceKey],
-        [10_000, id, 'c:1'],
+        [10_000, id, '', 'c:1'],
       );
     await read('a1');
     expect(await read('a2')).toEqual(await read('a2'));
@@ -266,7 +266,7 @@ describe('RReadWriteLock', () => {
       scripts.run(
         'read-write-lock/write-acquire',
         [keys.lockKey, keys.writersKey, keys.fenceKey],
-        [10_000, id, 0, 'c:1:write'],
+        [10_000, id, 0, '', 'c:1:write'],
       );
     await write('w1');
     expect(await write('w2')).toEqual(await write('w2'));

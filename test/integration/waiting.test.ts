@@ -96,7 +96,7 @@ describe('waitFor (the counted primitives’ wait)', () => {
   it('asks again at once when it joined, after its attempt, a queue whose message it may have missed', async () => {
     const client = redis.adapter();
     const scripts = new LockScripts(client);
-    const waits = new WaitQueues(client, () => scripts.pubsubMode());
+    const waits = new WaitQueues(client, () => scripts.pubsubMode(), 'test-client');
     const channel = `redisson_countdownlatch__channel__{${uniqueName('late')}}`;
     let open = false;
     const look = (value: string) => (): Promise<{ done: true; value: string } | { done: false }> =>

@@ -430,7 +430,7 @@ export class Actor {
 }
 
 export interface LockSnapshot {
-  /** Owner fields (memo fields `:acq`/`:rel` left out) and their counts. */
+  /** Owner fields (memo fields `:acq`/`:rel` and holder info `:info` left out) and their counts. */
   readonly owners: ReadonlyMap<string, number>;
   readonly exists: boolean;
   readonly pttl: number;
@@ -533,7 +533,7 @@ export class World {
     const pttl = Number(replies?.[1]?.[1] ?? -2);
     const owners = new Map<string, number>();
     for (const [field, value] of Object.entries(fields)) {
-      if (field.endsWith(':acq') || field.endsWith(':rel')) continue;
+      if (/:(acq|rel|info)$/.test(field)) continue;
       owners.set(field, Number(value));
     }
     return { owners, exists: Object.keys(fields).length > 0, pttl, sentAt, at };

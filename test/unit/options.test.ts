@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import {
   checkLockName,
@@ -57,6 +58,15 @@ describe('options: bad input fails before any I/O with an error naming the argum
     ['keyPrefix number', () => resolveClientOptions({ keyPrefix: 1 }), TypeError, /keyPrefix/],
     ['keyPrefix stray brace', () => resolveClientOptions({ keyPrefix: 'a{b:' }), RangeError, /keyPrefix/],
     ['syncReplicas not an object', () => resolveClientOptions({ syncReplicas: 1 }), TypeError, /syncReplicas/],
+    ['holderInfo true', () => resolveClientOptions({ holderInfo: true }), TypeError, /options\.holderInfo must be/],
+    ['holderInfo.app number', () => resolveClientOptions({ holderInfo: { app: 1 } }), TypeError, /holderInfo\.app/],
+    ['holderInfo.app too long', () => resolveClientOptions({ holderInfo: { app: 'x'.repeat(65) } }), RangeError, /app/],
+    [
+      'holderInfo unknown',
+      () => resolveClientOptions({ holderInfo: { host: 'h' } }),
+      TypeError,
+      /unknown option "host"/,
+    ],
     [
       'syncReplicas unknown key',
       () => resolveClientOptions({ syncReplicas: { replicas: 1, timeout: 5, n: 1 } }),
@@ -166,5 +176,9 @@ describe('options of the semaphores and the latch', () => {
     expect(resolveLatchAwaitArgs([])).toEqual({ waitTime: undefined, signal: undefined });
     expect(resolveLatchAwaitArgs([{ waitTime: 10 }])).toEqual({ waitTime: 10, signal: undefined });
     expect(checkPermitDelta(-3)).toBe(-3);
+    const label = `${hostname()} pid ${process.pid}`;
+    expect(resolveClientOptions({}).holderInfo).toBe(label);
+    expect(resolveClientOptions({ holderInfo: { app: 'billing' } }).holderInfo).toBe(`${label} (billing)`);
+    expect(resolveClientOptions({ holderInfo: false }).holderInfo).toBe('');
   });
 });

@@ -42,10 +42,10 @@ async function waitingProcesses(name: string): Promise<number> {
   return Number(subscribers);
 }
 
-/** Read holds in the lock hash now (its fields other than `mode` and the memo fields `<owner>:acq|rel`). */
+/** Read holds in the lock hash now (its fields other than `mode`, the memo fields `<owner>:acq|rel` and holder info `<owner>:info`). */
 async function readHolds(name: string): Promise<number> {
   const fields = await servers.admin.hkeys(name);
-  return fields.filter((f) => f !== 'mode' && !/:(acq|rel|write)$/.test(f)).length;
+  return fields.filter((f) => f !== 'mode' && !/:(acq|rel|info|write)$/.test(f)).length;
 }
 
 /** Worker processes, killed after the test if they are still running. */
