@@ -1,0 +1,94 @@
+/**
+ * `flowlock/opentelemetry`: OpenTelemetry spans and metrics for flowlock, as a subscriber of its
+ * `node:diagnostics_channel` channels. Depends on `@opentelemetry/api` only (an optional peer of the
+ * package); the main entry never loads this one, so the cost is zero for whoever does not import it.
+ *
+ * FlowlockInstrumentation has the shape of OpenTelemetry's `Instrumentation` interface, so that it goes
+ * into `new NodeSDK({ instrumentations: [...] })` or `registerInstrumentations` as it is, without a
+ * dependency on the experimental `@opentelemetry/instrumentation` package (it patches nothing: the channels
+ * are process-global, so it sees every copy of flowlock loaded, ESM and CommonJS, whenever they load).
+ */
+import { metrics, trace, type MeterProvider, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import { resolveConfig, type FlowlockInstrumentationConfig, type ResolvedConfig } from './config.js';
+import { Instruments } from './instruments.js';
+import { ChannelSubscriber } from './subscriber.js';
+
+export type { FlowlockInstrumentationConfig, FlowlockSpansConfig } from './config.js';
+
+const NAME = 'flowlock';
+/** The package's version (a test checks it against package.json): the tracer's and meter's scope version. */
+const VERSION = '0.1.0';
+
+/**
+ * Spans and metrics of every flowlock client in the process. Subscribes at construction unless
+ * `enabled: false` (as OpenTelemetry instrumentations do); `disable()` unsubscribes everything.
+ *
+ * Without `setTracerProvider`/`setMeterProvider` (which NodeSDK calls), it uses the global providers: the
+ * tracer follows a provider registered later, but the meter is the one registered when it was constructed
+ * (OpenTelemetry's global meter provider has no late binding), so register the SDK first.
+ */
+export class FlowlockInstrumentation {
+  readonly instrumentationName = NAME;
+  readonly instrumentationVersion = VERSION;
+  #config: FlowlockInstrumentationConfig;
+  /** What the subscriber reads at each event (see Host); the setters replace its fields. */
+  readonly #host: { config: ResolvedConfig; tracer: Tracer; instruments: Instruments };
+  #subscriber: ChannelSubscriber | undefined;
+
+  /** @throws TypeError naming the option, for a bad `config`. */
+  constructor(config: FlowlockInstrumentationConfig = {}) {
+    const resolved = resolveConfig(config);
+    this.#config = { ...config, enabled: resolved.enabled };
+    this.#host = {
+      config: resolved,
+      tracer: trace.getTracer(NAME, VERSION),
+      instruments: new Instruments(metrics.getMeter(NAME, VERSION)),
+    };
+    if (resolved.enabled) this.enable();
+  }
+
+  /** Subscribes to flowlock's channels; a second call does nothing. */
+  enable(): void {
+    if (this.#subscriber) return;
+    this.#subscriber = new ChannelSubscriber(this.#host);
+    this.#subscriber.subscribe();
+  }
+
+  /**
+   * Unsubscribes from every channel. Operations in flight are followed no further: their spans end now, and
+   * their holds and waits leave `flowlock.hold.active` and `flowlock.wait.active`.
+   */
+  disable(): void {
+    this.#subscriber?.close();
+    this.#subscriber = undefined;
+  }
+
+  setTracerProvider(tracerProvider: TracerProvider): void {
+    this.#host.tracer = tracerProvider.getTracer(NAME, VERSION);
+  }
+
+  /** Makes the instruments on `meterProvider`; holds and waits counted now move over to them. */
+  setMeterProvider(meterProvider: MeterProvider): void {
+    const instruments = new Instruments(meterProvider.getMeter(NAME, VERSION));
+    this.#subscriber?.moveCounts(this.#host.instruments, instruments);
+    this.#host.instruments = instruments;
+  }
+
+  /**
+   * Replaces the config (`enabled` is read at construction only, as in OpenTelemetry's instrumentations). An
+   * enabled instrumentation subscribes again under the new config, as disable() and enable() would.
+   * @throws TypeError naming the option, for a bad `config` (the previous config then stays).
+   */
+  setConfig(config: FlowlockInstrumentationConfig = {}): void {
+    const resolved = resolveConfig(config);
+    this.#config = { ...config, enabled: resolved.enabled };
+    this.#host.config = resolved;
+    if (!this.#subscriber) return;
+    this.disable();
+    this.enable();
+  }
+
+  getConfig(): FlowlockInstrumentationConfig {
+    return this.#config;
+  }
+}

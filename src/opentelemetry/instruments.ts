@@ -1,0 +1,68 @@
+/**
+ * The metric instruments, made on one Meter. OpenTelemetry has no semantic convention for locks, so the
+ * names are flowlock's own (`flowlock.*`), modelled on the database connection-pool metrics
+ * (`db.client.connection.wait_time`, `use_time`, `pending_requests`, `count`): a lock is a pool of one.
+ * Durations are in seconds, with bucket advice: the SDK's default buckets (0 … 10 000) assume milliseconds
+ * and would put every lock operation in the first bucket.
+ */
+import { ValueType, type Counter, type Histogram, type Meter, type UpDownCounter } from '@opentelemetry/api';
+
+/** Acquisitions: from a millisecond (uncontended, on loopback) to a minute of waiting. */
+export const ACQUIRE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60];
+/** Holds: from a short critical section to half an hour (a batch job in watchdog mode). */
+export const HOLD_BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800];
+/** One Redis round trip, and a watchdog tick's lateness: `db.client.operation.duration`'s advice. */
+export const ROUND_TRIP_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
+
+export class Instruments {
+  readonly acquireDuration: Histogram;
+  readonly holdDuration: Histogram;
+  readonly holdActive: UpDownCounter;
+  readonly waitActive: UpDownCounter;
+  readonly holdLosses: Counter;
+  readonly renewDuration: Histogram;
+  readonly watchdogDelay: Histogram;
+
+  constructor(meter: Meter) {
+    const seconds = (description: string, buckets: number[]) => ({
+      description,
+      unit: 's',
+      valueType: ValueType.DOUBLE,
+      advice: { explicitBucketBoundaries: buckets },
+    });
+    this.acquireDuration = meter.createHistogram(
+      'flowlock.acquire.duration',
+      seconds('Time from asking for a lock (or permits) to the outcome, waiting included.', ACQUIRE_BUCKETS),
+    );
+    this.holdDuration = meter.createHistogram(
+      'flowlock.hold.duration',
+      seconds('Time a hold lasted, from taking the lock to its release, loss or the client closing.', HOLD_BUCKETS),
+    );
+    this.holdActive = meter.createUpDownCounter('flowlock.hold.active', {
+      description: 'Holds this process has now (re-entries count once).',
+      unit: '{hold}',
+      valueType: ValueType.INT,
+    });
+    this.waitActive = meter.createUpDownCounter('flowlock.wait.active', {
+      description: 'Acquisitions waiting now for a lock someone else holds.',
+      unit: '{waiter}',
+      valueType: ValueType.INT,
+    });
+    this.holdLosses = meter.createCounter('flowlock.hold.losses', {
+      description: 'Holds lost before their release: their signal aborted while the holder may still run.',
+      unit: '{loss}',
+      valueType: ValueType.INT,
+    });
+    this.renewDuration = meter.createHistogram(
+      'flowlock.renew.duration',
+      seconds('Duration of one watchdog renewal call (one per Cluster slot and 1000 holds).', ROUND_TRIP_BUCKETS),
+    );
+    this.watchdogDelay = meter.createHistogram(
+      'flowlock.watchdog.delay',
+      seconds(
+        'How late a watchdog tick ran against its schedule, per renewal call: a stalled event loop shows here.',
+        ROUND_TRIP_BUCKETS,
+      ),
+    );
+  }
+}
