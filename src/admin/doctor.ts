@@ -1,0 +1,250 @@
+/**
+ * `checkServer`: the server settings that decide whether locks are safe, read on every master. It reads
+ * INFO wherever it can, which managed services and least-privilege users allow (as the lock client's own
+ * eviction warning does); only `notify-keyspace-events` (and the details appendfsync and save) need CONFIG
+ * GET, and a denial makes that check `unknown`, not a failure.
+ */
+import type { Redis } from 'ioredis';
+import type { IoredisClient } from '../options.js';
+import { address, adminTarget, configGet, masters, notifiesExpiry, timeReply } from './target.js';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail' | 'unknown';
+
+/** One check: its verdict in a line, and what it means for locks when it is not `ok`. */
+export interface ServerCheck {
+  readonly id: 'server' | 'eviction' | 'persistence' | 'replicas' | 'keyspace-events' | 'clock';
+  readonly status: CheckStatus;
+  readonly summary: string;
+  readonly detail: string | null;
+}
+
+export interface ServerReport {
+  /** No check failed. */
+  readonly ok: boolean;
+  readonly server: {
+    readonly product: string;
+    readonly version: string;
+    readonly topology: 'standalone' | 'cluster';
+    readonly masters: number;
+    readonly pubsub: 'classic' | 'sharded';
+  };
+  readonly checks: readonly ServerCheck[];
+}
+
+/** Clock offsets above this many milliseconds are worth a warning. */
+const CLOCK_WARN_MS = 500;
+
+/** What one master says. */
+interface NodeFacts {
+  readonly address: string;
+  readonly info: ReadonlyMap<string, string>;
+  /** CONFIG GET values; undefined when CONFIG is denied (or renamed away). */
+  readonly keyspaceEvents: string | undefined;
+  readonly appendfsync: string | undefined;
+  readonly save: string | undefined;
+  /** Server clock minus local clock, at the middle of the TIME round trip (ms). */
+  readonly offsetMs: number;
+  /** Half that round trip: how far off the offset may be. */
+  readonly uncertaintyMs: number;
+}
+
+function parseInfo(text: string): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && !line.startsWith('#')) fields.set(line.slice(0, colon), line.slice(colon + 1));
+  }
+  return fields;
+}
+
+async function factsOf(node: Redis): Promise<NodeFacts> {
+  const info = parseInfo(String(await node.call('INFO')));
+  const [keyspaceEvents, appendfsync, save] = await Promise.all([
+    configGet(node, 'notify-keyspace-events'),
+    configGet(node, 'appendfsync'),
+    configGet(node, 'save'),
+  ]);
+  const before = Date.now();
+  const serverMs = timeReply(await node.call('TIME'));
+  const after = Date.now();
+  return {
+    address: address(node),
+    info,
+    keyspaceEvents,
+    appendfsync,
+    save,
+    offsetMs: serverMs - (before + after) / 2,
+    uncertaintyMs: (after - before) / 2,
+  };
+}
+
+/** `values` as one phrase: the value, or each value with the masters that have it. */
+function perNode(nodes: readonly NodeFacts[], value: (node: NodeFacts) => string): string {
+  const groups = new Map<string, string[]>();
+  for (const node of nodes) groups.set(value(node), [...(groups.get(value(node)) ?? []), node.address]);
+  if (groups.size === 1) return [...groups.keys()][0] ?? '';
+  return [...groups].map(([v, at]) => `${v} on ${at.join(', ')}`).join('; ');
+}
+
+function formatMs(ms: number): string {
+  return Math.abs(ms) < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function serverCheck(nodes: readonly NodeFacts[], server: ServerReport['server'], clusterClient: boolean): ServerCheck {
+  // Valkey reports the Redis version it is compatible with as redis_version.
+  const major = Number(/^(\d+)/.exec(nodes[0]?.info.get('redis_version') ?? '')?.[1] ?? 0);
+  const clusterServer = server.topology === 'cluster';
+  const { pubsub } = server;
+  const parts = [`${server.product} ${server.version}`];
+  if (clusterServer)
+    parts.push(pubsub === 'sharded' ? 'SPUBLISH available' : 'no SPUBLISH', `cluster ${nodes.length} masters`);
+  else parts.push('standalone', `${pubsub} pub/sub`);
+  const summary = parts.join(' · ');
+  if (major < 5) {
+    return {
+      id: 'server',
+      status: 'fail',
+      summary,
+      detail: 'the lock scripts need Redis 5 or later (script effects replication)',
+    };
+  }
+  if (clusterServer && !clusterClient) {
+    return {
+      id: 'server',
+      status: 'warn',
+      summary,
+      detail: 'the server runs in cluster mode but the client is not a Cluster client',
+    };
+  }
+  if (clusterServer && pubsub !== 'sharded') {
+    return {
+      id: 'server',
+      status: 'warn',
+      summary,
+      detail:
+        'releases are announced by classic PUBLISH, which a Cluster broadcasts to every node (Redis 7 shards them)',
+    };
+  }
+  return { id: 'server', status: 'ok', summary, detail: null };
+}
+
+function evictionCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  const policy = (node: NodeFacts): string => node.info.get('maxmemory_policy') ?? '?';
+  const summary = `maxmemory-policy ${perNode(nodes, policy)}`;
+  if (nodes.every((node) => policy(node) === 'noeviction'))
+    return { id: 'eviction', status: 'ok', summary, detail: null };
+  if (nodes.some((node) => policy(node) === '?')) {
+    return { id: 'eviction', status: 'unknown', summary, detail: 'INFO memory does not show the policy' };
+  }
+  return {
+    id: 'eviction',
+    status: 'fail',
+    summary,
+    detail: 'lock keys can be evicted, freeing locks under their holders; use noeviction',
+  };
+}
+
+function persistenceCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  const aof = (node: NodeFacts): boolean => node.info.get('aof_enabled') === '1';
+  if (nodes.every(aof)) {
+    const fsync = perNode(nodes, (node) => node.appendfsync ?? '?');
+    return {
+      id: 'persistence',
+      status: 'ok',
+      summary: `appendonly yes${fsync === '?' ? '' : ` (${fsync})`}`,
+      detail: null,
+    };
+  }
+  const snapshots = nodes.every((node) => node.save !== undefined && node.save !== '');
+  return {
+    id: 'persistence',
+    status: 'warn',
+    summary: `appendonly ${perNode(nodes, (node) => (aof(node) ? 'yes' : 'no'))}${snapshots ? ' (RDB snapshots only)' : ''}`,
+    detail:
+      'a restart loses the locks held; their holders learn it at their next renewal, and fencing tokens keep ' +
+      'rising by the server clock',
+  };
+}
+
+function replicasCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  const replicas = nodes.reduce((sum, node) => sum + Number(node.info.get('connected_slaves') ?? 0), 0);
+  if (replicas === 0) return { id: 'replicas', status: 'ok', summary: 'no replicas', detail: null };
+  return {
+    id: 'replicas',
+    status: 'warn',
+    summary: `${replicas} replica${replicas === 1 ? '' : 's'}, replication is asynchronous`,
+    detail:
+      'a failover can lose a just-granted lock unless the lock clients set syncReplicas (WAIT after each grant); ' +
+      'the server cannot tell whether they do',
+  };
+}
+
+function keyspaceEventsCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  if (nodes.some((node) => node.keyspaceEvents === undefined)) {
+    return {
+      id: 'keyspace-events',
+      status: 'unknown',
+      summary: 'notify-keyspace-events unknown (CONFIG GET denied)',
+      detail: '`watch --events` may not be able to report expirations',
+    };
+  }
+  const flags = perNode(nodes, (node) => `"${node.keyspaceEvents ?? ''}"`);
+  const enabled = nodes.every((node) => notifiesExpiry(node.keyspaceEvents ?? ''));
+  return enabled
+    ? { id: 'keyspace-events', status: 'ok', summary: `notify-keyspace-events ${flags}`, detail: null }
+    : {
+        id: 'keyspace-events',
+        status: 'warn',
+        summary: `notify-keyspace-events ${flags}`,
+        detail:
+          '`watch --events` cannot report expirations (it needs E and x, e.g. CONFIG SET notify-keyspace-events Ex)',
+      };
+}
+
+function clockCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  const worst = nodes.reduce((a, b) => (Math.abs(b.offsetMs) > Math.abs(a.offsetMs) ? b : a));
+  const offsets = nodes.map((node) => node.offsetMs);
+  const spread = Math.max(...offsets) - Math.min(...offsets);
+  const summary =
+    `clock offset to server ${formatMs(worst.offsetMs)} (±${formatMs(worst.uncertaintyMs)})` +
+    (nodes.length > 1 ? `, ${formatMs(spread)} between masters` : '');
+  if (Math.abs(worst.offsetMs) - worst.uncertaintyMs <= CLOCK_WARN_MS && spread <= CLOCK_WARN_MS) {
+    return { id: 'clock', status: 'ok', summary, detail: null };
+  }
+  return {
+    id: 'clock',
+    status: 'warn',
+    summary,
+    detail:
+      'leases and fencing tokens use the server clock, but Redisson clients date fair-lock waiters and permit ' +
+      'leases by their own; masters whose clocks disagree weaken the fencing tokens after a failover',
+  };
+}
+
+/**
+ * Checks the server settings that decide lock safety, on every master: version and pub/sub mode, eviction
+ * policy (any but noeviction fails: lock keys could be evicted), persistence, replicas (asynchronous:
+ * a failover may lose a grant), keyspace notifications (for `watch --events`) and the clock offset between
+ * this process and the server. Read only.
+ */
+export async function checkServer(client: IoredisClient): Promise<ServerReport> {
+  const target = adminTarget(client, undefined);
+  const nodes = await Promise.all((await masters(target)).map(factsOf));
+  const info = nodes[0]?.info;
+  const server: ServerReport['server'] = {
+    product: info?.get('server_name') === 'valkey' ? 'valkey' : 'redis',
+    version: info?.get('valkey_version') ?? info?.get('redis_version') ?? '?',
+    topology: info?.get('cluster_enabled') === '1' ? 'cluster' : 'standalone',
+    masters: nodes.length,
+    pubsub: await target.scripts.pubsubMode(),
+  };
+  const checks = [
+    serverCheck(nodes, server, target.cluster),
+    evictionCheck(nodes),
+    persistenceCheck(nodes),
+    replicasCheck(nodes),
+    keyspaceEventsCheck(nodes),
+    clockCheck(nodes),
+  ];
+  return { ok: checks.every((check) => check.status !== 'fail'), server, checks };
+}

@@ -1,0 +1,26 @@
+/**
+ * `flowlock/admin`: plain async functions over an ioredis or iovalkey `Redis` or `Cluster` for operators and
+ * tools (the `flowlock` command is a thin shell over them). They run the library's own scripts and read its
+ * keys as the lock clients write them; the client stays the caller's (they open only duplicates, for pub/sub,
+ * and close them). No client package is loaded.
+ */
+export { inspectLock } from './inspect.js';
+export type { InspectOptions, LockInfo, Permits, PermitLease, QueueEntry } from './inspect.js';
+export { listLocks } from './list.js';
+export type { ListOptions, LockListing, ScanStats } from './list.js';
+export { releaseOwner, forceUnlock } from './unlock.js';
+export type { UnlockOptions, UnlockResult } from './unlock.js';
+export { watchLocks } from './watch.js';
+export type {
+  AcquiredEvent,
+  ExpiredEvent,
+  HeldEvent,
+  NoticeEvent,
+  ReleasedEvent,
+  WatchEvent,
+  WatchOptions,
+} from './watch.js';
+export { checkServer } from './doctor.js';
+export type { CheckStatus, ServerCheck, ServerReport } from './doctor.js';
+export { PreconditionError } from './target.js';
+export type { Holder, LockKind } from './shape.js';

@@ -1,0 +1,460 @@
+/**
+ * `inspectLock`: everything Redis knows about one name of the lock family, read in one MULTI (every key of
+ * a name shares its slot): the key's type, TTL and content, the fencing counter, the fair lock's queue,
+ * the read-write lock's waiting writers, the semaphores' permit leases and queue. The kind is told by the
+ * keys' shapes, since the hash and string layouts are Redisson's and carry no marker; what the keys cannot
+ * tell apart is said in `alsoMatches` (a held lock with no waiters looks the same as a fair one).
+ */
+import type { IoredisClient } from '../options.js';
+import { checkLockName } from '../options.js';
+import {
+  fairLockKeys,
+  keySlot,
+  latchKeys,
+  lockKeys,
+  readWriteLockKeys,
+  semaphoreKeys,
+  type FairLockKeys,
+  type LatchKeys,
+  type LockKeys,
+  type ReadWriteLockKeys,
+  type SemaphoreKeys,
+} from '../redis/keys.js';
+import { isLockShaped, parseHolders, type Holder, type LockKind } from './shape.js';
+import {
+  address,
+  adminTarget,
+  checkKind,
+  checkOptions,
+  hashOf,
+  pairsOf,
+  PreconditionError,
+  masterOf,
+  subscriberCounts,
+  timeReply,
+  transaction,
+  type AdminTarget,
+  type Command,
+  type Reply,
+} from './target.js';
+
+/** A waiter's place in Redis: a fair-queue entry, a waiting writer, a semaphore's permit-queue entry. */
+export interface QueueEntry {
+  /** Its id: the waiter id, the writer's write field, or `<permits>|<clientId>|<n>`. */
+  readonly id: string;
+  /** Permits a semaphore waiter waits for; null for lock waiters. */
+  readonly permits: number | null;
+  /** Milliseconds until the entry counts as abandoned unless its waiter refreshes it (negative: overdue). */
+  readonly deadlineInMs: number | null;
+}
+
+/** A permit of an expirable semaphore that is out. */
+export interface PermitLease {
+  /** 32 lowercase hex digits (Redisson's form), usable with `releaseOwner`. */
+  readonly permitId: string;
+  /** Milliseconds until its lease ends (negative: ended, not reclaimed yet); null: no lease. */
+  readonly leaseMs: number | null;
+}
+
+/** A semaphore's permits. */
+export interface Permits {
+  readonly available: number;
+  /** Permits out (an expirable semaphore's leases); null for a plain semaphore, whose permits have no record. */
+  readonly out: number | null;
+  /** The first leases, soonest to end first. */
+  readonly leases: readonly PermitLease[];
+}
+
+/** What `inspectLock` (and each entry of `listLocks`) reports about a name. JSON-ready: no undefined, no bigint. */
+export interface LockInfo {
+  readonly name: string;
+  /** The main key (hash or string), as the server names it. */
+  readonly key: string;
+  /** The key's Redis type: `hash`, `string`, or `none` when it does not exist. */
+  readonly type: string;
+  /** The best reading of the keys; null when nothing of the family is there. */
+  readonly kind: LockKind | null;
+  /** Other kinds that would leave the same keys (pass `kind` to read the name as one of them). */
+  readonly alsoMatches: readonly LockKind[];
+  /** A lock with a holder, or an expirable semaphore with a permit out. */
+  readonly held: boolean;
+  /** The key's remaining TTL; null when it has none or does not exist. */
+  readonly ttlMs: number | null;
+  /** The last fencing token drawn for the name (decimal string); null for the semaphores and the latch. */
+  readonly fencingToken: string | null;
+  /** A read-write lock's mode; null otherwise. */
+  readonly mode: 'read' | 'write' | null;
+  /** Holders, oldest first. */
+  readonly owners: readonly Holder[];
+  /** The first waiters in Redis: fair-queue entries, waiting writers or the permit queue, in order. */
+  readonly queue: readonly QueueEntry[];
+  readonly queueLength: number;
+  /** For the semaphores; null otherwise. */
+  readonly permits: Permits | null;
+  /** A count-down latch's count (0: open); null otherwise. */
+  readonly count: number | null;
+  /** Subscriber connections on the channels its waiters listen on; null when not counted (`listLocks`). */
+  readonly waitingConnections: number | null;
+  /** Those channels (at most the first 100). */
+  readonly channels: readonly string[];
+  readonly slot: number;
+  /** `host:port` of the master that holds the keys. */
+  readonly node: string;
+}
+
+/** Options of `inspectLock`. */
+export interface InspectOptions {
+  /**
+   * The lock clients' `keyPrefix` (after the Redis client's own keyPrefix, as for `createLockClient`).
+   * @default ''
+   */
+  readonly prefix?: string;
+  /** Read the name as this kind, when its keys cannot tell (a fair lock without waiters). @default detected */
+  readonly kind?: LockKind;
+}
+
+/** At most this many queue entries, leases and channels are read and reported. */
+const MAX_ENTRIES = 100;
+/** At most this many read-hold timeout keys are read (each reader's longest lease). */
+const MAX_READ_TIMEOUTS = 200;
+/** Redisson's score of a permit without a lease. */
+const NO_LEASE = 922337203685477;
+
+/** Every family member's keys for one name (they share the main key and the slot). */
+export interface FamilyKeys {
+  readonly lock: LockKeys;
+  readonly fair: FairLockKeys;
+  readonly readWrite: ReadWriteLockKeys;
+  readonly semaphore: SemaphoreKeys;
+  readonly latch: LatchKeys;
+}
+
+export function familyKeys(target: AdminTarget, name: string): FamilyKeys {
+  const { prefix, cluster } = target;
+  return {
+    lock: lockKeys(prefix, name, cluster),
+    fair: fairLockKeys(prefix, name, cluster),
+    readWrite: readWriteLockKeys(prefix, name, cluster),
+    semaphore: semaphoreKeys(prefix, name, cluster),
+    latch: latchKeys(prefix, name, cluster),
+  };
+}
+
+/** What one MULTI read of a name returns. */
+interface Snapshot {
+  readonly name: string;
+  readonly keys: FamilyKeys;
+  readonly nowMs: number;
+  readonly type: string;
+  readonly pttl: number;
+  readonly hash: Readonly<Record<string, string>>;
+  readonly value: string | null;
+  readonly fence: string | null;
+  readonly fairQueue: readonly string[];
+  readonly fairQueueLength: number;
+  readonly fairDeadlines: ReadonlyMap<string, number>;
+  readonly writers: readonly (readonly [string, number])[];
+  readonly writersLength: number;
+  readonly leases: readonly (readonly [Buffer, number])[];
+  readonly leasesLength: number;
+  readonly permitQueue: readonly string[];
+  readonly permitQueueLength: number;
+  readonly permitDeadlines: ReadonlyMap<string, number>;
+  /** Read holds' remaining leases by field. */
+  readonly readLeases: ReadonlyMap<string, number>;
+}
+
+const READS = {
+  type: 0,
+  pttl: 1,
+  hash: 2,
+  value: 3,
+  fence: 4,
+  fairQueueLength: 5,
+  fairQueue: 6,
+  fairDeadlines: 7,
+  writersLength: 8,
+  writers: 9,
+  leasesLength: 10,
+  leases: 11,
+  permitQueueLength: 12,
+  permitQueue: 13,
+  permitDeadlines: 14,
+  time: 15,
+} as const;
+
+function readCommands({ lock, fair, readWrite, semaphore }: FamilyKeys): Command[] {
+  const key = lock.lockKey;
+  const last = MAX_ENTRIES - 1;
+  // Same order as READS. The main key comes first: it routes the MULTI on a Cluster.
+  return [
+    ['TYPE', key],
+    ['PTTL', key],
+    ['HGETALL', key],
+    ['GET', key],
+    ['GET', lock.fenceKey],
+    ['LLEN', fair.queueKey],
+    ['LRANGE', fair.queueKey, 0, last],
+    ['ZRANGE', fair.timeoutKey, 0, 10 * MAX_ENTRIES, 'WITHSCORES'],
+    ['ZCARD', readWrite.writersKey],
+    ['ZRANGE', readWrite.writersKey, 0, last, 'WITHSCORES'],
+    ['ZCARD', semaphore.timeoutKey],
+    ['ZRANGE', semaphore.timeoutKey, 0, last, 'WITHSCORES'],
+    ['LLEN', semaphore.queueKey],
+    ['LRANGE', semaphore.queueKey, 0, last],
+    ['ZRANGE', semaphore.deadlinesKey, 0, 10 * MAX_ENTRIES, 'WITHSCORES'],
+    ['TIME'],
+  ];
+}
+
+/** The value of a reply; a WRONGTYPE error (a key of another kind) reads as nothing. */
+function valueOf(reply: Reply | undefined): unknown {
+  if (!reply) return undefined;
+  if (reply.error) {
+    if (/^WRONGTYPE/.test(reply.error.message)) return undefined;
+    throw reply.error;
+  }
+  return reply.value;
+}
+
+function strings(reply: Reply | undefined): string[] {
+  const value = valueOf(reply);
+  return Array.isArray(value) ? value.map(String) : [];
+}
+
+/** A `ZRANGE … WITHSCORES` reply as member and score pairs (members as text, or as Buffers for binary ones). */
+function scored<T extends string | Buffer>(reply: Reply | undefined, binary = false): [T, number][] {
+  return pairsOf(valueOf(reply)).map(([member, score]) => [
+    (binary ? member : String(member)) as T,
+    Number(String(score)),
+  ]);
+}
+
+function integer(reply: Reply | undefined): number {
+  return Number(valueOf(reply) ?? 0);
+}
+
+/** Reads the keys of `name` in one MULTI (and, for read holds, their timeout keys in a second one). */
+async function snapshot(target: AdminTarget, name: string): Promise<Snapshot> {
+  const keys = familyKeys(target, name);
+  const replies = await transaction(target.client, readCommands(keys), new Set([READS.leases]));
+  const hash = hashOf(valueOf(replies[READS.hash]));
+  const text = valueOf(replies[READS.value]);
+  const fence = valueOf(replies[READS.fence]);
+  const base: Omit<Snapshot, 'readLeases'> = {
+    name,
+    keys,
+    nowMs: timeReply(valueOf(replies[READS.time])),
+    type: String(valueOf(replies[READS.type])),
+    pttl: integer(replies[READS.pttl]),
+    hash,
+    value: typeof text === 'string' ? text : null,
+    fence: typeof fence === 'string' ? fence : null,
+    fairQueue: strings(replies[READS.fairQueue]),
+    fairQueueLength: integer(replies[READS.fairQueueLength]),
+    fairDeadlines: new Map(scored<string>(replies[READS.fairDeadlines])),
+    writers: scored<string>(replies[READS.writers]),
+    writersLength: integer(replies[READS.writersLength]),
+    leases: scored<Buffer>(replies[READS.leases], true),
+    leasesLength: integer(replies[READS.leasesLength]),
+    permitQueue: strings(replies[READS.permitQueue]),
+    permitQueueLength: integer(replies[READS.permitQueueLength]),
+    permitDeadlines: new Map(scored<string>(replies[READS.permitDeadlines])),
+  };
+  return { ...base, readLeases: await readLeases(target, base) };
+}
+
+/**
+ * Each reader's longest remaining lease, from its per-hold timeout keys (`<timeoutBase>:<owner>:
+ * rwlock_timeout:<k>`): a reader whose keys all ran out is dead, kept in the hash by other readers' leases.
+ */
+async function readLeases(
+  target: AdminTarget,
+  { hash, keys }: Pick<Snapshot, 'hash' | 'keys'>,
+): Promise<Map<string, number>> {
+  const leases = new Map<string, number>();
+  if (hash['mode'] === undefined) return leases;
+  const probes: [string, Command][] = [];
+  for (const holder of parseHolders(hash, 0)) {
+    if (holder.mode !== 'read') continue;
+    for (let k = 1; k <= holder.holdCount && probes.length < MAX_READ_TIMEOUTS; k++) {
+      probes.push([holder.owner, ['PTTL', `${keys.readWrite.timeoutBase}:${holder.owner}:rwlock_timeout:${k}`]]);
+    }
+  }
+  if (probes.length === 0) return leases;
+  const replies = await transaction(
+    target.client,
+    probes.map(([, command]) => command),
+  );
+  probes.forEach(([owner], i) => {
+    const ttl = Math.max(0, integer(replies[i]));
+    leases.set(owner, Math.max(leases.get(owner) ?? 0, ttl));
+  });
+  return leases;
+}
+
+const HASH_KINDS: ReadonlySet<LockKind> = new Set(['lock', 'fair-lock', 'read-write-lock']);
+
+/** The kinds the keys fit, best reading first. */
+function detectKinds(s: Snapshot): LockKind[] {
+  const permitKinds: LockKind[] = ['semaphore', 'permit-expirable-semaphore'];
+  switch (s.type) {
+    case 'hash':
+      // An application's hash is none of ours (a read-write lock's `mode` may outlive its last holder).
+      if (!isLockShaped(s.hash) && Object.keys(s.hash).some((field) => field !== 'mode')) return [];
+      if (s.hash['mode'] !== undefined) return ['read-write-lock'];
+      return s.fairQueueLength > 0 || s.fairDeadlines.size > 0 ? ['fair-lock'] : ['lock', 'fair-lock'];
+    case 'string':
+      if (!/^-?\d+$/.test(s.value ?? '')) return [];
+      if (s.leasesLength > 0) return ['permit-expirable-semaphore'];
+      if (s.permitQueueLength > 0) return permitKinds;
+      return [...permitKinds, 'count-down-latch'];
+    case 'none':
+      // Waiters or leases left behind name the kind; a fencing counter is shared by the three locks.
+      if (s.fairQueueLength > 0) return ['fair-lock'];
+      if (s.writersLength > 0) return ['read-write-lock'];
+      if (s.leasesLength > 0) return ['permit-expirable-semaphore'];
+      if (s.permitQueueLength > 0) return permitKinds;
+      return s.fence === null ? [] : ['lock', 'fair-lock', 'read-write-lock'];
+    default:
+      return [];
+  }
+}
+
+/** Whether a key of Redis type `type` can be a `kind`. */
+function fits(kind: LockKind, type: string): boolean {
+  return type === 'none' || type === (HASH_KINDS.has(kind) ? 'hash' : 'string');
+}
+
+/** The channels `kind`'s waiters listen on, for this snapshot. */
+function channelsOf(s: Snapshot, kind: LockKind): string[] {
+  const { lock, fair, readWrite, semaphore, latch } = s.keys;
+  switch (kind) {
+    case 'lock':
+      return [lock.channel];
+    case 'fair-lock':
+      // Each waiter has its own channel; a release wakes only the head's.
+      return s.fairQueue.map((id) => `${fair.channel}:${id}`);
+    case 'read-write-lock':
+      return [readWrite.channel];
+    case 'count-down-latch':
+      return [latch.channel];
+    default: {
+      const clients = new Set(s.permitQueue.map((entry) => /^\d+\|(.*)\|\d+$/s.exec(entry)?.[1] ?? ''));
+      return [semaphore.channel, ...[...clients].map((client) => semaphore.wakePrefix + client)].slice(0, MAX_ENTRIES);
+    }
+  }
+}
+
+function describe(
+  s: Snapshot,
+  kind: LockKind | null,
+  alsoMatches: readonly LockKind[],
+  node: string,
+  waiting: { readonly connections: number | null; readonly channels: readonly string[] },
+): LockInfo {
+  const isLock = kind !== null && HASH_KINDS.has(kind);
+  const owners = isLock && s.type === 'hash' ? parseHolders(s.hash, s.nowMs, s.readLeases) : [];
+  const untilDeadline = (score: number | undefined): number | null =>
+    score === undefined ? null : Math.round(score - s.nowMs);
+  let queue: QueueEntry[] = [];
+  let queueLength = 0;
+  if (kind === 'fair-lock') {
+    queue = s.fairQueue.map((id) => ({ id, permits: null, deadlineInMs: untilDeadline(s.fairDeadlines.get(id)) }));
+    queueLength = s.fairQueueLength;
+  } else if (kind === 'read-write-lock') {
+    queue = s.writers.map(([id, score]) => ({ id, permits: null, deadlineInMs: untilDeadline(score) }));
+    queueLength = s.writersLength;
+  } else if (kind === 'semaphore' || kind === 'permit-expirable-semaphore') {
+    queue = s.permitQueue.map((id) => ({
+      id,
+      permits: Number(/^(\d+)\|/.exec(id)?.[1] ?? 0),
+      deadlineInMs: untilDeadline(s.permitDeadlines.get(id)),
+    }));
+    queueLength = s.permitQueueLength;
+  }
+  const expirable = kind === 'permit-expirable-semaphore';
+  const permits: Permits | null =
+    kind === 'semaphore' || expirable
+      ? {
+          available: Number(s.value ?? 0),
+          out: expirable ? s.leasesLength : null,
+          leases: s.leases.map(([id, score]) => ({
+            permitId: id.toString('hex'),
+            leaseMs: score === NO_LEASE ? null : Math.round(score - s.nowMs),
+          })),
+        }
+      : null;
+  const mode = kind === 'read-write-lock' ? s.hash['mode'] : undefined;
+  return {
+    name: s.name,
+    key: s.keys.lock.lockKey,
+    type: s.type,
+    kind,
+    alsoMatches,
+    held: isLock ? owners.length > 0 : expirable && s.leasesLength > 0,
+    ttlMs: s.pttl >= 0 ? s.pttl : null,
+    fencingToken: isLock ? s.fence : null,
+    mode: mode === 'read' || mode === 'write' ? mode : null,
+    owners,
+    queue,
+    queueLength,
+    permits,
+    count: kind === 'count-down-latch' ? Number(s.value ?? 0) : null,
+    waitingConnections: waiting.connections,
+    channels: waiting.channels,
+    slot: keySlot(s.keys.lock.lockKey),
+    node,
+  };
+}
+
+/**
+ * Reads `name` as `kind`, or as the kind its keys show; throws a PreconditionError when `kind` does not fit
+ * the key's type. No subscriber counts (`listLocks` reads many names).
+ */
+export async function readLock(target: AdminTarget, name: string, kind?: LockKind, node?: string): Promise<LockInfo> {
+  const s = await snapshot(target, name);
+  const [chosen, also] = choose(s, kind);
+  return describe(s, chosen, also, node ?? address(await masterOf(target, s.keys.lock.lockKey)), {
+    connections: null,
+    channels: chosen ? channelsOf(s, chosen) : [],
+  });
+}
+
+function choose(s: Snapshot, kind: LockKind | undefined): [LockKind | null, LockKind[]] {
+  if (kind !== undefined) {
+    if (!fits(kind, s.type)) throw new PreconditionError(`${s.name} is a ${s.type}, which a ${kind} never is`);
+    return [kind, []];
+  }
+  const [best = null, ...rest] = detectKinds(s);
+  return [best, rest];
+}
+
+/**
+ * Everything Redis knows about `name`: its kind, holders (with holder info: since when, which host and
+ * process), TTL, fencing counter, waiters queued in Redis and subscriber connections on its channels,
+ * permits or count, and where it lives (slot, node). A name with no keys reads as free (`kind` null when
+ * nothing of the family was ever there). Read only.
+ */
+export async function inspectLock(client: IoredisClient, name: string, options?: InspectOptions): Promise<LockInfo> {
+  checkLockName(name);
+  const { prefix, kind } = checkOptions(options, ['prefix', 'kind']);
+  const target = adminTarget(client, prefix);
+  const hint = checkKind(kind, 'options.kind');
+  const s = await snapshot(target, name);
+  let [chosen, also] = choose(s, hint);
+  const node = address(await masterOf(target, s.keys.lock.lockKey));
+  // A counter alone cannot say whether it counts permits or a latch's count-downs: whoever waits on it can.
+  if (chosen === 'semaphore' && also.includes('count-down-latch')) {
+    const [latchWaiters = 0] = await subscriberCounts(target, channelsOf(s, 'count-down-latch'));
+    const [permitWaiters = 0] = await subscriberCounts(target, channelsOf(s, 'semaphore'));
+    if (latchWaiters > permitWaiters)
+      [chosen, also] = ['count-down-latch', ['semaphore', 'permit-expirable-semaphore']];
+  }
+  const channels = chosen ? channelsOf(s, chosen) : [];
+  const counts = await subscriberCounts(target, channels);
+  return describe(s, chosen, also, node, {
+    connections: counts.reduce((sum, n) => sum + n, 0),
+    channels,
+  });
+}

@@ -1,0 +1,435 @@
+/**
+ * `watchLocks`: a live log of acquisitions, releases and expirations. Its sources, in order of precedence:
+ * - polling: the watched names are read again every `intervalMs` (globs by a SCAN, as `listLocks` does), and
+ *   holders that appeared or left since the last read become events; a holder that left without a release
+ *   message, at about the time its lease would have run out, is reported as expired (inferred);
+ * - release messages: a lock's release channel (the release scripts publish there) makes its name be read
+ *   at once, so that a release and the next acquisition show without waiting for the poll: classic channels
+ *   by pattern under the prefix, and on a Redis 7+ Cluster the shard channels of the named locks;
+ * - keyspace notifications (`events`): `expired` and `evicted` of a lock key are the server's own proof that
+ *   a lease ran out without a release (a crash or a lost lease) or that memory pressure took it. They are
+ *   node-local, so every master is subscribed; they need `notify-keyspace-events` to include `E` and `x`
+ *   (and `e` for evictions), which is off by default: a `notice` event says so.
+ * Pub/sub only speeds things up: what a lost message hides, the next poll shows.
+ */
+import type { Redis } from 'ioredis';
+import { checkLockName, type IoredisClient } from '../options.js';
+import { fairLockKeys, lockKeys, readWriteLockKeys } from '../redis/keys.js';
+import { familyKeys, readLock, type LockInfo } from './inspect.js';
+import { listLocks } from './list.js';
+import { escapeGlob, globToRegExp, isGlob, type Holder, type LockKind } from './shape.js';
+import {
+  address,
+  adminTarget,
+  checkCount,
+  configGet,
+  checkOptions,
+  databaseOf,
+  masterOf,
+  masters,
+  notifiesExpiry,
+  subscriberFor,
+  type AdminTarget,
+} from './target.js';
+
+/** Options of `watchLocks`. */
+export interface WatchOptions {
+  /** The lock clients' `keyPrefix` (after the Redis client's own, as for `createLockClient`). @default '' */
+  readonly prefix?: string;
+  /** Lock names or Redis globs on names. @default ['*'] (every lock under the prefix) */
+  readonly names?: readonly string[];
+  /** Milliseconds between two reads of the watched names (at least 50). @default 2000 */
+  readonly intervalMs?: number;
+  /** Subscribe to keyspace notifications (`expired`, `evicted`, `del`) on every master. @default false */
+  readonly events?: boolean;
+  /** SCAN's COUNT when a glob is polled. @default 1000 */
+  readonly count?: number;
+  /** Ends the iteration (it then completes normally). @default none: until the consumer stops */
+  readonly signal?: AbortSignal;
+}
+
+interface EventBase {
+  /** When this watcher saw it (ISO 8601, local clock). */
+  readonly time: string;
+}
+
+/** A holder found by the first read (not an acquisition seen happening). */
+export interface HeldEvent extends EventBase {
+  readonly type: 'held';
+  readonly name: string;
+  readonly kind: LockKind | null;
+  readonly holder: Holder;
+  readonly fencingToken: string | null;
+}
+
+/** A new holder. */
+export interface AcquiredEvent extends EventBase {
+  readonly type: 'acquired';
+  readonly name: string;
+  readonly kind: LockKind | null;
+  readonly holder: Holder;
+  /** The name's fencing counter when the holder was seen: the new hold's token unless it is a read hold. */
+  readonly fencingToken: string | null;
+}
+
+/** A holder gone by a release (a release message came, or its lease had time left). */
+export interface ReleasedEvent extends EventBase {
+  readonly type: 'released';
+  readonly name: string;
+  readonly owner: string;
+  /** How long it was held, when its holder info said since when. */
+  readonly heldMs: number | null;
+}
+
+/** A lease that ran out without a release (or a key that memory pressure evicted). */
+export interface ExpiredEvent extends EventBase {
+  readonly type: 'expired' | 'evicted';
+  readonly name: string;
+  /** The holder that lost it, if this watcher had seen it; null otherwise. */
+  readonly owner: string | null;
+  /** `keyspace`: the server's notification; `ttl`: gone without a release message when its lease ran out. */
+  readonly proof: 'keyspace' | 'ttl';
+}
+
+/** Something the watcher cannot do as asked (keyspace notifications off, or unknown). */
+export interface NoticeEvent extends EventBase {
+  readonly type: 'notice';
+  readonly message: string;
+}
+
+export type WatchEvent = HeldEvent | AcquiredEvent | ReleasedEvent | ExpiredEvent | NoticeEvent;
+
+/** What the watcher knows of a held name. */
+interface Known {
+  readonly info: LockInfo;
+  /** performance.now() of the read. */
+  readonly at: number;
+}
+
+/** A lease this close to its end (ms) when its holder vanished without a release message counts as run out. */
+const EXPIRY_MARGIN_MS = 250;
+
+const now = (): string => new Date().toISOString();
+
+class Watcher {
+  readonly #target: AdminTarget;
+  readonly #client: IoredisClient;
+  readonly #prefixOption: string | undefined;
+  readonly #explicit: readonly string[];
+  readonly #globs: readonly string[];
+  readonly #patterns: readonly RegExp[];
+  readonly #intervalMs: number;
+  readonly #count: number;
+  readonly #known = new Map<string, Known>();
+  /** Names with a release message (or a deletion) since their last read. */
+  readonly #released = new Set<string>();
+  /** With keyspace notifications: names whose expiry a read inferred, and when (the notification may follow). */
+  readonly #inferred = new Map<string, number>();
+  #keyspace = false;
+  readonly #connections: Redis[] = [];
+  readonly #events: WatchEvent[] = [];
+  #wake: (() => void) | undefined;
+  #failure: { readonly error: unknown } | undefined;
+  #stopped = false;
+  #first = true;
+  #timer: NodeJS.Timeout | undefined;
+  /** Reads and comparisons run one at a time, in order. */
+  #work: Promise<void> = Promise.resolve();
+
+  constructor(
+    target: AdminTarget,
+    client: IoredisClient,
+    prefixOption: string | undefined,
+    names: readonly string[],
+    intervalMs: number,
+    count: number,
+  ) {
+    this.#target = target;
+    this.#client = client;
+    this.#prefixOption = prefixOption;
+    this.#explicit = names.filter((name) => !isGlob(name));
+    this.#globs = names.filter(isGlob);
+    this.#patterns = this.#globs.map(globToRegExp);
+    this.#intervalMs = intervalMs;
+    this.#count = count;
+  }
+
+  async start(events: boolean): Promise<void> {
+    await this.#subscribe();
+    this.#keyspace = events;
+    if (events) await this.#subscribeKeyspace();
+    await this.#poll();
+  }
+
+  /** The next event; undefined once stopped. Rejects with a failure of the background work. */
+  async next(): Promise<WatchEvent | undefined> {
+    for (;;) {
+      if (this.#failure) throw this.#failure.error;
+      const event = this.#events.shift();
+      if (event) return event;
+      if (this.#stopped) return undefined;
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    for (const connection of this.#connections.splice(0)) connection.disconnect();
+    this.#wake?.();
+  }
+
+  #emit(event: WatchEvent): void {
+    this.#events.push(event);
+    this.#wake?.();
+  }
+
+  #fail(error: unknown): void {
+    this.#failure ??= { error };
+    this.stop();
+  }
+
+  #watched(name: string): boolean {
+    return this.#explicit.includes(name) || this.#patterns.some((pattern) => pattern.test(name));
+  }
+
+  #enqueue(task: () => Promise<void> | void): void {
+    this.#work = this.#work.then(async () => {
+      if (!this.#stopped) await task();
+    });
+    this.#work.catch((error: unknown) => this.#fail(error));
+  }
+
+  /** Reads every watched name, compares, and plans the next read. */
+  async #poll(): Promise<void> {
+    const read = new Map<string, LockInfo>();
+    for (const info of await Promise.all(this.#explicit.map((name) => readLock(this.#target, name)))) {
+      read.set(info.name, info);
+    }
+    for (const glob of this.#globs) {
+      const options = {
+        match: glob,
+        count: this.#count,
+        ...(this.#prefixOption === undefined ? {} : { prefix: this.#prefixOption }),
+      };
+      for await (const info of listLocks(this.#client, options)) read.set(info.name, info);
+    }
+    const at = performance.now();
+    // A held name no read returned is free now.
+    for (const name of this.#known.keys()) if (!read.has(name)) this.#compare(name, undefined, at);
+    for (const [name, info] of read) this.#compare(name, info, at);
+    this.#first = false;
+    if (!this.#stopped) {
+      this.#timer = setTimeout(() => this.#enqueue(() => this.#poll()), this.#intervalMs);
+    }
+  }
+
+  /** Reads one name again now (after its release message). */
+  async #reread(name: string): Promise<void> {
+    const info = await readLock(this.#target, name);
+    this.#compare(name, info, performance.now());
+  }
+
+  /** Events for the difference between what was known of `name` and `info` (undefined: free). */
+  #compare(name: string, info: LockInfo | undefined, at: number): void {
+    const before = this.#known.get(name);
+    const previous = before?.info.owners ?? [];
+    const current = info?.held ? info.owners : [];
+    const messaged = this.#released.delete(name);
+    for (const holder of previous) {
+      if (current.some((c) => c.owner === holder.owner)) continue;
+      const elapsed = before ? at - before.at : 0;
+      const lease = holder.leaseMs ?? before?.info.ttlMs ?? null;
+      if (!messaged && lease !== null && lease - elapsed <= EXPIRY_MARGIN_MS) {
+        if (this.#keyspace) this.#inferred.set(name, at);
+        this.#emit({ type: 'expired', time: now(), name, owner: holder.owner, proof: 'ttl' });
+      } else {
+        const heldMs = holder.heldMs === null ? null : Math.round(holder.heldMs + elapsed);
+        this.#emit({ type: 'released', time: now(), name, owner: holder.owner, heldMs });
+      }
+    }
+    for (const holder of current) {
+      if (previous.some((p) => p.owner === holder.owner)) continue;
+      const kind = info?.kind ?? null;
+      const fencingToken = info?.fencingToken ?? null;
+      this.#emit({ type: this.#first ? 'held' : 'acquired', time: now(), name, kind, holder, fencingToken });
+    }
+    if (info && current.length > 0) this.#known.set(name, { info, at });
+    else this.#known.delete(name);
+  }
+
+  /** A lock key expired or was evicted (keyspace notification). */
+  #lost(name: string, type: 'expired' | 'evicted'): void {
+    const inferredAt = this.#inferred.get(name);
+    this.#inferred.delete(name);
+    // Already reported by a read that found the holder gone at the end of its lease.
+    if (inferredAt !== undefined && performance.now() - inferredAt < 2 * this.#intervalMs + 1000) return;
+    const owners = this.#known.get(name)?.info.owners ?? [];
+    this.#known.delete(name);
+    this.#released.delete(name);
+    if (owners.length === 0) this.#emit({ type, time: now(), name, owner: null, proof: 'keyspace' });
+    for (const holder of owners) this.#emit({ type, time: now(), name, owner: holder.owner, proof: 'keyspace' });
+  }
+
+  /** Something freed `name` (a release message, a deletion): read it again at once. */
+  #changed(name: string): void {
+    if (!this.#watched(name)) return;
+    this.#released.add(name);
+    this.#enqueue(() => this.#reread(name));
+  }
+
+  /** The lock name whose release channel is `channel` (plain, fair waiter's, or read-write), if any. */
+  #nameOfChannel(channel: string): string | undefined {
+    const { prefix, cluster } = this.#target;
+    for (const word of ['redisson_lock__channel:', 'redisson_rwlock:']) {
+      const head = prefix + word;
+      if (!channel.startsWith(head)) continue;
+      const rest = channel.slice(head.length);
+      const close = rest.indexOf('}');
+      // Candidates: the name in braces (Redisson's `word:{name}`), the lock key after a slot tag (the
+      // Cluster variant), the rest as it is or cut at a colon (a name with braces of its own, a fair
+      // waiter's suffix); keys.ts confirms one.
+      const candidates = [
+        ...(rest.startsWith('{') && close > 0 ? [rest.slice(1, close)] : []),
+        ...(close > 0 && rest[close + 1] === ':' && rest.startsWith(prefix, close + 2)
+          ? [rest.slice(close + 2 + prefix.length)]
+          : []),
+        rest,
+        ...[...rest.matchAll(/:/g)].map((match) => rest.slice(0, match.index)),
+      ];
+      for (const name of candidates) {
+        if (name === '') continue;
+        if (
+          lockKeys(prefix, name, cluster).channel === channel ||
+          readWriteLockKeys(prefix, name, cluster).channel === channel ||
+          channel.startsWith(`${fairLockKeys(prefix, name, cluster).channel}:`)
+        ) {
+          return name;
+        }
+      }
+    }
+    return undefined;
+  }
+
+  #open(node: Redis): Redis {
+    const connection = subscriberFor(node);
+    this.#connections.push(connection);
+    connection.on('end', () => {
+      if (!this.#stopped) this.#fail(new Error('a subscriber connection closed'));
+    });
+    return connection;
+  }
+
+  /**
+   * Classic release messages under the prefix, by pattern (a Cluster broadcasts classic messages to every
+   * node, so one connection hears them all), and on a Redis 7+ Cluster the named locks' shard channels on
+   * their masters (shard channels have no patterns).
+   */
+  async #subscribe(): Promise<void> {
+    const target = this.#target;
+    const [first] = await masters(target);
+    if (!first) return;
+    const classic = this.#open(first);
+    classic.on('pmessage', (_pattern: string, channel: string) => {
+      const name = this.#nameOfChannel(channel);
+      if (name !== undefined) this.#changed(name);
+    });
+    const escaped = escapeGlob(target.prefix);
+    await classic.psubscribe(`${escaped}redisson_lock__channel:*`, `${escaped}redisson_rwlock:*`);
+    if (!target.cluster || (await target.scripts.pubsubMode()) !== 'sharded') return;
+    // SSUBSCRIBE takes channels of one slot: one call per name (its channels share its slot).
+    const byMaster = new Map<Redis, string[][]>();
+    for (const name of this.#explicit) {
+      const keys = familyKeys(target, name);
+      const master = await masterOf(target, keys.lock.lockKey);
+      byMaster.set(master, [...(byMaster.get(master) ?? []), [keys.lock.channel, keys.readWrite.channel]]);
+    }
+    for (const [master, slots] of byMaster) {
+      const sharded = this.#open(master);
+      sharded.on('smessage', (channel: string) => {
+        const name = this.#nameOfChannel(channel);
+        if (name !== undefined) this.#changed(name);
+      });
+      for (const channels of slots) await sharded.ssubscribe(...channels);
+    }
+  }
+
+  /** Keyspace notifications of every master (they are node-local), where `notify-keyspace-events` allows. */
+  async #subscribeKeyspace(): Promise<void> {
+    const target = this.#target;
+    const db = databaseOf(target);
+    for (const master of await masters(target)) {
+      const flags = await configGet(master, 'notify-keyspace-events');
+      const at = address(master);
+      if (flags === undefined) {
+        this.#emit({
+          type: 'notice',
+          time: now(),
+          message: `notify-keyspace-events unknown on ${at} (CONFIG GET denied): expirations may be inferred only`,
+        });
+      } else if (!notifiesExpiry(flags)) {
+        this.#emit({
+          type: 'notice',
+          time: now(),
+          message: `notify-keyspace-events "${flags}" on ${at}: no expiry notifications (needs E and x); expirations are inferred from TTLs`,
+        });
+        continue;
+      }
+      const connection = this.#open(master);
+      connection.on('message', (channel: string, key: string) => {
+        if (!key.startsWith(target.prefix)) return;
+        const name = key.slice(target.prefix.length);
+        if (name.startsWith('flowlock:') || !this.#watched(name)) return;
+        const event = channel.slice(channel.lastIndexOf(':') + 1);
+        if (event === 'del') this.#changed(name);
+        else if (event === 'expired' || event === 'evicted') this.#enqueue(() => this.#lost(name, event));
+      });
+      await connection.subscribe(`__keyevent@${db}__:expired`, `__keyevent@${db}__:evicted`, `__keyevent@${db}__:del`);
+    }
+  }
+}
+
+/**
+ * A live log of the watched locks (names, or Redis globs on names; every lock by default): holders found at
+ * the start (`held`), then `acquired`, `released`, `expired` and `evicted` events as they happen, and
+ * `notice`s about what the server does not allow. Iterate it with `for await`; it ends when `signal` aborts
+ * or the loop breaks, and then closes its connections (its own duplicates: the client stays open). Fails
+ * (the iteration throws) if Redis does.
+ */
+export function watchLocks(client: IoredisClient, options?: WatchOptions): AsyncIterable<WatchEvent> {
+  const checked = checkOptions(options, ['prefix', 'names', 'intervalMs', 'events', 'count', 'signal']);
+  const prefix = checked['prefix'];
+  const target = adminTarget(client, prefix);
+  const { names = ['*'], events = false, signal } = checked;
+  if (!Array.isArray(names) || names.length === 0) throw new TypeError('options.names must be a non-empty array');
+  for (const name of names) {
+    if (typeof name !== 'string' || name === '') throw new TypeError('options.names must hold non-empty strings');
+    if (!isGlob(name)) checkLockName(name);
+  }
+  if (typeof events !== 'boolean') throw new TypeError('options.events must be a boolean');
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new TypeError('options.signal must be an AbortSignal');
+  const intervalMs = checkCount(checked['intervalMs'], 'options.intervalMs', 50, 2 ** 31 - 1) ?? 2000;
+  const count = checkCount(checked['count'], 'options.count', 1) ?? 1000;
+  return {
+    async *[Symbol.asyncIterator]() {
+      if (signal?.aborted) return;
+      const watcher = new Watcher(target, client, prefix as string | undefined, names as string[], intervalMs, count);
+      const onAbort = (): void => watcher.stop();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        try {
+          await watcher.start(events);
+        } catch (error) {
+          // Stopped while subscribing: its connections were closed under it.
+          if (signal?.aborted) return;
+          throw error;
+        }
+        for (let event = await watcher.next(); event; event = await watcher.next()) yield event;
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+        watcher.stop();
+      }
+    },
+  };
+}

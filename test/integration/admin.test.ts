@@ -1,0 +1,655 @@
+// flowlock/admin against real Redis (a 3-master Cluster under REDIS_TOPOLOGY=cluster): inspectLock reads every
+// member of the family and Redisson-held locks, listLocks finds held locks on every master, releaseOwner and
+// forceUnlock free locks through the library's scripts and wake real waiters, watchLocks reports acquisitions,
+// releases and expirations, checkServer judges the server's settings. Lock clients run on REDIS_CLIENT; the
+// admin functions take ioredis clients (the fixture's `redis()`).
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  checkServer,
+  forceUnlock,
+  inspectLock,
+  listLocks,
+  PreconditionError,
+  releaseOwner,
+  watchLocks,
+  type LockInfo,
+  type WatchEvent,
+  type WatchOptions,
+} from '../../src/admin/index.js';
+import { escapeGlob, globToRegExp, isLockShaped } from '../../src/admin/shape.js';
+import { keySlot, lockKeys } from '../../src/redis/keys.js';
+import {
+  elapsedSince,
+  isCluster,
+  masterOf,
+  onCluster,
+  uniqueName,
+  useRedis,
+  type Client,
+  type Redis,
+} from '../support/fixture.js';
+import { RedissonFairLock, RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
+
+const redis = useRedis();
+
+/** Server settings a test changed, put back after it. */
+const restore: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const step of restore.splice(0).reverse()) await step();
+});
+
+/** Sets a CONFIG parameter on every master for this test. */
+async function configSet(parameter: string, value: string): Promise<void> {
+  for (const node of masters(redis.admin)) {
+    const [, before] = (await node.config('GET', parameter)) as [string, string];
+    await node.config('SET', parameter, value);
+    restore.push(() => node.config('SET', parameter, before));
+  }
+}
+
+function masters(client: Client): Redis[] {
+  return isCluster(client) ? client.nodes('master') : [client];
+}
+
+/** The label a lock client of this process records (options.holderInfo). */
+const label = (app?: string): string => `${hostname()} pid ${process.pid}${app ? ` (${app})` : ''}`;
+
+/** Resolves once `predicate` holds, polling every 20 ms, or fails after `ms`. */
+async function until(predicate: () => Promise<boolean> | boolean, ms = 5000): Promise<void> {
+  const started = performance.now();
+  while (!(await predicate())) {
+    if (elapsedSince(started) > ms) throw new Error(`condition not met within ${ms} ms`);
+    await sleep(20);
+  }
+}
+
+/** Names whose keys live on every master of the cluster (one name per master), or `count` names. */
+function namesOnEveryMaster(label: string, count = 3): string[] {
+  if (!onCluster) return Array.from({ length: count }, () => uniqueName(label));
+  const admin = redis.admin;
+  if (!isCluster(admin)) throw new Error('expected a cluster admin');
+  const byMaster = new Map<string, string>();
+  while (byMaster.size < 3) {
+    const name = uniqueName(label);
+    const owner = admin.slots[keySlot(name)]?.[0] ?? '';
+    if (!byMaster.has(owner)) byMaster.set(owner, name);
+  }
+  return [...byMaster.values()];
+}
+
+describe('inspectLock', () => {
+  it('reads a flowlock hold: owner, re-entered hold count, holder info, TTL, fencing token and slot', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'billing' } });
+    const name = uniqueName('inspect');
+    const lock = locks.getLock(name);
+    const before = Date.now();
+    await locks.run(async () => {
+      const lease = await lock.acquire();
+      await lock.lock();
+      const info = await inspectLock(redis.redis(), name);
+      expect(info).toMatchObject({
+        name,
+        key: name,
+        type: 'hash',
+        kind: 'lock',
+        alsoMatches: ['fair-lock'],
+        held: true,
+        fencingToken: lease.fencingToken.toString(),
+        mode: null,
+        slot: keySlot(name),
+      });
+      expect(info.ttlMs).toBeGreaterThan(20_000);
+      expect(info.ttlMs).toBeLessThanOrEqual(30_000);
+      expect(info.owners).toHaveLength(1);
+      const [owner] = info.owners;
+      expect(owner).toMatchObject({ clientId: locks.clientId, holdCount: 2, mode: null, who: label('billing') });
+      expect(owner?.owner).toBe(`${owner?.clientId}:${owner?.flowId}`);
+      expect(owner?.flowId).toMatch(/^\d+$/);
+      // Server clock against this process's: the same machine.
+      const since = Date.parse(owner?.since ?? '');
+      expect(since).toBeGreaterThanOrEqual(before - 1000);
+      expect(since).toBeLessThanOrEqual(Date.now() + 1000);
+      expect(owner?.heldMs).toBeGreaterThanOrEqual(0);
+      expect(owner?.heldMs).toBeLessThan(5000);
+      const node = onCluster ? masterOf(redis.admin as never, name) : (redis.admin as Redis);
+      expect(info.node).toBe(`${node.options.host ?? ''}:${node.options.port ?? ''}`);
+      await lock.unlock();
+      await lease.release();
+    });
+  });
+
+  it('counts the connections waiting on the release channel', async () => {
+    const holder = redis.locks();
+    const name = uniqueName('inspect');
+    const lease = await holder.getLock(name).acquire();
+    const waiter = redis.locks();
+    const waiting = waiter.getLock(name).acquire({ waitTime: 10_000 });
+    await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
+    const info = await inspectLock(redis.redis(), name);
+    expect(info.channels).toEqual([lockKeys('', name, onCluster).channel]);
+    await lease.release();
+    await (await waiting).release();
+  });
+
+  it('reads a free lock as free with its last fencing token, and a name never used as nothing', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('inspect');
+    const lease = await locks.getLock(name).acquire();
+    await lease.release();
+    const info = await inspectLock(redis.redis(), name);
+    expect(info).toMatchObject({
+      type: 'none',
+      kind: 'lock',
+      held: false,
+      ttlMs: null,
+      owners: [],
+      fencingToken: lease.fencingToken.toString(),
+    });
+    expect(info.alsoMatches).toEqual(['fair-lock', 'read-write-lock']);
+    const never = await inspectLock(redis.redis(), uniqueName('never'));
+    expect(never).toMatchObject({ type: 'none', kind: null, held: false, fencingToken: null, owners: [] });
+    // Keys of the application's own, not of a lock's shape.
+    const hash = uniqueName('app');
+    await redis.admin.hset(hash, 'user:1', '5', 'name', 'x');
+    expect(await inspectLock(redis.redis(), hash)).toMatchObject({ type: 'hash', kind: null, held: false, owners: [] });
+    const text = uniqueName('app');
+    await redis.admin.set(text, 'hello');
+    expect(await inspectLock(redis.redis(), text)).toMatchObject({ type: 'string', kind: null, permits: null });
+  });
+
+  it('shows no holder info when the lock client turned it off', async () => {
+    const locks = redis.locks({ holderInfo: false });
+    const name = uniqueName('inspect');
+    const lease = await locks.getLock(name).acquire();
+    const [owner] = (await inspectLock(redis.redis(), name)).owners;
+    expect(owner).toMatchObject({ clientId: locks.clientId, holdCount: 1, since: null, heldMs: null, who: null });
+    await lease.release();
+  });
+
+  it('reads a lock held by a Redisson (Java) client: the owner without holder info', async () => {
+    const name = uniqueName('java');
+    const owner = redissonOwner();
+    await redis.admin.hset(name, owner, 3);
+    await redis.admin.pexpire(name, 30_000);
+    const info = await inspectLock(redis.redis(), name);
+    expect(info).toMatchObject({ kind: 'lock', held: true, fencingToken: null });
+    expect(info.owners).toEqual([
+      {
+        owner,
+        clientId: owner.slice(0, owner.lastIndexOf(':')),
+        flowId: owner.slice(owner.lastIndexOf(':') + 1),
+        mode: null,
+        holdCount: 3,
+        since: null,
+        heldMs: null,
+        who: null,
+        leaseMs: null,
+      },
+    ]);
+  });
+
+  it('reads a fair lock with its queue of waiters (ours and a Redisson one)', async () => {
+    const holder = redis.locks();
+    const name = uniqueName('fair');
+    const lease = await holder.getFairLock(name).acquire();
+    const waiter = redis.locks();
+    const waiting = waiter.getFairLock(name).acquire({ waitTime: 10_000 });
+    await until(async () => (await inspectLock(redis.redis(), name)).queueLength === 1);
+    const java = new RedissonFairLock(redis.admin, name);
+    expect(await java.tryAcquire(30_000, 60_000)).not.toBeNull();
+    const info = await inspectLock(redis.redis(), name);
+    expect(info).toMatchObject({ kind: 'fair-lock', alsoMatches: [], held: true, queueLength: 2 });
+    expect(info.owners[0]?.clientId).toBe(holder.clientId);
+    expect(info.queue.map((entry) => entry.id)).toEqual([expect.stringMatching(/:w\d+$/), java.owner]);
+    for (const entry of info.queue) expect(entry.deadlineInMs).toBeGreaterThan(0);
+    // Our waiter listens on its own channel; the Redisson one is queued without listening here.
+    expect(info.waitingConnections).toBeGreaterThanOrEqual(1);
+    await lease.release();
+    await (await waiting).release();
+  });
+
+  it('reads a read-write lock: readers with their leases, then a writer with its fencing token', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'catalog' } });
+    const name = uniqueName('rw');
+    const rw = locks.getReadWriteLock(name);
+    const first = await rw.readLock().acquire();
+    const second = await rw.readLock().acquire();
+    const java = new RedissonReadWriteLock(redis.admin, name);
+    expect(await java.tryReadLock(20_000)).toBeNull();
+    const read = await inspectLock(redis.redis(), name);
+    expect(read).toMatchObject({ kind: 'read-write-lock', mode: 'read', held: true });
+    expect(read.owners).toHaveLength(3);
+    for (const owner of read.owners) {
+      expect(owner.mode).toBe('read');
+      expect(owner.holdCount).toBe(1);
+      expect(owner.leaseMs).toBeGreaterThan(10_000);
+    }
+    expect(read.owners.filter((owner) => owner.who === label('catalog'))).toHaveLength(2);
+    expect(read.owners.find((owner) => owner.owner === java.owner)?.who).toBeNull();
+    await first.release();
+    await second.release();
+    expect(await java.readUnlock()).toBe(1);
+    const write = await rw.writeLock().acquire();
+    const written = await inspectLock(redis.redis(), name);
+    expect(written).toMatchObject({
+      kind: 'read-write-lock',
+      mode: 'write',
+      fencingToken: write.fencingToken.toString(),
+    });
+    expect(written.owners).toHaveLength(1);
+    expect(written.owners[0]).toMatchObject({ mode: 'write', who: label('catalog'), holdCount: 1 });
+    expect(written.owners[0]?.owner).toMatch(/:write$/);
+    await write.release();
+  });
+
+  it('reads a semaphore: available permits and the queue of a waiter', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('sem');
+    const semaphore = locks.getSemaphore(name);
+    expect(await semaphore.trySetPermits(3)).toBe(true);
+    await semaphore.acquire({ permits: 2 });
+    const info = await inspectLock(redis.redis(), name);
+    expect(info).toMatchObject({
+      type: 'string',
+      kind: 'semaphore',
+      held: false,
+      permits: { available: 1, out: null },
+    });
+    expect(info.alsoMatches).toEqual(['permit-expirable-semaphore', 'count-down-latch']);
+    const waiting = redis.locks().getSemaphore(name).tryAcquire({ permits: 3, waitTime: 10_000 });
+    await until(async () => (await inspectLock(redis.redis(), name)).queueLength === 1);
+    const queued = await inspectLock(redis.redis(), name);
+    expect(queued).toMatchObject({ kind: 'semaphore', alsoMatches: ['permit-expirable-semaphore'] });
+    expect(queued.queue[0]?.permits).toBe(3);
+    expect(queued.waitingConnections).toBeGreaterThanOrEqual(1);
+    await semaphore.release(2);
+    expect(await waiting).toBe(true);
+  });
+
+  it('reads a permit-expirable semaphore: the permits out with their ids and leases', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('permits');
+    const semaphore = locks.getPermitExpirableSemaphore(name);
+    await semaphore.trySetPermits(2);
+    const permit = await semaphore.acquire({ leaseTime: 20_000 });
+    const info = await inspectLock(redis.redis(), name);
+    expect(info).toMatchObject({ kind: 'permit-expirable-semaphore', held: true, permits: { available: 1, out: 1 } });
+    expect(info.permits?.leases).toEqual([{ permitId: permit.permitId, leaseMs: expect.any(Number) }]);
+    expect(info.permits?.leases[0]?.leaseMs).toBeGreaterThan(10_000);
+    expect(info.permits?.leases[0]?.leaseMs).toBeLessThanOrEqual(20_000);
+    await permit.release();
+  });
+
+  it('reads a count-down latch, told from a semaphore by its waiters or by the kind given', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('latch');
+    const latch = locks.getCountDownLatch(name);
+    expect(await latch.trySetCount(2)).toBe(true);
+    const asLatch = await inspectLock(redis.redis(), name, { kind: 'count-down-latch' });
+    expect(asLatch).toMatchObject({ kind: 'count-down-latch', count: 2, permits: null, held: false });
+    const opened = redis.locks().getCountDownLatch(name).await({ waitTime: 10_000 });
+    await until(async () => (await inspectLock(redis.redis(), name)).kind === 'count-down-latch');
+    const detected = await inspectLock(redis.redis(), name);
+    expect(detected).toMatchObject({ kind: 'count-down-latch', count: 2 });
+    expect(detected.waitingConnections).toBeGreaterThanOrEqual(1);
+    await latch.countDown();
+    await latch.countDown();
+    expect(await opened).toBe(true);
+    await expect(inspectLock(redis.redis(), name, { kind: 'count-down-latch' })).resolves.toMatchObject({ count: 0 });
+  });
+
+  it('refuses a kind the key cannot be', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('inspect');
+    const lease = await locks.getLock(name).acquire();
+    await expect(inspectLock(redis.redis(), name, { kind: 'semaphore' })).rejects.toBeInstanceOf(PreconditionError);
+    await lease.release();
+  });
+
+  it('finds locks under a key prefix, also one the Redis client sets', async () => {
+    const locks = redis.locks({ keyPrefix: 'app:' });
+    const name = uniqueName('prefixed');
+    const lease = await locks.getLock(name).acquire();
+    expect(await inspectLock(redis.redis(), name, { prefix: 'app:' })).toMatchObject({
+      held: true,
+      key: `app:${name}`,
+    });
+    expect(await inspectLock(redis.redis({ keyPrefix: 'app:' }), name)).toMatchObject({
+      held: true,
+      key: `app:${name}`,
+    });
+    expect((await inspectLock(redis.redis(), name)).held).toBe(false);
+    await lease.release();
+  });
+
+  it('checks its arguments before any I/O', async () => {
+    const client = redis.redis({ lazyConnect: true });
+    await expect(inspectLock(client, '')).rejects.toBeInstanceOf(RangeError);
+    await expect(inspectLock({} as never, 'x')).rejects.toBeInstanceOf(TypeError);
+    await expect(inspectLock(client, 'x', { prefix: 'a{b' })).rejects.toThrow(/options\.prefix/);
+    await expect(inspectLock(client, 'x', { kind: 'mutex' as never })).rejects.toThrow(/options\.kind/);
+    await expect(inspectLock(client, 'x', { nope: 1 } as never)).rejects.toBeInstanceOf(TypeError);
+    expect(() => listLocks(client, { count: 0 })).toThrow(RangeError);
+    expect(() => listLocks(client, { match: '' })).toThrow(TypeError);
+    expect(() => watchLocks(client, { names: [] })).toThrow(TypeError);
+    expect(() => watchLocks(client, { intervalMs: 10 })).toThrow(RangeError);
+    await expect(releaseOwner(client, 'x', '')).rejects.toBeInstanceOf(TypeError);
+    await expect(forceUnlock(client, 'flowlock:fence')).rejects.toBeInstanceOf(RangeError);
+    // Nothing was sent: the lazy client never connected.
+    expect(client.status).toBe('wait');
+  });
+});
+
+describe('lock shapes and globs (no Redis)', () => {
+  it('takes only hashes of holders, their side fields and a mode for locks', () => {
+    expect(isLockShaped({ 'a:1': '2', 'a:1:acq': 'x', 'a:1:rel': '', 'a:1:info': '#1 h pid 1' })).toBe(true);
+    expect(isLockShaped({ mode: 'read', 'a:1': '1', 'b:2:write': '1' })).toBe(true);
+    expect(isLockShaped({ 'a:1': '2', name: 'x' })).toBe(false);
+    expect(isLockShaped({ counter: '2' })).toBe(false);
+    expect(isLockShaped({ mode: 'other', 'a:1': '1' })).toBe(false);
+    expect(isLockShaped({ 'a:1:acq': 'x' })).toBe(false);
+  });
+
+  it('matches names as Redis globs do', () => {
+    const cases: [string, string, boolean][] = [
+      ['orders:*', 'orders:42', true],
+      ['orders:*', 'order:42', false],
+      ['orders:?', 'orders:7', true],
+      ['orders:?', 'orders:42', false],
+      ['orders:[0-4]*', 'orders:42', true],
+      ['orders:[^0-4]*', 'orders:42', false],
+      ['a\\*b', 'a*b', true],
+      ['a\\*b', 'axb', false],
+      ['{app}:*', '{app}:x', true],
+      ['x.y', 'xzy', false],
+    ];
+    for (const [glob, name, matches] of cases) expect(globToRegExp(glob).test(name), `${glob} ~ ${name}`).toBe(matches);
+    expect(escapeGlob('a*b?[c]\\')).toBe('a\\*b\\?\\[c\\]\\\\');
+    expect(globToRegExp(escapeGlob('a*[b]')).test('a*[b]')).toBe(true);
+  });
+});
+
+describe('listLocks', () => {
+  it('finds every held lock on every master, and no free lock or application hash', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'lister' } });
+    const label = `list${randomUUID().slice(0, 6)}`;
+    const names = namesOnEveryMaster(label, 3);
+    const leases = await Promise.all(names.map((name) => locks.getLock(name).acquire()));
+    const free = uniqueName(label);
+    await (await locks.getLock(free).acquire()).release();
+    await redis.admin.hset(uniqueName(label), 'name', 'not a lock');
+    await redis.admin.hset(uniqueName(label), 'a:1', '2', 'b', 'x');
+    const listing = listLocks(redis.redis(), { match: `test:${label}:*`, count: 100 });
+    const found: LockInfo[] = [];
+    for await (const info of listing) found.push(info);
+    expect(found.map((info) => info.name).sort()).toEqual([...names].sort());
+    for (const info of found) expect(info.owners[0]?.who).toBe(`${hostname()} pid ${process.pid} (lister)`);
+    expect(listing.stats.masters).toBe(onCluster ? 3 : 1);
+    expect(listing.stats.calls).toBeGreaterThanOrEqual(listing.stats.masters);
+    expect(listing.stats.keys).toBeGreaterThanOrEqual(names.length);
+    expect(listing.stats.elapsedMs).toBeGreaterThan(0);
+    if (onCluster) expect(new Set(found.map((info) => info.node)).size).toBe(3);
+    // Every name ever locked, from the fencing counters: the free one too.
+    const all: string[] = [];
+    for await (const info of listLocks(redis.redis(), { match: `test:${label}:*`, all: true })) all.push(info.name);
+    expect(all.sort()).toEqual([...names, free].sort());
+    const limited: string[] = [];
+    for await (const info of listLocks(redis.redis(), { match: `test:${label}:*`, limit: 2 })) limited.push(info.name);
+    expect(limited).toHaveLength(2);
+    await Promise.all(leases.map((lease) => lease.release()));
+  });
+
+  it('lists read-write and fair locks and Redisson-held locks alike', async () => {
+    const label = `list${randomUUID().slice(0, 6)}`;
+    const locks = redis.locks();
+    const rw = await locks.getReadWriteLock(`test:${label}:rw`).writeLock().acquire();
+    const fair = await locks.getFairLock(`test:${label}:fair`).acquire();
+    await redis.admin.hset(`test:${label}:java`, redissonOwner(), 1);
+    const kinds: Record<string, string | null> = {};
+    for await (const info of listLocks(redis.redis(), { match: `test:${label}:*` })) kinds[info.name] = info.kind;
+    expect(kinds).toEqual({
+      [`test:${label}:rw`]: 'read-write-lock',
+      [`test:${label}:fair`]: 'lock',
+      [`test:${label}:java`]: 'lock',
+    });
+    await rw.release();
+    await fair.release();
+  });
+});
+
+describe('releaseOwner and forceUnlock', () => {
+  it('releases an owner compare-and-release style and wakes a waiting client', async () => {
+    const holder = redis.locks({ watchdogTimeout: 3000 });
+    const name = uniqueName('unlock');
+    const lease = await holder.getLock(name).acquire();
+    const waiter = redis.locks();
+    const started = performance.now();
+    const waiting = waiter.getLock(name).acquire({ waitTime: 20_000 });
+    await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
+    const [owner] = (await inspectLock(redis.redis(), name)).owners;
+    const released = performance.now();
+    const result = await releaseOwner(redis.redis(), name, owner?.owner ?? '');
+    expect(result).toMatchObject({ name, kind: 'lock', released: true });
+    expect(result.woken).toBeGreaterThanOrEqual(1);
+    expect(result.holders.map((h) => h.owner)).toEqual([owner?.owner]);
+    const next = await waiting;
+    // Woken by the release message, not by the holder's lease running out (30 s).
+    expect(elapsedSince(released)).toBeLessThan(2000);
+    expect(elapsedSince(started)).toBeLessThan(10_000);
+    // The former holder learns it at its next renewal (every watchdogTimeout / 3).
+    await until(() => lease.signal.aborted, 3000);
+    await next.release();
+  });
+
+  it('does nothing for an owner that does not hold the lock', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('unlock');
+    const lease = await locks.getLock(name).acquire();
+    const result = await releaseOwner(redis.redis(), name, `${randomUUID()}:1`);
+    expect(result).toMatchObject({ released: false, woken: null });
+    expect(result.holders).toHaveLength(1);
+    expect((await inspectLock(redis.redis(), name)).held).toBe(true);
+    expect(await releaseOwner(redis.redis(), uniqueName('free'), 'x:1')).toMatchObject({ released: false, kind: null });
+    await lease.release();
+  });
+
+  it('releases a reader or the writer of a read-write lock, and a Redisson holder', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('rw');
+    const rw = locks.getReadWriteLock(name);
+    const read = await rw.readLock().acquire();
+    const java = new RedissonReadWriteLock(redis.admin, name);
+    expect(await java.tryReadLock(30_000)).toBeNull();
+    expect(await releaseOwner(redis.redis(), name, java.owner)).toMatchObject({ released: true, woken: 0 });
+    const [ours] = (await inspectLock(redis.redis(), name)).owners;
+    expect(ours?.clientId).toBe(locks.clientId);
+    const writer = redis.locks().getReadWriteLock(name).writeLock().acquire({ waitTime: 10_000 });
+    await sleep(100);
+    expect(await releaseOwner(redis.redis(), name, ours?.owner ?? '')).toMatchObject({ released: true });
+    const write = await writer;
+    const [writeOwner] = (await inspectLock(redis.redis(), name)).owners;
+    expect(writeOwner?.owner).toMatch(/:write$/);
+    expect(await releaseOwner(redis.redis(), name, writeOwner?.owner ?? '')).toMatchObject({ released: true });
+    expect((await inspectLock(redis.redis(), name)).held).toBe(false);
+    expect(write.signal.aborted || read.signal.aborted).toBe(false);
+  });
+
+  it('gives back an expirable permit by its id, and refuses a plain semaphore', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('permits');
+    const semaphore = locks.getPermitExpirableSemaphore(name);
+    await semaphore.trySetPermits(1);
+    const permit = await semaphore.acquire({ leaseTime: 60_000 });
+    expect(await releaseOwner(redis.redis(), name, permit.permitId)).toMatchObject({ released: true });
+    expect(await semaphore.availablePermits()).toBe(1);
+    const plain = uniqueName('sem');
+    await locks.getSemaphore(plain).trySetPermits(1);
+    await expect(releaseOwner(redis.redis(), plain, 'x')).rejects.toBeInstanceOf(PreconditionError);
+    await expect(forceUnlock(redis.redis(), plain)).rejects.toBeInstanceOf(PreconditionError);
+  });
+
+  it('forces a lock free and wakes its waiter, for the plain, fair and read-write locks', async () => {
+    for (const kind of ['lock', 'fair-lock', 'read-write-lock'] as const) {
+      const name = uniqueName(kind);
+      const holder = redis.locks();
+      const waiter = redis.locks();
+      const take = (locks: typeof holder, waitTime?: number) => {
+        const options = waitTime === undefined ? {} : { waitTime };
+        if (kind === 'fair-lock') return locks.getFairLock(name).acquire(options);
+        if (kind === 'read-write-lock') return locks.getReadWriteLock(name).readLock().acquire(options);
+        return locks.getLock(name).acquire(options);
+      };
+      await take(holder);
+      const waiting =
+        kind === 'read-write-lock'
+          ? waiter.getReadWriteLock(name).writeLock().acquire({ waitTime: 20_000 })
+          : take(waiter, 20_000);
+      await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
+      const forced = performance.now();
+      const result = await forceUnlock(redis.redis(), name);
+      expect(result).toMatchObject({ kind, released: true });
+      expect(result.holders).toHaveLength(1);
+      await (await waiting).release();
+      expect(elapsedSince(forced)).toBeLessThan(2000);
+      expect(await forceUnlock(redis.redis(), name)).toMatchObject({ released: false });
+    }
+  });
+});
+
+/** Runs watchLocks in the background; its events so far, and a stop that the test's end calls too. */
+function watch(options: Omit<WatchOptions, 'signal'>): { events: WatchEvent[]; stop: () => Promise<void> } {
+  const controller = new AbortController();
+  const events: WatchEvent[] = [];
+  const done = (async () => {
+    for await (const event of watchLocks(redis.redis(), { ...options, signal: controller.signal })) events.push(event);
+  })();
+  const stop = async (): Promise<void> => {
+    controller.abort();
+    await done;
+  };
+  restore.push(stop);
+  return { events, stop };
+}
+
+/** A lock left by a holder that died (a crashed process, a Java client): no release will come. */
+async function abandonedLock(name: string, leaseMs: number): Promise<string> {
+  const owner = redissonOwner();
+  await redis.admin.hset(name, owner, 1);
+  await redis.admin.pexpire(name, leaseMs);
+  return owner;
+}
+
+describe('watchLocks', () => {
+  it('reports holders found, acquisitions, releases and an expiry inferred from the lease', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'watched' } });
+    const [name = '', other = ''] = namesOnEveryMaster('watch', 2);
+    const held = await locks.getLock(name).acquire();
+    const { events, stop } = watch({ names: [name, other], intervalMs: 100 });
+    const has = (predicate: (event: WatchEvent) => boolean) => () => events.some(predicate);
+    await until(has((e) => e.type === 'held' && e.name === name));
+    const lease = await locks.getLock(other).acquire();
+    await until(has((e) => e.type === 'acquired' && e.name === other && e.holder.who === label('watched')));
+    await lease.release();
+    await until(
+      has((e) => e.type === 'released' && e.name === other),
+      2000,
+    );
+    await held.release();
+    await until(
+      has((e) => e.type === 'released' && e.name === name),
+      2000,
+    );
+    const owner = await abandonedLock(other, 400);
+    await until(
+      has((e) => e.type === 'expired' && e.name === other && e.owner === owner && e.proof === 'ttl'),
+      3000,
+    );
+    await stop();
+    expect(events.find((e) => e.type === 'acquired')).toMatchObject({
+      kind: 'lock',
+      fencingToken: lease.fencingToken.toString(),
+    });
+    expect(events.filter((e) => e.type === 'expired')).toHaveLength(1);
+    const found = events.find((e) => e.type === 'held');
+    const released = events.find((e) => e.type === 'released' && e.name === name);
+    expect(released).toMatchObject({ owner: found?.type === 'held' ? found.holder.owner : '' });
+    expect(released?.type === 'released' ? released.heldMs : null).toBeGreaterThan(0);
+  });
+
+  it('watches names whose keys share a master but not a slot (shard channels are subscribed per slot)', async () => {
+    const locks = redis.locks();
+    const first = uniqueName('watch');
+    const master = (name: string): string =>
+      isCluster(redis.admin) ? (redis.admin.slots[keySlot(name)]?.[0] ?? '') : 'the server';
+    let second = uniqueName('watch');
+    while (master(second) !== master(first) || keySlot(second) === keySlot(first)) second = uniqueName('watch');
+    const leases = [await locks.getLock(first).acquire(), await locks.getLock(second).acquire()];
+    const { events } = watch({ names: [first, second], intervalMs: 100 });
+    await until(() => events.filter((e) => e.type === 'held').length === 2);
+    await leases[1]?.release();
+    await until(() => events.some((e) => e.type === 'released' && e.name === second), 2000);
+    await leases[0]?.release();
+  });
+
+  it('reports expirations from keyspace notifications with events', async () => {
+    await configSet('notify-keyspace-events', 'Egx');
+    const label = `watch${randomUUID().slice(0, 6)}`;
+    const name = uniqueName(label);
+    // A long interval: only the notification can report the expiry in time.
+    const { events } = watch({ names: [`test:${label}:*`], intervalMs: 60_000, events: true });
+    await sleep(300);
+    await abandonedLock(name, 300);
+    await until(() => events.some((e) => e.type === 'expired' && e.name === name && e.proof === 'keyspace'), 3000);
+    expect(events.filter((e) => e.type === 'notice')).toEqual([]);
+  });
+
+  it('says so when keyspace notifications are off', async () => {
+    await configSet('notify-keyspace-events', '');
+    const { events } = watch({ events: true, intervalMs: 1000 });
+    await until(() => events.filter((e) => e.type === 'notice').length === (onCluster ? 3 : 1));
+    expect(events.find((e) => e.type === 'notice')).toMatchObject({
+      message: expect.stringMatching(/notify-keyspace-events ""/),
+    });
+  });
+});
+
+describe('checkServer', () => {
+  it('passes on a noeviction server and fails on allkeys-lru', async () => {
+    const report = await checkServer(redis.redis());
+    expect(report.ok).toBe(true);
+    expect(report.server).toMatchObject({
+      product: 'redis',
+      topology: onCluster ? 'cluster' : 'standalone',
+      masters: onCluster ? 3 : 1,
+      pubsub: onCluster ? 'sharded' : 'classic',
+    });
+    expect(report.checks.map((check) => check.id)).toEqual([
+      'server',
+      'eviction',
+      'persistence',
+      'replicas',
+      'keyspace-events',
+      'clock',
+    ]);
+    expect(report.checks.find((check) => check.id === 'eviction')?.status).toBe('ok');
+    expect(report.checks.find((check) => check.id === 'clock')?.status).toBe('ok');
+    expect(report.checks.find((check) => check.id === 'replicas')?.status).toBe(onCluster ? 'warn' : 'ok');
+    const node = masters(redis.admin)[0]!;
+    await node.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    restore.push(() => node.config('SET', 'maxmemory-policy', 'noeviction'));
+    const failing = await checkServer(redis.redis());
+    expect(failing.ok).toBe(false);
+    const eviction = failing.checks.find((check) => check.id === 'eviction');
+    expect(eviction).toMatchObject({ status: 'fail' });
+    expect(eviction?.summary).toMatch(/allkeys-lru/);
+  });
+
+  it('sees keyspace notifications switched on', async () => {
+    await configSet('notify-keyspace-events', 'Ex');
+    const report = await checkServer(redis.redis());
+    expect(report.checks.find((check) => check.id === 'keyspace-events')).toMatchObject({ status: 'ok' });
+  });
+});

@@ -1,0 +1,532 @@
+// The built `flowlock` command (dist/cli.js, from `npm run build`) run as a child process against real Redis (a
+// 3-master Cluster under REDIS_TOPOLOGY=cluster): its output and exit code for each command, with locks held by
+// lock clients of REDIS_CLIENT, by Redisson's layout written directly, and by every primitive of the family.
+// Each run must end by itself (connections closed, no timers left): a run still going after 20 s fails.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { LockInfo } from '../../src/admin/index.js';
+import { keySlot } from '../../src/redis/keys.js';
+import { freePort } from '../support/redis-server.js';
+import {
+  elapsedSince,
+  isCluster,
+  onCluster,
+  uniqueName,
+  useRedis,
+  type Client,
+  type Redis,
+} from '../support/fixture.js';
+import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
+
+const redis = useRedis();
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const manifest = (await import('../../package.json', { with: { type: 'json' } })).default;
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
+});
+
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly ms: number;
+}
+
+/** The --url flags of the test's Redis: the server, or every master of the cluster as seeds. */
+function urls(): string[] {
+  const target = redis.target;
+  if (target.topology === 'cluster')
+    return target.nodes.flatMap(({ host, port }) => ['--url', `redis://${host}:${port}`]);
+  if (target.topology === 'standalone') return ['--url', `redis://${target.host}:${target.port}`];
+  throw new Error('no sentinel here');
+}
+
+function start(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeArgs, CLI, ...args], {
+    env: { ...process.env, NO_COLOR: '1', FLOWLOCK_REDIS_URL: '', REDIS_URL: '', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  cleanup.push(() => child.kill('SIGKILL'));
+  return child;
+}
+
+/** Runs `flowlock <args>` to its end (killed after 20 s: code null). */
+async function flowlock(args: readonly string[], env?: NodeJS.ProcessEnv, nodeArgs?: readonly string[]): Promise<Run> {
+  const started = performance.now();
+  const child = start(args, env, nodeArgs);
+  child.stdin?.end();
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const code = await new Promise<number | null>((resolve) => child.on('close', (exit) => resolve(exit)));
+  clearTimeout(killer);
+  return { code, stdout, stderr, ms: elapsedSince(started) };
+}
+
+/** `flowlock <args> --json`, parsed. */
+async function json<T>(args: readonly string[]): Promise<T> {
+  const run = await flowlock([...urls(), ...args, '--json']);
+  expect(run.stderr).not.toMatch(/^flowlock:/);
+  expect(run.code).toBe(0);
+  return JSON.parse(run.stdout) as T;
+}
+
+const label = (app?: string): string => `${hostname()} pid ${process.pid}${app ? ` (${app})` : ''}`;
+/** The label as a RegExp source. */
+const labelPattern = (app: string): string => label(app).replace(/[.()]/g, '\\$&');
+
+function masters(client: Client): Redis[] {
+  return isCluster(client) ? client.nodes('master') : [client];
+}
+
+/** Resolves once `predicate` holds, polling every 20 ms, or fails after `ms`. */
+async function until(predicate: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
+  const started = performance.now();
+  while (!(await predicate())) {
+    if (elapsedSince(started) > ms) throw new Error(`condition not met within ${ms} ms`);
+    await sleep(20);
+  }
+}
+
+describe('flowlock inspect', () => {
+  it('shows a flowlock hold: owner, re-entered hold count, holder info, TTL, fencing, slot and waiters', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'billing' } });
+    const name = uniqueName('cli');
+    const lock = locks.getLock(name);
+    await locks.run(async () => {
+      const lease = await lock.acquire();
+      await lock.lock();
+      const waiting = redis.locks().getLock(name).acquire({ waitTime: 10_000 });
+      await until(async () => ((await json<LockInfo>(['inspect', name])).waitingConnections ?? 0) >= 1);
+      const run = await flowlock([...urls(), 'inspect', name]);
+      expect(run.code).toBe(0);
+      const lines = run.stdout.trimEnd().split('\n');
+      expect(lines[0]).toMatch(
+        new RegExp(`^${name}  HELD  lock \\(or fair lock\\)  ttl \\d+\\.\\ds  fencing ${lease.fencingToken}$`),
+      );
+      expect(lines[1]).toMatch(
+        new RegExp(
+          `^  owner    ${locks.clientId}:\\d+  holds 2  since \\d\\d:\\d\\d:\\d\\dZ \\(\\d+\\.\\ds\\)  ${labelPattern('billing')}$`,
+        ),
+      );
+      expect(lines[2]).toMatch(new RegExp(`^  key      ${name}  slot ${keySlot(name)} @ 127\\.0\\.0\\.1:\\d+$`));
+      expect(lines[3]).toBe(`  waiting  1 subscriber connection on redisson_lock__channel:{${name}}`);
+      expect(lines).toHaveLength(4);
+      const parsed = await json<LockInfo>(['inspect', name]);
+      expect(parsed).toMatchObject({ name, held: true, fencingToken: lease.fencingToken.toString() });
+      expect(parsed.owners[0]).toMatchObject({ clientId: locks.clientId, holdCount: 2, who: label('billing') });
+      await lock.unlock();
+      await lease.release();
+      await (await waiting).release();
+    });
+  });
+
+  it('shows a free lock with its last fencing token, and a name never used', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('cli');
+    const lease = await locks.getLock(name).acquire();
+    await lease.release();
+    const free = await flowlock([...urls(), 'inspect', name]);
+    expect(free).toMatchObject({ code: 0, stderr: '' });
+    expect(free.stdout).toBe(
+      `${name}  FREE  lock (or fair lock, read-write lock)  (last fencing ${lease.fencingToken})\n`,
+    );
+    const never = uniqueName('never');
+    expect((await flowlock([...urls(), 'inspect', never])).stdout).toBe(`${never}  FREE  (never locked by flowlock)\n`);
+    expect((await json<LockInfo>(['inspect', never])).held).toBe(false);
+  });
+
+  it('shows a lock held by a Redisson (Java) client as an owner without info', async () => {
+    const name = uniqueName('java');
+    const owner = redissonOwner();
+    await redis.admin.hset(name, owner, 1);
+    await redis.admin.pexpire(name, 30_000);
+    const run = await flowlock([...urls(), 'inspect', name]);
+    expect(run.code).toBe(0);
+    expect(run.stdout.split('\n')[1]).toBe(`  owner    ${owner}  holds 1  (no owner info)`);
+  });
+
+  it('shows a fair lock with its queue', async () => {
+    const name = uniqueName('fair');
+    const holder = redis.locks({ holderInfo: { app: 'jobs' } });
+    const lease = await holder.getFairLock(name).acquire();
+    const waiting = redis.locks().getFairLock(name).acquire({ waitTime: 10_000 });
+    await until(async () => (await json<LockInfo>(['inspect', name])).queueLength === 1);
+    const run = await flowlock([...urls(), 'inspect', name]);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(new RegExp(`^${name}  HELD  fair lock  ttl `));
+    expect(run.stdout).toMatch(/\n {2}queue {4}1 waiting: \S+:w\d+ \(\d+\.\ds left\)\n/);
+    expect(run.stdout).toMatch(/\n {2}waiting {2}1 subscriber connection on redisson_lock__channel:\{.*\}:\S+:w\d+\n/);
+    await lease.release();
+    await (await waiting).release();
+  });
+
+  it('shows a read-write lock read by two owners (one Redisson), then written', async () => {
+    const name = uniqueName('rw');
+    const locks = redis.locks({ holderInfo: { app: 'catalog' } });
+    const read = await locks.getReadWriteLock(name).readLock().acquire();
+    const java = new RedissonReadWriteLock(redis.admin, name);
+    expect(await java.tryReadLock(30_000)).toBeNull();
+    const reading = await flowlock([...urls(), 'inspect', name]);
+    expect(reading.stdout).toMatch(new RegExp(`^${name}  HELD  read-write lock \\(read\\)  ttl `));
+    expect(reading.stdout).toMatch(
+      new RegExp(
+        `\\n  owner    ${locks.clientId}:\\d+  read  holds 1  lease \\d+\\.\\ds  since .*${labelPattern('catalog')}\\n`,
+      ),
+    );
+    expect(reading.stdout).toContain(`\n  owner    ${java.owner}  read  holds 1  lease `);
+    expect(reading.stdout).toMatch(/\(no owner info\)\n/);
+    await read.release();
+    await java.readUnlock();
+    const write = await locks.getReadWriteLock(name).writeLock().acquire();
+    const writing = await flowlock([...urls(), 'inspect', name]);
+    expect(writing.stdout).toMatch(
+      new RegExp(`^${name}  HELD  read-write lock \\(write\\)  ttl \\d+\\.\\ds  fencing ${write.fencingToken}\\n`),
+    );
+    expect(writing.stdout).toMatch(new RegExp(`\\n  owner    ${locks.clientId}:\\d+:write  write  holds 1  since `));
+    await write.release();
+  });
+
+  it('shows the semaphores and the count-down latch', async () => {
+    const locks = redis.locks();
+    const pool = uniqueName('sem');
+    await locks.getSemaphore(pool).trySetPermits(5);
+    await locks.getSemaphore(pool).acquire({ permits: 2 });
+    const semaphore = await flowlock([...urls(), 'inspect', pool]);
+    expect(semaphore.stdout).toMatch(
+      new RegExp(
+        `^${pool}  AVAILABLE  semaphore \\(or permit-expirable semaphore, count-down latch\\)  3 available\\n`,
+      ),
+    );
+    const leases = uniqueName('permits');
+    const expirable = locks.getPermitExpirableSemaphore(leases);
+    await expirable.trySetPermits(2);
+    const permit = await expirable.acquire({ leaseTime: 60_000 });
+    const permits = await flowlock([...urls(), 'inspect', leases]);
+    expect(permits.stdout).toMatch(new RegExp(`^${leases}  HELD  permit-expirable semaphore  1 available, 1 out\\n`));
+    expect(permits.stdout).toMatch(new RegExp(`\\n  permit   ${permit.permitId}  lease \\d+\\.\\ds left\\n`));
+    const boot = uniqueName('latch');
+    await locks.getCountDownLatch(boot).trySetCount(2);
+    const awaiting = redis.locks().getCountDownLatch(boot).await({ waitTime: 10_000 });
+    await until(async () => (await json<LockInfo>(['inspect', boot])).kind === 'count-down-latch');
+    const latch = await flowlock([...urls(), 'inspect', boot]);
+    expect(latch.stdout).toMatch(
+      new RegExp(`^${boot}  COUNTING  count-down latch \\(or semaphore, permit-expirable semaphore\\)  count 2\\n`),
+    );
+    expect(latch.stdout).toContain(`  waiting  1 subscriber connection on redisson_countdownlatch__channel__{${boot}}`);
+    const asLatch = await flowlock([...urls(), 'inspect', pool, '--kind', 'count-down-latch']);
+    expect(asLatch.stdout).toMatch(new RegExp(`^${pool}  COUNTING  count-down latch  count 3\\n`));
+    await locks.getCountDownLatch(boot).countDown();
+    await locks.getCountDownLatch(boot).countDown();
+    expect(await awaiting).toBe(true);
+  });
+});
+
+describe('flowlock list', () => {
+  it('lists every held lock across all masters, oldest first, with the scan cost on stderr', async () => {
+    const label = `cli${Math.random().toString(36).slice(2, 8)}`;
+    const locks = redis.locks({ holderInfo: { app: 'lister' } });
+    // Enough names that, on the cluster, every master holds some.
+    const names = Array.from({ length: 9 }, (_, i) => `test:${label}:${i}`);
+    const slotsOf = names.map((name) => keySlot(name));
+    if (onCluster) {
+      const admin = redis.admin;
+      if (!isCluster(admin)) throw new Error('expected a cluster');
+      expect(new Set(slotsOf.map((slot) => admin.slots[slot]?.[0])).size).toBe(3);
+    }
+    const leases = [];
+    for (const name of names) leases.push(await locks.getLock(name).acquire());
+    await redis.admin.hset(`test:${label}:app`, 'field', 'not a lock');
+    const run = await flowlock([...urls(), 'list', '--match', `test:${label}:*`]);
+    expect(run.code).toBe(0);
+    const [header, ...rows] = run.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^NAME +KIND +OWNER +HOLDS +TTL +AGE +WHO$/);
+    expect(rows).toHaveLength(names.length);
+    // Oldest first: the acquisition order.
+    expect(rows.map((row) => row.split(/ +/)[0])).toEqual(names);
+    for (const row of rows)
+      expect(row).toMatch(
+        new RegExp(`^test:${label}:\\d +lock +\\S+ +1 +\\d+\\.\\ds +\\d+\\.\\ds +${labelPattern('lister')}$`),
+      );
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `^9 held locks · scanned [\\d,]+ keys on ${onCluster ? '3 masters' : '1 master'} in \\d+\\.\\d\\ds \\(\\d+ SCAN calls?\\)\\n$`,
+      ),
+    );
+    const parsed = await json<LockInfo[]>(['list', '--match', `test:${label}:*`, '--limit', '4']);
+    expect(parsed).toHaveLength(4);
+    for (const info of parsed) expect(info.held).toBe(true);
+    await Promise.all(leases.map((lease) => lease.release()));
+    const none = await flowlock([...urls(), 'list', '--match', `test:${label}:*`]);
+    expect(none).toMatchObject({ code: 0, stdout: '' });
+    expect(none.stderr).toMatch(/^0 held locks · /);
+    const all = await flowlock([...urls(), 'list', '--all', '--match', `test:${label}:*`]);
+    expect(all.stdout.trimEnd().split('\n').slice(1)).toHaveLength(names.length);
+    expect(all.stderr).toMatch(/^9 locks \(0 held\) · /);
+  });
+});
+
+describe('flowlock unlock', () => {
+  it('refuses without --owner or --force and shows the holder (exit 3)', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'billing' } });
+    const name = uniqueName('cli');
+    const lease = await locks.getLock(name).acquire();
+    const run = await flowlock([...urls(), 'unlock', name]);
+    expect(run.code).toBe(3);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `^${name} is held by ${locks.clientId}:\\d+ \\(1 hold, \\d+\\.\\ds, ${labelPattern('billing')}\\)\\.\\nRefusing without --owner or --force`,
+      ),
+    );
+    expect(lease.signal.aborted).toBe(false);
+    const notHeld = await flowlock([...urls(), 'unlock', uniqueName('free'), '--force', '--yes']);
+    expect(notHeld.code).toBe(3);
+    expect(notHeld.stderr).toMatch(/is not held/);
+    await lease.release();
+  });
+
+  it('releases by --owner (compare-and-release) and wakes a waiting client', async () => {
+    const holder = redis.locks({ watchdogTimeout: 3000 });
+    const name = uniqueName('cli');
+    const lease = await holder.getLock(name).acquire();
+    let woken = 0;
+    const waiting = redis
+      .locks()
+      .getLock(name)
+      .acquire({ waitTime: 20_000 })
+      .then((next) => {
+        woken = performance.now();
+        return next;
+      });
+    await until(async () => ((await json<LockInfo>(['inspect', name])).waitingConnections ?? 0) >= 1);
+    const owner = (await json<LockInfo>(['inspect', name])).owners[0]?.owner ?? '';
+    const mismatch = await flowlock([...urls(), 'unlock', name, '--owner', `${owner}0`, '--yes']);
+    expect(mismatch.code).toBe(3);
+    expect(mismatch.stderr).toBe(`${name} is not held by ${owner}0: it is held by ${owner}.\n`);
+    const noYes = await flowlock([...urls(), 'unlock', name, '--owner', owner]);
+    expect(noYes.code).toBe(2);
+    expect(noYes.stderr).toMatch(/needs --yes when stdin is not a terminal/);
+    const before = performance.now();
+    const run = await flowlock([...urls(), 'unlock', name, '--owner', owner, '--yes']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(new RegExp(`^released ${name} \\(owner \\S+:\\d+, woke 1 waiting connection\\)\\n$`));
+    const next = await waiting;
+    // Woken by the release message while the command ran, long before the holder's lease (30 s) ran out.
+    expect(woken - before).toBeLessThan(run.ms + 1000);
+    await until(() => lease.signal.aborted, 3000);
+    await next.release();
+  });
+
+  it('forces a lock free (--force --yes) and prints JSON with --json', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('cli');
+    await locks.getLock(name).acquire();
+    const run = await flowlock([...urls(), 'unlock', name, '--force', '--yes']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(
+      new RegExp(`^released ${name} by force \\(held by \\S+:\\d+; its waiters were woken\\)\\n$`),
+    );
+    expect((await json<LockInfo>(['inspect', name])).held).toBe(false);
+    const again = await locks.getLock(name).acquire();
+    const forced = await json<{ released: boolean; kind: string }>(['unlock', name, '--force', '--yes']);
+    expect(forced).toMatchObject({ released: true, kind: 'lock' });
+    expect(again.signal.aborted).toBe(false);
+  });
+});
+
+describe('flowlock doctor', () => {
+  it('exits 0 on a noeviction server and 3 when maxmemory-policy is allkeys-lru', async () => {
+    const ok = await flowlock([...urls(), 'doctor']);
+    expect(ok.code).toBe(0);
+    const lines = ok.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(
+      onCluster
+        ? /^✔ redis \d+\.\d+\.\d+ · SPUBLISH available · cluster 3 masters$/
+        : /^✔ redis \d+\.\d+\.\d+ · standalone · classic pub\/sub$/,
+    );
+    expect(lines[1]).toBe('✔ maxmemory-policy noeviction');
+    expect(lines[2]).toMatch(/^! appendonly no/);
+    expect(lines[3]).toMatch(
+      onCluster ? /^! 3 replicas, replication is asynchronous — a failover can lose/ : /^✔ no replicas$/,
+    );
+    expect(lines[4]).toMatch(/^(!|✔) notify-keyspace-events/);
+    expect(lines[5]).toMatch(/^✔ clock offset to server -?\d+ ms \(±\d+ ms\)/);
+    const node = masters(redis.admin)[0]!;
+    await node.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    cleanup.push(() => node.config('SET', 'maxmemory-policy', 'noeviction'));
+    const failing = await flowlock([...urls(), 'doctor']);
+    expect(failing.code).toBe(3);
+    expect(failing.stdout).toMatch(/\n✖ maxmemory-policy .*allkeys-lru.* — lock keys can be evicted/);
+    const report = JSON.parse((await flowlock([...urls(), 'doctor', '--json'])).stdout) as { ok: boolean };
+    expect(report.ok).toBe(false);
+  });
+});
+
+describe('flowlock watch', () => {
+  it('logs an acquisition, a release and an expiry as NDJSON, and stops on SIGINT', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'watched' } });
+    const [marker, name] = [uniqueName('cliwatch'), uniqueName('cliwatch')];
+    // A lock held from the start: its `held` event says that the watch is running.
+    const held = await locks.getLock(marker).acquire();
+    const child = start([...urls(), 'watch', marker, name, '--interval', '100ms', '--json']);
+    const events: { type: string; name: string; holder?: { who: string }; owner?: string; proof?: string }[] = [];
+    let buffered = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) events.push(JSON.parse(line) as (typeof events)[number]);
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await until(() => events.some((e) => e.type === 'held' && e.name === marker), 10_000);
+    const lease = await locks.getLock(name).acquire();
+    await until(() => events.some((e) => e.type === 'acquired' && e.holder?.who === label('watched')), 3000);
+    const released = performance.now();
+    await lease.release();
+    await until(() => events.some((e) => e.type === 'released'), 3000);
+    expect(elapsedSince(released)).toBeLessThan(1500);
+    const owner = redissonOwner();
+    await redis.admin.hset(name, owner, 1);
+    await redis.admin.pexpire(name, 500);
+    await until(() => events.some((e) => e.type === 'expired' && e.owner === owner), 3000);
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(stderr).toBe('');
+    expect(events.filter((e) => e.name === name).map((e) => e.type)).toEqual([
+      'acquired',
+      'released',
+      'acquired',
+      'expired',
+    ]);
+    await held.release();
+  });
+
+  it('stops after --duration and after --limit events', async () => {
+    const name = uniqueName('cliwatch');
+    const lease = await redis.locks().getLock(name).acquire();
+    const timed = await flowlock([...urls(), 'watch', name, '--duration', '1s', '--interval', '200ms']);
+    expect(timed.code).toBe(0);
+    expect(timed.ms).toBeGreaterThanOrEqual(1000);
+    expect(timed.ms).toBeLessThan(8000);
+    expect(timed.stdout).toMatch(
+      new RegExp(
+        `^\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z  ${name}  held {6}\\S+:\\d+  fencing ${lease.fencingToken}  since \\d\\d:\\d\\d:\\d\\dZ  `,
+      ),
+    );
+    const limited = await flowlock([...urls(), 'watch', name, '--limit', '1']);
+    expect(limited.code).toBe(0);
+    expect(limited.stdout.trimEnd().split('\n')).toHaveLength(1);
+    await lease.release();
+  });
+});
+
+describe('flowlock: usage, help and errors', () => {
+  it('exits 2 on usage errors, before connecting', async () => {
+    const port = await freePort();
+    const unreachable = ['--url', `redis://127.0.0.1:${port}`];
+    const cases: [string[], RegExp][] = [
+      [[], /a command is needed/],
+      [['frobnicate'], /unknown command "frobnicate"/],
+      [['list', '--bogus'], /Unknown option '--bogus'/],
+      [['inspect', 'x', '--force'], /--force is not an option of inspect/],
+      [['inspect'], /inspect takes one lock name/],
+      [['inspect', 'a', 'b'], /inspect takes one lock name/],
+      [['inspect', 'flowlock:fence'], /name must not start with "flowlock:"/],
+      [['inspect', 'x', '--kind', 'mutex'], /--kind must be one of lock, fair-lock/],
+      [['list', '--limit', '0'], /--limit must be a whole number >= 1/],
+      [['watch', '--interval', 'soon'], /--interval must be a duration/],
+      [['doctor', '--timeout', '-1'], /--timeout/],
+      [['doctor', '--prefix', 'a{b'], /--prefix may contain one complete hash tag/],
+      [['unlock', 'x', '--owner', 'o', '--force'], /--owner or --force, not both/],
+      [['--url', 'http://x', 'doctor'], /the scheme must be redis:\/\/ or rediss:\/\//],
+    ];
+    for (const [args, message] of cases) {
+      const run = await flowlock([...unreachable, ...args]);
+      expect(run.code, args.join(' ')).toBe(2);
+      expect(run.stdout).toBe('');
+      expect(run.stderr, args.join(' ')).toMatch(message);
+      expect(run.stderr).toMatch(/Run flowlock --help for usage\.\n$/);
+    }
+  });
+
+  it('prints help and the version (exit 0)', async () => {
+    const help = await flowlock(['--help']);
+    expect(help).toMatchObject({ code: 0, stderr: '' });
+    expect(help.stdout).toMatch(/^Usage: flowlock <command> \[options\]/);
+    expect(help.stdout).toMatch(/Exit codes: 0 done, 1 runtime error, 2 usage error, 3 precondition not met\./);
+    const unlockHelp = await flowlock(['unlock', '-h']);
+    expect(unlockHelp.stdout).toMatch(/^Usage: flowlock unlock <name> \(--owner <id> \| --force\)/);
+    expect(await flowlock(['--version'])).toMatchObject({ code: 0, stdout: `${manifest.version}\n` });
+  });
+
+  it('exits 1 when Redis cannot be reached, within the timeout', async () => {
+    const port = await freePort();
+    const run = await flowlock(['--url', `redis://127.0.0.1:${port}`, '--timeout', '1s', 'doctor']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^flowlock: .*(ECONNREFUSED|no answer)/);
+    expect(run.ms).toBeLessThan(10_000);
+  });
+
+  it('connects as a Cluster client with --cluster, which a standalone server refuses (exit 1)', async () => {
+    const run = await flowlock([...urls(), '--cluster', 'doctor']);
+    if (onCluster) {
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/cluster 3 masters/);
+    } else {
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/^flowlock: connecting as a Cluster client \(--cluster\): /);
+    }
+  });
+
+  it('takes the URL from FLOWLOCK_REDIS_URL, then REDIS_URL (a cluster node: detected)', async () => {
+    const [, url = ''] = urls();
+    expect((await flowlock(['doctor'], { FLOWLOCK_REDIS_URL: url })).code).toBe(0);
+    expect((await flowlock(['doctor'], { REDIS_URL: url })).code).toBe(0);
+  });
+
+  it('builds flowlock/admin without loading a client package (ESM and CommonJS)', async () => {
+    const probe =
+      "import { registerHooks, createRequire } from 'node:module';" +
+      'const seen = []; registerHooks({ resolve(s, c, next) { seen.push(s); return next(s, c); } });' +
+      "const esm = await import('./dist/admin.js'); const cjs = createRequire(import.meta.url)('./dist/admin.cjs');" +
+      "if (typeof esm.inspectLock !== 'function' || typeof cjs.listLocks !== 'function') process.exit(3);" +
+      'console.log(JSON.stringify(seen));';
+    const child = spawn(process.execPath, ['--input-type=module', '-e', probe], {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
+    const specifiers = JSON.parse(stdout) as string[];
+    expect(specifiers).toEqual(expect.arrayContaining(['./dist/admin.js', './dist/admin.cjs']));
+    expect(specifiers.filter((s) => /^(ioredis|iovalkey|redis|@redis\/)/.test(s))).toEqual([]);
+  });
+
+  it('says which package to install when neither ioredis nor iovalkey can be loaded (exit 1)', async () => {
+    // A resolve hook that hides both client packages from the command.
+    const hide = `data:text/javascript,${encodeURIComponent(
+      "import { registerHooks } from 'node:module';" +
+        "registerHooks({ resolve(specifier, context, next) { if (specifier === 'ioredis' || specifier === 'iovalkey') " +
+        "{ const error = new Error('Cannot find package ' + specifier); error.code = 'ERR_MODULE_NOT_FOUND'; throw error; } " +
+        'return next(specifier, context); } });',
+    )}`;
+    const run = await flowlock([...urls(), 'doctor'], {}, ['--import', hide]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe('flowlock: flowlock needs a Redis client package: npm install ioredis (or iovalkey)\n');
+  });
+});
