@@ -1,12 +1,19 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/index.ts'],
+  // The package's entry points: the library, its OpenTelemetry instrumentation, the admin functions the
+  // CLI is built on, and the `flowlock` command.
+  entry: {
+    index: 'src/index.ts',
+    opentelemetry: 'src/opentelemetry/index.ts',
+    admin: 'src/admin/index.ts',
+    cli: 'src/cli/main.ts',
+  },
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
   sourcemap: true,
   target: 'node20',
   platform: 'node',
-  external: ['ioredis'],
+  external: ['ioredis', 'redis', 'iovalkey', '@opentelemetry/api'],
 });

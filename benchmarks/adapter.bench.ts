@@ -31,7 +31,7 @@ let request = 0;
 type Send = (source: { sha1: string; source: string }, keys: string[], args: (string | number)[]) => Promise<unknown>;
 async function cycle(send: Send): Promise<void> {
   const id = `r${request++}`;
-  await send(acquire, [keys.lockKey, keys.fenceKey], [30_000, id, owner]);
+  await send(acquire, [keys.lockKey, keys.fenceKey], [30_000, id, '', owner]);
   await send(
     release,
     [keys.lockKey, keys.channel, keys.releaseMemoPrefix + id],
@@ -47,7 +47,7 @@ beforeAll(async () => {
   viaIoredis = adaptClient(ioredis, 'redis');
   viaNodeRedis = adaptClient(nodeRedis, 'redis');
   // Load the scripts once, so that every measured call is an EVALSHA.
-  await viaIoredis.evalScript(acquire, [keys.lockKey, keys.fenceKey], [1, 'warm', owner], true);
+  await viaIoredis.evalScript(acquire, [keys.lockKey, keys.fenceKey], [1, 'warm', '', owner], true);
   await viaIoredis.evalScript(
     release,
     [keys.lockKey, keys.channel, `${keys.releaseMemoPrefix}warm`],

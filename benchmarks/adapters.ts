@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
-import { createLockClient, type RLock } from 'flowlock';
+import { createLockClient, type LockClientOptions, type RLock } from 'flowlock';
 import Redlock4 from 'redlock';
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
 import { Mutex, Semaphore } from 'redis-semaphore';
@@ -105,7 +105,14 @@ function redisFor(url: string): Redis {
  * lock (`flowlock-semaphore`, `flowlock-permit-semaphore` and `redis-semaphore` only): `acquire` takes one
  * permit, and a leaseMs of undefined is the library's auto-renewing (or, for RSemaphore, lease-less) mode.
  */
-export function createAdapter(library: Library, url: string, watchdogMs: number, permits?: number): Adapter {
+/** `lockOptions`: more options of flowlock's lock client (plain locks), e.g. `{ holderInfo: false }`. */
+export function createAdapter(
+  library: Library,
+  url: string,
+  watchdogMs: number,
+  permits?: number,
+  lockOptions: LockClientOptions = {},
+): Adapter {
   if (permits !== undefined || library === 'flowlock-semaphore' || library === 'flowlock-permit-semaphore') {
     return createSemaphoreAdapter(library, url, watchdogMs, permits);
   }
@@ -135,7 +142,7 @@ export function createAdapter(library: Library, url: string, watchdogMs: number,
     case 'flowlock-fair':
     case 'flowlock-rwlock': {
       const redis = redisFor(url);
-      const locks = createLockClient(redis, { watchdogTimeout: watchdogMs });
+      const locks = createLockClient(redis, { watchdogTimeout: watchdogMs, ...lockOptions });
       const take = async (lock: RLock, leaseMs: number | undefined): Promise<Release> => {
         const lease = await lock.acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
         return () => lease.release();

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 
-export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h';
+export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h' | 'i';
 
 export interface Measurement {
   readonly library: string;
@@ -55,6 +55,7 @@ export const SCENARIOS: Record<ScenarioId, string> = {
   f: '(f) fair lock: 8 processes contending for one key, 1 ms critical section',
   g: '(g) read-write lock: 8 processes on one key, 90 % reads, 1 ms critical sections',
   h: '(h) semaphore of 3 permits: 8 processes each taking 1 permit in a loop, 1 ms hold',
+  i: '(i) OpenTelemetry: (a) for flowlock without and with flowlock/opentelemetry',
 };
 
 /**
@@ -63,6 +64,10 @@ export const SCENARIOS: Record<ScenarioId, string> = {
  */
 function nameIn(scenario: ScenarioId, library: string): string {
   if (library === 'flowlock-node-redis') return 'flowlock (node-redis 6)';
+  if (library === 'flowlock-otel-off') return 'flowlock, no subscriber';
+  if (library === 'flowlock-otel-api') return 'flowlock + instrumentation, no SDK';
+  if (library === 'flowlock-otel-sdk') return 'flowlock + instrumentation + SDK';
+  if (library === 'flowlock-holder-info-off') return 'flowlock, no subscriber, holderInfo: false';
   if (scenario === 'h') {
     if (library === 'flowlock-semaphore') return 'flowlock RSemaphore';
     if (library === 'flowlock-permit-semaphore') return 'flowlock RPermitExpirableSemaphore';
@@ -90,6 +95,7 @@ const CHART: Record<ScenarioId, { key: keyof Measurement; label: string; higherI
     label: 'acquisitions per second (waiting and round trips in the table)',
     higherIsBetter: true,
   },
+  i: { key: 'opsPerSecond', label: 'lock + unlock cycles per second', higherIsBetter: true },
 };
 
 const fmt = (value: number | boolean | undefined, digits = 1): string => {
@@ -171,6 +177,17 @@ function table(scenario: ScenarioId, rows: readonly Measurement[]): string {
       ...rows.map(
         (r) =>
           `| ${nameIn(scenario, r.library)} | ${fmt(r.opsPerSecond, 0)} | ${fmt(r.waitP50Ms, 2)} | ${fmt(r.waitP99Ms)} | ${fmt(r.maxWaitMs)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.acquireAttemptsPerAcquisition, 2)} | ${fmt(r.subscribesPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} | ${fmt(r.fairness, 3)} | ${fmt(r.mostHolders, 0)} / ${fmt(r.mostHoldersByClock, 0)} | ${fmt(r.overlaps, 0)} |`,
+      ),
+    ].join('\n');
+  }
+  if (scenario === 'i') {
+    const base = rows.find((r) => r.library === 'flowlock-otel-off')?.opsPerSecond;
+    return [
+      '| set-up | ops/s | vs. no subscriber | lock + unlock p50 ms | lock + unlock p99 ms | round trips / acq | server ops / acq |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...rows.map(
+        (r) =>
+          `| ${nameIn(scenario, r.library)} | ${fmt(r.opsPerSecond, 0)} | ${fmt((r.opsPerSecond ?? NaN) / (base ?? NaN), 3)} × | ${fmt(r.p50Ms, 2)} | ${fmt(r.p99Ms, 2)} | ${fmt(r.roundTripsPerAcquisition, 2)} | ${fmt(r.serverOpsPerAcquisition, 1)} |`,
       ),
     ].join('\n');
   }
@@ -334,6 +351,21 @@ function goals(all: readonly Measurement[]): string[] {
         ),
       );
   }
+  const off = find('i', 'flowlock-otel-off')?.opsPerSecond;
+  for (const [library, who, floor] of [
+    ['flowlock-otel-api', 'FlowlockInstrumentation enabled without an SDK', 0.97],
+    ['flowlock-otel-sdk', 'FlowlockInstrumentation with the SDK (in-memory exporters)', 0.95],
+  ] as const) {
+    const ours = find('i', library)?.opsPerSecond;
+    if (ours === undefined || off === undefined) continue;
+    const ratio = ours / off;
+    out.push(line(`(i) ${who}: ops/s ≥ ${floor} × no subscriber: ${fmt(ratio, 3)} ×`, ratio >= floor));
+  }
+  const withoutInfo = find('i', 'flowlock-holder-info-off')?.opsPerSecond;
+  if (off !== undefined && withoutInfo !== undefined) {
+    const ratio = off / withoutInfo;
+    out.push(line(`(i) holder info costs the serial cycle ≤ 3 %: ops/s ${fmt(ratio, 3)} × without it`, ratio >= 0.97));
+  }
   const checked: [ScenarioId, string, string][] = [
     ['c', 'flowlock', 'us'],
     ['d', 'flowlock', 'us'],
@@ -375,7 +407,7 @@ export function writeReport(
         ', ',
       )}. Every library keeps its own defaults except unlimited retries. Leases are 10 s in (a)–(d), (f) and (g); (e) uses each library's auto-renewal with a ${meta.sizes['eWatchdog'] ?? '?'} ms lease, so a renewal period is a third of it.`,
     '',
-    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes. (h): each of 8 processes (one loop each, as in (c)) takes one permit of a semaphore of 3 in its library’s auto-renewing mode (RSemaphore’s permits have no lease; the expirable semaphore and redis-semaphore renew theirs), holds it 1 ms and gives it back; each section counts itself in and out of a counter on the resource Redis (INCR / DECR), and the most holders at once is that counter’s highest value, and also the most sections inside at once on the monotonic clock; acquire attempts count the acquire script calls in the MONITOR pass (redis-semaphore: every script call, its only one in the loop).',
+    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes. (h): each of 8 processes (one loop each, as in (c)) takes one permit of a semaphore of 3 in its library’s auto-renewing mode (RSemaphore’s permits have no lease; the expirable semaphore and redis-semaphore renew theirs), holds it 1 ms and gives it back; each section counts itself in and out of a counter on the resource Redis (INCR / DECR), and the most holders at once is that counter’s highest value, and also the most sections inside at once on the monotonic clock; acquire attempts count the acquire script calls in the MONITOR pass (redis-semaphore: every script call, its only one in the loop). (i): (a)’s loop for flowlock alone, in one process, three ways, alternating in rounds: with no subscriber on its diagnostics channels; with `FlowlockInstrumentation` from `flowlock/opentelemetry` enabled while no OpenTelemetry SDK is registered (the API’s no-op providers); and with the SDK (tracer and meter providers with in-memory exporters, a span processor exporting every span at once, metrics read every second, the AsyncLocalStorage context manager); “vs. no subscriber” is the ops/s ratio to the first.',
     '',
     '## Goals',
     '',

@@ -4,7 +4,8 @@
  * chart per scenario. Options: --quick, --only=lib1,lib2, --scenarios=a,c, --out=DIR. (f) adds flowlock's
  * fair lock (`flowlock-fair`) to (c)'s field; (g) compares flowlock's read-write lock (`flowlock-rwlock`)
  * with its RLock; (h) compares flowlock's semaphores (`flowlock-semaphore`, `flowlock-permit-semaphore`)
- * with redis-semaphore's Semaphore; `--only=flowlock` keeps every variant.
+ * with redis-semaphore's Semaphore; (i) times flowlock's (a) cycle without and with its OpenTelemetry
+ * instrumentation (`flowlock-otel-*`); `--only=flowlock` keeps every variant.
  *
  * Each scenario runs twice per library: a measured pass (times, `INFO commandstats` deltas) and a pass
  * under MONITOR that counts the commands clients sent (MONITOR marks script-internal calls as `lua`).
@@ -15,6 +16,16 @@ import { once } from 'node:events';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { context } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { FlowlockInstrumentation } from 'flowlock/opentelemetry';
 import { Redis } from 'ioredis';
 import { luaSources } from '../src/redis/lua-scripts.generated.ts';
 import { handoffGaps, overlaps, percentile } from '../test/support/checkers.ts';
@@ -37,9 +48,9 @@ const option = (name: string): string | undefined =>
   argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const quick = argv.includes('--quick');
 const only = option('only')?.split(',');
-const selected = (library: Library): boolean =>
+const selected = (library: Library | OtelVariant): boolean =>
   only === undefined || only.includes(library) || (library.startsWith('flowlock-') && only.includes('flowlock'));
-const scenarios = (option('scenarios')?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']) as ScenarioId[];
+const scenarios = (option('scenarios')?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']) as ScenarioId[];
 const outDir = option('out') ?? (quick ? '.bench-results' : 'benchmarks');
 
 const size = quick
@@ -458,7 +469,7 @@ async function uncontendedServerOps(adapter: Adapter, servers: Servers, key: str
   return ((await serverCalls(servers.admin)) - before) / sizeFg.fCycles;
 }
 
-async function measure(library: Library, scenario: ScenarioId, servers: Servers): Promise<Measurement> {
+async function measure(library: Library, scenario: Exclude<ScenarioId, 'i'>, servers: Servers): Promise<Measurement> {
   const run = randomUUID().slice(0, 8);
   const key = `bench:${scenario}:${library}:${run}`;
   const watchdogMs = scenario === 'e' ? size.eWatchdog : WATCHDOG_MS;
@@ -586,6 +597,90 @@ async function measure(library: Library, scenario: ScenarioId, servers: Servers)
   }
 }
 
+/**
+ * (i): flowlock's (a) cycle with no subscriber on its channels (`flowlock-otel-off`), with
+ * FlowlockInstrumentation enabled while no OpenTelemetry SDK is registered, so that the API's global no-op
+ * providers answer (`flowlock-otel-api`), and with the SDK: tracer and meter providers with in-memory
+ * exporters and the AsyncLocalStorage context manager (`flowlock-otel-sdk`). One process, so the variants
+ * alternate in rounds like (a)'s libraries.
+ */
+const OTEL_VARIANTS = [
+  'flowlock-otel-off',
+  'flowlock-otel-api',
+  'flowlock-otel-sdk',
+  'flowlock-holder-info-off',
+] as const;
+type OtelVariant = (typeof OTEL_VARIANTS)[number];
+
+/** Sets up `variant`'s instrumentation in this process; the returned function undoes it. */
+function instrument(variant: OtelVariant): () => Promise<void> {
+  if (variant === 'flowlock-otel-off' || variant === 'flowlock-holder-info-off') return () => Promise.resolve();
+  const instrumentation = new FlowlockInstrumentation(); // subscribes at once, on the global providers
+  if (variant === 'flowlock-otel-api') {
+    return () => {
+      instrumentation.disable();
+      return Promise.resolve();
+    };
+  }
+  // The exporter drops what it holds every 100 ms, as one that ships spans would: an in-memory exporter
+  // that kept every span of the run would measure the garbage collector's growing heap, not the tracing.
+  const spanExporter = new InMemorySpanExporter();
+  const dropSpans = setInterval(() => spanExporter.reset(), 100);
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spanExporter)] });
+  const meterProvider = new MeterProvider({
+    readers: [
+      new PeriodicExportingMetricReader({
+        exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
+        exportIntervalMillis: 1000,
+      }),
+    ],
+  });
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  instrumentation.setTracerProvider(tracerProvider);
+  instrumentation.setMeterProvider(meterProvider);
+  return async () => {
+    clearInterval(dropSpans);
+    instrumentation.disable();
+    context.disable();
+    await tracerProvider.shutdown();
+    await meterProvider.shutdown();
+  };
+}
+
+async function measureOtel(variant: OtelVariant, servers: Servers): Promise<Measurement> {
+  const key = `bench:i:${variant}:${randomUUID().slice(0, 8)}`;
+  const uninstrument = instrument(variant);
+  // The holder info the acquire script records by default, turned off: what it costs the serial cycle.
+  const lockOptions = variant === 'flowlock-holder-info-off' ? { holderInfo: false as const } : {};
+  const adapter = createAdapter('flowlock', servers.lock.url, WATCHDOG_MS, undefined, lockOptions);
+  try {
+    await cycles(adapter, [`${key}:warm-up`], quick ? 20 : 300, UNCONTENDED_LEASE_MS);
+    const opsBefore = await serverCalls(servers.admin);
+    const started = performance.now();
+    const latencies = await cycles(adapter, [key], size.a, UNCONTENDED_LEASE_MS);
+    const seconds = (performance.now() - started) / 1000;
+    const serverOps = (await serverCalls(servers.admin)) - opsBefore;
+    // Instrumenting must not add a round trip: counted as in (a).
+    const roundTrips = await clientCommands(servers.lock.url, async () => {
+      await cycles(adapter, [key], monitorSize.a, UNCONTENDED_LEASE_MS);
+      return monitorSize.a;
+    });
+    return {
+      library: variant,
+      scenario: 'i',
+      acquisitions: latencies.length,
+      opsPerSecond: latencies.length / seconds,
+      p50Ms: percentile(latencies, 50),
+      p99Ms: percentile(latencies, 99),
+      roundTripsPerAcquisition: roundTrips,
+      serverOpsPerAcquisition: serverOps / latencies.length,
+    };
+  } finally {
+    await adapter.close();
+    await uninstrument();
+  }
+}
+
 /** Combines the rounds of one library: rates over all acquisitions, latency percentiles as medians. */
 function mergeRounds(rounds: readonly Measurement[]): Measurement {
   const first = rounds[0];
@@ -637,16 +732,19 @@ const measurements: Measurement[] = [];
 const started = performance.now();
 try {
   for (const scenario of scenarios) {
-    const taking = fieldOf(scenario).filter(selected);
+    const taking = (scenario === 'i' ? OTEL_VARIANTS : fieldOf(scenario)).filter(selected);
     // The short uncontended scenarios run in rounds, each in another library order, so that drift of the
     // machine (2 cores shared with redis-server) does not favour whoever runs at a good moment.
-    const rounds = (scenario === 'a' || scenario === 'b') && !quick ? 3 : 1;
-    const perLibrary = new Map<Library, Measurement[]>();
+    const rounds = (scenario === 'a' || scenario === 'b' || scenario === 'i') && !quick ? 3 : 1;
+    const perLibrary = new Map<Library | OtelVariant, Measurement[]>();
     for (let round = 0; round < rounds; round++) {
       for (let i = 0; i < taking.length; i++) {
-        const library = taking[(i + round) % taking.length] as Library;
+        const library = taking[(i + round) % taking.length] as Library | OtelVariant;
         const began = performance.now();
-        const result = await measure(library, scenario, servers);
+        const result =
+          scenario === 'i'
+            ? await measureOtel(library as OtelVariant, servers)
+            : await measure(library as Library, scenario, servers);
         console.error(`  ${scenario} ${library}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
         perLibrary.set(library, [...(perLibrary.get(library) ?? []), result]);
       }
@@ -660,7 +758,7 @@ try {
   const serverInfo = await servers.admin.info('server');
   const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1] ?? '?';
   const sizes = {
-    ...(scenarios.some((s) => 'abcde'.includes(s)) && size),
+    ...(scenarios.some((s) => 'abcdei'.includes(s)) && size),
     ...(scenarios.some((s) => 'fg'.includes(s)) && sizeFg),
     ...(scenarios.includes('h') && { ...sizeH, hPermits: SEMAPHORE_PERMITS }),
   };

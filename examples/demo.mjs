@@ -1,4 +1,4 @@
-// flowlock demo: five short scenes against a real Redis.
+// flowlock demo: six short scenes against a real Redis.
 //
 //   1. contention   worker processes increment one counter under one lock; nothing is lost or overlaps
 //   2. reentrancy   a nested withLock re-enters the lock its caller holds; a sibling flow waits its turn
@@ -7,6 +7,8 @@
 //                   waits for them, and a read -> write upgrade is refused at once
 //   5. permits      six jobs share a semaphore of 2 permits (never more than 2 at once, served in arrival
 //                   order, a job wanting both permits not overtaken); a latch opens for every waiter
+//   6. observe      what the diagnostics channels, holds() and the holder info in Redis tell an operator,
+//                   and the reason a lost hold gives when its key is deleted under it
 //
 // Redis: REDIS_URL when set, otherwise a throwaway redis-server on a free loopback port.
 // Run with `npm run demo` (builds dist/ first). Exits 0 when every check passes, 1 otherwise.
@@ -14,6 +16,7 @@ import { fork, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createConnection, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import diagnostics from 'node:diagnostics_channel';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createLockClient } from '../dist/index.js';
@@ -467,6 +470,61 @@ if (redisUrl) {
   console.log(`Redis: throwaway redis-server pid ${server.child.pid} at ${redisUrl}`);
 }
 
+// ─── scene 6: observability ──────────────────────────────────────────────────────────────────────────
+
+async function observeScene(redis) {
+  scene(
+    'Scene 6 · observe: diagnostics channels, holds(), holder info, and a loss with its reason',
+    'a subscriber of flowlock:hold:start|end; the lock "demo:orders:42" is then deleted under its holder',
+  );
+  const locks = createLockClient(redis, { watchdogTimeout: 1000, holderInfo: { app: 'demo' } });
+  const log = timeline(process.hrtime.bigint());
+  const events = [];
+  const onStart = (m) => {
+    events.push(m);
+    log('channel', 'hold:start', `${m.name} owner=${m.owner} token=${m.fencingToken} ${m.mode}`);
+  };
+  const onEnd = (m) => {
+    events.push(m);
+    log(
+      'channel',
+      'hold:end',
+      `${m.name} reason=${m.reason} lossReason=${m.lossReason} after ${Math.round(m.heldMs)} ms`,
+    );
+  };
+  diagnostics.subscribe('flowlock:hold:start', onStart);
+  diagnostics.subscribe('flowlock:hold:end', onEnd);
+  try {
+    const lease = await locks.getLock('demo:orders:42').acquire();
+    const [hold] = locks.holds();
+    log(
+      'main',
+      'holds()',
+      `${hold.name} holdCount=${hold.holdCount} renewing=${hold.renewing} lease left ${Math.round(hold.leaseRemainingMs)} ms`,
+    );
+    const info = await redis.hget('demo:orders:42', `${hold.owner}:info`);
+    log('redis', 'HGET :info', info ?? '(none)');
+    await redis.del('demo:orders:42');
+    log('admin', 'DEL', 'demo:orders:42 (as an eviction or an operator would)');
+    await once(lease.signal, 'abort');
+    const end = events.find((m) => m.reason !== undefined);
+    console.log();
+    check(
+      /^#\d{16} .+ pid \d+ \(demo\)$/.test(info ?? ''),
+      'the hold recorded when (server µs) and where (host, pid, app) it began',
+    );
+    check(
+      end?.reason === 'lost' && end.lossReason === 'renewal_rejected',
+      'the loss was published with its reason: renewal_rejected',
+    );
+    check(locks.holds().length === 0, 'holds() is empty after the loss');
+  } finally {
+    diagnostics.unsubscribe('flowlock:hold:start', onStart);
+    diagnostics.unsubscribe('flowlock:hold:end', onEnd);
+    await locks.close();
+  }
+}
+
 const redis = new Redis(redisUrl);
 try {
   await contentionScene(redisUrl, redis);
@@ -474,6 +532,7 @@ try {
   await watchdogScene(redis);
   await familyScene(redis);
   await permitsScene(redis);
+  await observeScene(redis);
 } catch (error) {
   failures++;
   // After Ctrl-C the scenes fail only because their processes were stopped: nothing to report.

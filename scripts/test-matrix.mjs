@@ -23,6 +23,9 @@ const clusterFiles = [
   'count-down-latch',
   'cluster',
   'faults/clients',
+  'diagnostics',
+  'admin',
+  'cli',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 const legs = [
