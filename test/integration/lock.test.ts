@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { LockLostError, LockNotHeldError, NoFlowError } from '../../src/index.js';
 import { lockKeys } from '../../src/redis/keys.js';
 import { commandCalls, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
@@ -250,14 +250,18 @@ describe('RLock: waiting', () => {
     const lock = locks.getLock(uniqueName());
     const order: number[] = [];
     const holder = await lock.acquire();
-    const waiters = [0, 1, 2, 3].map(async (i) => {
-      await sleep(i * 20);
-      await lock.withLock(async () => {
-        order.push(i);
-        await sleep(5);
-      });
-    });
-    await sleep(150);
+    const waiters: Promise<void>[] = [];
+    for (const i of [0, 1, 2, 3]) {
+      waiters.push(
+        lock.withLock(async () => {
+          order.push(i);
+          await sleep(5);
+        }),
+      );
+      // Arrival order is the order of joining the local queue: the next waiter comes once this one is in it
+      // (a fixed delay between them loses to a slow first round trip on a loaded machine).
+      await vi.waitFor(() => expect(locks.waits()[0]?.waiters).toBe(i + 1), { timeout: 5000, interval: 5 });
+    }
     await holder.release();
     await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3]);
