@@ -163,6 +163,8 @@ export interface WaitStartMessage extends LockIdentity {
 
 /** `flowlock:wait:end`: published exactly once for each `wait:start`, when that acquisition ends. */
 export interface WaitEndMessage extends LockIdentity {
+  /** The `wait:start` message of this wait (the same object): a subscriber pairs them by identity. */
+  readonly start: WaitStartMessage;
   readonly owner: string | undefined;
   readonly outcome: AcquireOutcome;
   /** From the first attempt to the end, ms. */
@@ -182,6 +184,8 @@ export interface HoldStartMessage extends LockIdentity {
 
 /** `flowlock:hold:end`: published exactly once for each `hold:start`, when the hold ends. */
 export interface HoldEndMessage extends HoldStartMessage {
+  /** The `hold:start` message of this hold (the same object): a subscriber pairs them by identity. */
+  readonly start: HoldStartMessage;
   readonly heldMs: number;
   readonly reason: HoldEndReason;
   /** Set when `reason` is `lost`. */

@@ -45,8 +45,9 @@ export class AcquireObserver {
   #attempts = 0;
   #contended = false;
   readonly #wakeups = { message: 0, timeout: 0 };
-  /** Set when `wait:start` was published: `wait:end` is then owed. */
-  #waitingSince: number | undefined;
+  /** The `wait:start` message, once published (`wait:end` is then owed), and when. */
+  #waitStart: WaitStartMessage | undefined;
+  #waitingSince = 0;
   #ended = false;
 
   /** An observer when anyone listens to acquisitions or waits, else undefined (nothing to do). */
@@ -86,13 +87,14 @@ export class AcquireObserver {
 
   /** The acquisition is about to wait; `holderTtlMs`: the holder's remaining lease as last seen (-1: none). */
   waiting(holderTtlMs: number): void {
-    if (this.#waitingSince !== undefined || this.#ended) return;
+    if (this.#waitStart !== undefined || this.#ended) return;
     this.#contended = true;
     if (this.context) this.context.contended = true;
     if (!waitStartChannel.hasSubscribers) return;
     this.#waitingSince = monotonicNow();
-    const message: WaitStartMessage = { ...this.#identity(), holderTtlMs };
-    waitStartChannel.publish(message);
+    const { name, key, clientId, kind, owner } = this.#start;
+    this.#waitStart = { name, key, clientId, kind, owner, holderTtlMs };
+    waitStartChannel.publish(this.#waitStart);
   }
 
   /** A wait ended: by a message, or by its timeout (the holder's TTL, a re-check). */
@@ -114,9 +116,15 @@ export class AcquireObserver {
         this.context.fencingToken = hold.fencingToken;
       }
     }
-    if (this.#waitingSince === undefined) return;
+    const start = this.#waitStart;
+    if (start === undefined) return;
     const message: WaitEndMessage = {
-      ...this.#identity(),
+      start,
+      name: start.name,
+      key: start.key,
+      clientId: start.clientId,
+      kind: start.kind,
+      owner: start.owner,
       outcome,
       waitedMs: now - this.#waitingSince,
       attempts: this.#attempts,
@@ -128,11 +136,6 @@ export class AcquireObserver {
   /** Whether any attempt found the lock taken. */
   get wasContended(): boolean {
     return this.#contended;
-  }
-
-  #identity(): LockIdentity & { readonly owner: string | undefined } {
-    const { name, key, clientId, kind, owner } = this.#start;
-    return { name, key, clientId, kind, owner };
   }
 }
 
@@ -226,6 +229,7 @@ export function holdEnded(
   if (!started) return;
   const message: HoldEndMessage = {
     ...started,
+    start: started,
     heldMs: monotonicNow() - startedAt,
     reason,
     ...(lossReason === undefined ? {} : { lossReason }),

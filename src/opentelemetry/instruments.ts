@@ -5,7 +5,14 @@
  * Durations are in seconds, with bucket advice: the SDK's default buckets (0 … 10 000) assume milliseconds
  * and would put every lock operation in the first bucket.
  */
-import { ValueType, type Counter, type Histogram, type Meter, type UpDownCounter } from '@opentelemetry/api';
+import {
+  createNoopMeter,
+  ValueType,
+  type Counter,
+  type Histogram,
+  type Meter,
+  type UpDownCounter,
+} from '@opentelemetry/api';
 
 /** Acquisitions: from a millisecond (uncontended, on loopback) to a minute of waiting. */
 export const ACQUIRE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60];
@@ -15,6 +22,11 @@ export const HOLD_BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300,
 export const ROUND_TRIP_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
 
 export class Instruments {
+  /**
+   * Whether the meter records anything: false for the API's no-op meter (no SDK registered when the
+   * instrumentation was made), where the subscriber skips its metric bookkeeping altogether.
+   */
+  readonly recording: boolean;
   readonly acquireDuration: Histogram;
   readonly holdDuration: Histogram;
   readonly holdActive: UpDownCounter;
@@ -24,6 +36,7 @@ export class Instruments {
   readonly watchdogDelay: Histogram;
 
   constructor(meter: Meter) {
+    this.recording = meter !== createNoopMeter();
     const seconds = (description: string, buckets: number[]) => ({
       description,
       unit: 's',

@@ -117,19 +117,19 @@ export class ChannelSubscriber {
     this.#acquireOf.clear();
     this.#inside.clear();
     const { instruments } = this.#host;
-    this.#holds.drain((attributes, count) => instruments.holdActive.add(-count, attributes));
-    this.#waits.drain((attributes, count) => instruments.waitActive.add(-count, attributes));
+    this.#holds.drain((attributes) => instruments.holdActive.add(-1, attributes));
+    this.#waits.drain((attributes) => instruments.waitActive.add(-1, attributes));
   }
 
   /** The instrumentation got another meter: the holds and waits counted now move to its instruments. */
   moveCounts(from: Instruments, to: Instruments): void {
-    this.#holds.forEach((attributes, count) => {
-      from.holdActive.add(-count, attributes);
-      to.holdActive.add(count, attributes);
+    this.#holds.forEach((attributes) => {
+      from.holdActive.add(-1, attributes);
+      to.holdActive.add(1, attributes);
     });
-    this.#waits.forEach((attributes, count) => {
-      from.waitActive.add(-count, attributes);
-      to.waitActive.add(count, attributes);
+    this.#waits.forEach((attributes) => {
+      from.waitActive.add(-1, attributes);
+      to.waitActive.add(1, attributes);
     });
   }
 
@@ -188,6 +188,9 @@ export class ChannelSubscriber {
   }
 
   #acquireEnded(ctx: AcquireTraceContext): void {
+    const span = this.#endSpan(ctx);
+    const { instruments } = this.#host;
+    if (!span && !instruments.recording) return;
     const failed = 'error' in ctx;
     const outcome = ctx.outcome ?? 'error';
     const attributes: Attributes = {
@@ -200,9 +203,8 @@ export class ChannelSubscriber {
       attributes['flowlock.acquire.reentrant'] = outcome === 'reentered';
     }
     if (failed) attributes['error.type'] = errorType(ctx.error);
-    this.#host.instruments.acquireDuration.record(ctx.waitedMs / 1000, this.#withGroup(attributes, ctx.name));
-
-    const span = this.#endSpan(ctx);
+    if (instruments.recording)
+      instruments.acquireDuration.record(ctx.waitedMs / 1000, this.#withGroup(attributes, ctx.name));
     if (!span) return;
     this.#acquireOf.delete(span);
     span.setAttributes({
@@ -294,10 +296,12 @@ export class ChannelSubscriber {
   }
 
   #waitStarted(message: WaitStartMessage): void {
-    const attributes = this.#waits.add(waitKey(message), () =>
-      this.#withGroup({ 'flowlock.lock.kind': message.kind }, message.name),
-    );
-    this.#host.instruments.waitActive.add(1, attributes);
+    const { instruments } = this.#host;
+    if (instruments.recording) {
+      const attributes = this.#withGroup({ 'flowlock.lock.kind': message.kind }, message.name);
+      this.#waits.add(message, attributes);
+      instruments.waitActive.add(1, attributes);
+    }
     // wait:start is published from inside the acquisition's traced call, where its span is the active one
     // (checked against the message: with acquire spans off, the active span is someone else's).
     const span = trace.getSpan(context.active());
@@ -308,29 +312,40 @@ export class ChannelSubscriber {
   }
 
   #waitEnded(message: WaitEndMessage): void {
-    const attributes = this.#waits.take(waitKey(message));
+    const attributes = this.#waits.take(message.start);
     if (attributes) this.#host.instruments.waitActive.add(-1, attributes);
   }
 
   #holdStarted(message: HoldStartMessage): void {
-    const attributes = this.#holds.add(holdKey(message), () =>
-      this.#withGroup({ 'flowlock.lease.mode': message.mode, 'flowlock.lock.kind': message.kind }, message.name),
+    const { instruments } = this.#host;
+    if (!instruments.recording) return;
+    const attributes = this.#withGroup(
+      { 'flowlock.lease.mode': message.mode, 'flowlock.lock.kind': message.kind },
+      message.name,
     );
-    this.#host.instruments.holdActive.add(1, attributes);
+    this.#holds.add(message, attributes);
+    instruments.holdActive.add(1, attributes);
   }
 
   #holdEnded(message: HoldEndMessage): void {
     const { instruments } = this.#host;
-    const active = this.#holds.take(holdKey(message));
+    const active = this.#holds.take(message.start);
     if (active) instruments.holdActive.add(-1, active);
-    const base: Attributes = { 'flowlock.lease.mode': message.mode, 'flowlock.lock.kind': message.kind };
-    instruments.holdDuration.record(
-      message.heldMs / 1000,
-      this.#withGroup({ ...base, 'flowlock.hold.end_reason': message.reason }, message.name),
-    );
-    if (message.reason !== 'lost') return;
-    const lossReason = message.lossReason ?? 'unknown';
-    instruments.holdLosses.add(1, this.#withGroup({ ...base, 'flowlock.hold.loss_reason': lossReason }, message.name));
+    const lossReason = message.reason === 'lost' ? (message.lossReason ?? 'unknown') : undefined;
+    if (instruments.recording) {
+      const base: Attributes = { 'flowlock.lease.mode': message.mode, 'flowlock.lock.kind': message.kind };
+      instruments.holdDuration.record(
+        message.heldMs / 1000,
+        this.#withGroup({ ...base, 'flowlock.hold.end_reason': message.reason }, message.name),
+      );
+      if (lossReason !== undefined) {
+        instruments.holdLosses.add(
+          1,
+          this.#withGroup({ ...base, 'flowlock.hold.loss_reason': lossReason }, message.name),
+        );
+      }
+    }
+    if (lossReason === undefined) return;
     // The critical sections running on this hold: the same client and lock, and the hold's fencing token
     // (a multi-lock's withLock, which has one per member, by its member names once it holds them all).
     for (const ctx of this.#inside.get(lockKey(message.clientId, message.name))) {
@@ -420,22 +435,6 @@ function lockKey(clientId: string, name: string): string {
   return `${clientId}\n${name}`;
 }
 
-/**
- * A wait by kind, key and owner; a plain semaphore's waits have no owner, and those of one key share an entry
- * (counted, and with the same attributes).
- */
-function waitKey(of: WaitStartMessage | WaitEndMessage): string {
-  return `${of.kind}\n${of.key}\n${of.owner ?? ''}`;
-}
-
-/**
- * A hold by kind, key and owner (owner ids begin with their client's id): a client has one hold per owner and
- * key at a time, since it ends an old one (`superseded`) before it starts the next.
- */
-function holdKey(of: HoldStartMessage): string {
-  return `${of.kind}\n${of.key}\n${of.owner}`;
-}
-
 /** Sets of items by key, for the in-flight lookups. */
 class Index<T> {
   readonly #sets = new Map<string, Set<T>>();
@@ -461,38 +460,30 @@ class Index<T> {
 }
 
 /**
- * What this subscriber added to an UpDownCounter and not yet taken back, by key, with the attributes it
- * added under. An end whose start it did not see (it subscribed in between) takes nothing back, so the
- * counters never go below zero; and close() can take back what is left.
+ * What this subscriber added to an UpDownCounter and not yet taken back: each start message it counted, with
+ * the attributes it counted it under. The end message names its start (`start`, the same object), so an end
+ * whose start was not counted (the subscriber came in between, or metrics were off) takes nothing back: the
+ * counters never go below zero, and close() can take back what is left.
  */
 class OpenCounts {
-  readonly #open = new Map<string, { readonly attributes: Attributes; count: number }>();
+  readonly #open = new Map<object, Attributes>();
 
-  /** Counts one more under `key`: the attributes of the first (later ones under the key share them). */
-  add(key: string, attributes: () => Attributes): Attributes {
-    const entry = this.#open.get(key);
-    if (entry) {
-      entry.count++;
-      return entry.attributes;
-    }
-    const created = { attributes: attributes(), count: 1 };
-    this.#open.set(key, created);
-    return created.attributes;
+  add(start: object, attributes: Attributes): void {
+    this.#open.set(start, attributes);
   }
 
-  /** Takes one back under `key`: the attributes it was added under, or undefined if it was not counted. */
-  take(key: string): Attributes | undefined {
-    const entry = this.#open.get(key);
-    if (!entry) return undefined;
-    if (--entry.count === 0) this.#open.delete(key);
-    return entry.attributes;
+  /** Takes back the count of `start`: the attributes it was added under, or undefined if it was not counted. */
+  take(start: object): Attributes | undefined {
+    const attributes = this.#open.get(start);
+    if (attributes) this.#open.delete(start);
+    return attributes;
   }
 
-  forEach(fn: (attributes: Attributes, count: number) => void): void {
-    for (const { attributes, count } of this.#open.values()) fn(attributes, count);
+  forEach(fn: (attributes: Attributes) => void): void {
+    for (const attributes of this.#open.values()) fn(attributes);
   }
 
-  drain(fn: (attributes: Attributes, count: number) => void): void {
+  drain(fn: (attributes: Attributes) => void): void {
     this.forEach(fn);
     this.#open.clear();
   }

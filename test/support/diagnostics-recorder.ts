@@ -1,7 +1,8 @@
 /**
  * Records what the library publishes on its diagnostics channels (by their documented names, as any
  * subscriber would), and checks the pairing rules: every `wait:start` and `hold:start` gets exactly one
- * end, no end comes without its start, and the running counts of active holds and waits never go below 0.
+ * end, no end comes without its start (an end names its start message as `start`), and the running counts
+ * of active holds and waits never go below 0.
  * Used in-process by the tests and inside worker processes (test/fixtures/lock-worker.ts).
  */
 import diagnostics from 'node:diagnostics_channel';
@@ -55,10 +56,15 @@ export function recordDiagnostics(): DiagnosticsRecorder {
   const open = { holds: new Map<string, number>(), waits: new Map<string, number>() };
   const active = { holds: 0, waits: 0, lowestHolds: 0, lowestWaits: 0 };
   let unmatchedEnds = 0;
-  const started = (map: Map<string, number>, key: string): void => void map.set(key, (map.get(key) ?? 0) + 1);
-  const ended = (map: Map<string, number>, key: string): void => {
+  // Start messages not yet ended: an end must name one of them as its `start` (the same object).
+  const openStarts = new Set<unknown>();
+  const started = (map: Map<string, number>, m: Record<string, unknown>, key: string): void => {
+    map.set(key, (map.get(key) ?? 0) + 1);
+    openStarts.add(m);
+  };
+  const ended = (map: Map<string, number>, m: Record<string, unknown>, key: string): void => {
     const count = map.get(key) ?? 0;
-    if (count === 0) unmatchedEnds++;
+    if (count === 0 || !openStarts.delete(m['start'])) unmatchedEnds++;
     else if (count === 1) map.delete(key);
     else map.set(key, count - 1);
   };
@@ -75,16 +81,16 @@ export function recordDiagnostics(): DiagnosticsRecorder {
   for (const name of POINT) {
     listen(name, (m) => {
       if (name === 'flowlock:hold:start') {
-        started(open.holds, holdKey(m));
+        started(open.holds, m, holdKey(m));
         active.holds++;
       } else if (name === 'flowlock:hold:end') {
-        ended(open.holds, holdKey(m));
+        ended(open.holds, m, holdKey(m));
         active.lowestHolds = Math.min(active.lowestHolds, --active.holds);
       } else if (name === 'flowlock:wait:start') {
-        started(open.waits, waitKey(m));
+        started(open.waits, m, waitKey(m));
         active.waits++;
       } else if (name === 'flowlock:wait:end') {
-        ended(open.waits, waitKey(m));
+        ended(open.waits, m, waitKey(m));
         active.lowestWaits = Math.min(active.lowestWaits, --active.waits);
       }
     });
