@@ -791,7 +791,11 @@ try {
 if (only === undefined && option('scenarios') === undefined) {
   const overhead = spawnSync('vitest', ['run', '--config', 'benchmarks/vitest.config.ts'], {
     stdio: 'inherit',
-    env: { ...process.env, BENCH_OUT: outDir, ...(quick && { ADAPTER_BENCH_CYCLES: '100' }) },
+    env: {
+      ...process.env,
+      BENCH_OUT: outDir,
+      ...(quick && { ADAPTER_BENCH_CYCLES: '100', INSTRUMENTATION_BENCH_CYCLES: '200' }),
+    },
   });
   if (overhead.status !== 0) process.exitCode = 1;
 }

@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-// `npm run bench:adapter`: the adapter-overhead measurement (benchmarks/adapter.bench.ts), apart from the tests.
+// `npm run bench:adapter`: the adapter-overhead and instrumentation-overhead measurements (benchmarks/*.bench.ts), apart from the tests.
 export default defineConfig({
   test: {
     include: ['benchmarks/*.bench.ts'],
