@@ -20,12 +20,27 @@ const NAME = 'flowlock';
 const VERSION = '0.1.0';
 
 /**
+ * Whether the global tracer provider is still the API's own proxy with nothing behind it (no SDK registered
+ * one): spans would record nothing. The proxy answers `getDelegateTracer` with undefined until then.
+ */
+function globalTracingOff(): boolean {
+  const global = trace.getTracerProvider() as TracerProvider & {
+    getDelegateTracer?: (name: string, version?: string) => Tracer | undefined;
+  };
+  return typeof global.getDelegateTracer === 'function' && global.getDelegateTracer(NAME, VERSION) === undefined;
+}
+
+/**
  * Spans and metrics of every flowlock client in the process. Subscribes at construction unless
  * `enabled: false` (as OpenTelemetry instrumentations do); `disable()` unsubscribes everything.
  *
  * Without `setTracerProvider`/`setMeterProvider` (which NodeSDK calls), it uses the global providers: the
  * tracer follows a provider registered later, but the meter is the one registered when it was constructed
  * (OpenTelemetry's global meter provider has no late binding), so register the SDK first.
+ *
+ * While there is nothing to record to (no provider of its own, the global tracer provider the API's no-op,
+ * the meter a no-op) it stays idle: it listens only for new holds and waits, to notice a tracer provider
+ * registered later, and the library does not trace its calls for it, so that it costs next to nothing.
  */
 export class FlowlockInstrumentation {
   readonly instrumentationName = NAME;
@@ -34,6 +49,8 @@ export class FlowlockInstrumentation {
   /** What the subscriber reads at each event (see Host); the setters replace its fields. */
   readonly #host: { config: ResolvedConfig; tracer: Tracer; instruments: Instruments };
   #subscriber: ChannelSubscriber | undefined;
+  /** setTracerProvider was called: spans go to that provider, not the global one. */
+  #ownTracer = false;
 
   /** @throws TypeError naming the option, for a bad `config`. */
   constructor(config: FlowlockInstrumentationConfig = {}) {
@@ -51,7 +68,26 @@ export class FlowlockInstrumentation {
   enable(): void {
     if (this.#subscriber) return;
     this.#subscriber = new ChannelSubscriber(this.#host);
-    this.#subscriber.subscribe();
+    if (this.#nothingToRecord()) {
+      this.#subscriber.awaitTelemetry(
+        () => this.#nothingToRecord(),
+        () => this.#wake(),
+      );
+    } else {
+      this.#subscriber.subscribe();
+    }
+  }
+
+  /** Whether spans and metrics would all be no-ops now. */
+  #nothingToRecord(): boolean {
+    return !this.#ownTracer && !this.#host.instruments.recording && globalTracingOff();
+  }
+
+  /** An idle subscriber whose telemetry has somewhere to go now subscribes in full. */
+  #wake(): void {
+    if (!this.#subscriber?.idle || this.#nothingToRecord()) return;
+    this.disable();
+    this.enable();
   }
 
   /**
@@ -65,6 +101,8 @@ export class FlowlockInstrumentation {
 
   setTracerProvider(tracerProvider: TracerProvider): void {
     this.#host.tracer = tracerProvider.getTracer(NAME, VERSION);
+    this.#ownTracer = true;
+    this.#wake();
   }
 
   /** Makes the instruments on `meterProvider`; holds and waits counted now move over to them. */
@@ -72,6 +110,7 @@ export class FlowlockInstrumentation {
     const instruments = new Instruments(meterProvider.getMeter(NAME, VERSION));
     this.#subscriber?.moveCounts(this.#host.instruments, instruments);
     this.#host.instruments = instruments;
+    this.#wake();
   }
 
   /**

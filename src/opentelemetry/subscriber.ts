@@ -80,8 +80,25 @@ export class ChannelSubscriber {
   readonly #waits = new OpenCounts();
   readonly #renewStarts = new WeakMap<object, number>();
 
+  /** Subscribed by awaitTelemetry: only watching for telemetry to appear. */
+  idle = false;
+
   constructor(host: Host) {
     this.#host = host;
+  }
+
+  /**
+   * While spans and metrics have nowhere to go, listens only to the cheap point events of new holds and
+   * waits (so that the library does not trace its calls for nothing), asking `stillIdle` at each; once it
+   * says no, `wake` runs on a microtask (not inside the publish, whose subscriber list it changes).
+   */
+  awaitTelemetry(stillIdle: () => boolean, wake: () => void): void {
+    this.idle = true;
+    const check = (): void => {
+      if (!stillIdle()) queueMicrotask(wake);
+    };
+    this.#on(CHANNELS.holdStart, check);
+    this.#on(CHANNELS.waitStart, check);
   }
 
   subscribe(): void {

@@ -12,6 +12,7 @@ import {
   DiagLogLevel,
   SpanKind,
   SpanStatusCode,
+  trace,
   type Attributes,
   type Span,
   ValueType,
@@ -657,6 +658,38 @@ describe('FlowlockInstrumentation: subscribing', () => {
     expect(tracing.exporter.getFinishedSpans().filter((s) => s.name.startsWith('flowlock.'))).toEqual([]);
     points = histogramPoints(await collect(meters.reader), 'flowlock.acquire.duration');
     expect(points.reduce((n, p) => n + p.value.count, 0)).toBe(1);
+  });
+
+  it('stays idle while nothing records (no SDK), and traces once a tracer provider is registered', async () => {
+    const locks = await readyLocks();
+    instrumentation.disable();
+    // No provider of its own and none registered globally: every span and metric would be a no-op.
+    const idle = new FlowlockInstrumentation();
+    const global = newTracing();
+    try {
+      for (const name of ['acquire', 'release', 'withLock', 'renew']) {
+        expect(diagnostics.tracingChannel(`flowlock:${name}`).hasSubscribers, name).toBe(false);
+      }
+      expect(diagnostics.hasSubscribers('flowlock:hold:end')).toBe(false);
+      await locks.getLock(uniqueName()).withLock(() => undefined);
+
+      expect(trace.setGlobalTracerProvider(global.provider)).toBe(true);
+      // The next new hold wakes it up; from the call after that on, everything is traced.
+      await locks.getLock(uniqueName()).withLock(() => undefined);
+      await until(() => Promise.resolve(diagnostics.tracingChannel('flowlock:acquire').hasSubscribers), 'awake');
+      global.exporter.reset();
+      await locks.getLock(uniqueName()).withLock(() => undefined);
+      const names = global.exporter.getFinishedSpans().map((s) => s.name);
+      expect(names.sort()).toEqual(['flowlock.acquire', 'flowlock.release', 'flowlock.withLock']);
+    } finally {
+      idle.disable();
+      trace.disable();
+      await global.provider.shutdown();
+      instrumentation.enable();
+    }
+    for (const name of ['acquire', 'release', 'withLock', 'renew']) {
+      expect(diagnostics.tracingChannel(`flowlock:${name}`).hasSubscribers, name).toBe(true);
+    }
   });
 
   it('counts only the holds it saw begin, moves them to a new meter, and takes them back on disable()', async () => {
