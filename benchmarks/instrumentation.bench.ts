@@ -137,7 +137,8 @@ it('measures what the channels, the instrumentation and the SDK add to a cycle (
   const base = median(times['no subscriber'] ?? []);
   const rows = Object.keys(variants).map((name) => {
     const value = median(times[name] ?? []);
-    return `| ${name} | ${value.toFixed(2)} | ${name === 'no subscriber' ? '' : `+${(value - base).toFixed(2)}`} |`;
+    const added = value - base;
+    return `| ${name} | ${value.toFixed(2)} | ${name === 'no subscriber' ? '' : `${added < 0 ? '−' : '+'}${Math.abs(added).toFixed(2)}`} |`;
   });
   const table = [
     '# Instrumentation overhead',
