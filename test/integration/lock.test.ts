@@ -262,6 +262,10 @@ describe('RLock: waiting', () => {
       // (a fixed delay between them loses to a slow first round trip on a loaded machine).
       await vi.waitFor(() => expect(locks.waits()[0]?.waiters).toBe(i + 1), { timeout: 5000, interval: 5 });
     }
+    // Woken by the release message, which needs the subscription: until it is active, waiters re-check on
+    // their own timers (a fallback without an order). Its settling has each ask once more; then they park.
+    await vi.waitFor(() => expect(locks.waits()[0]?.subscription).toBe('active'), { timeout: 5000, interval: 5 });
+    await sleep(300);
     await holder.release();
     await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3]);

@@ -98,6 +98,22 @@ function sorted(attributes: Attributes): [string, unknown][] {
   return Object.entries(attributes).sort(([a], [b]) => a.localeCompare(b));
 }
 
+/** Sends what OpenTelemetry's diag logger reports as errors into the returned array (diag.disable() stops it). */
+function reportDiagErrors(): unknown[] {
+  const reported: unknown[] = [];
+  diag.setLogger(
+    {
+      error: (...args: unknown[]) => reported.push(...args),
+      warn: () => undefined,
+      info: () => undefined,
+      debug: () => undefined,
+      verbose: () => undefined,
+    },
+    DiagLogLevel.ERROR,
+  );
+  return reported;
+}
+
 async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!(await condition())) {
@@ -342,17 +358,7 @@ describe('FlowlockInstrumentation: metrics', () => {
     expect(groups('flowlock.hold.duration').sort()).toEqual(['orders', undefined]);
     expect(JSON.stringify(metrics)).not.toContain(name);
 
-    const reported: unknown[] = [];
-    diag.setLogger(
-      {
-        error: (...args: unknown[]) => reported.push(...args),
-        warn: () => undefined,
-        info: () => undefined,
-        debug: () => undefined,
-        verbose: () => undefined,
-      },
-      DiagLogLevel.ERROR,
-    );
+    const reported = reportDiagErrors();
     try {
       instrumentation.setConfig({
         lockGroup: () => {
@@ -724,17 +730,7 @@ describe('FlowlockInstrumentation: subscribing', () => {
 
   it('never throws into the library: a failing subscriber is reported to diag', async () => {
     const locks = await readyLocks();
-    const reported: unknown[] = [];
-    diag.setLogger(
-      {
-        error: (...args: unknown[]) => reported.push(...args),
-        warn: () => undefined,
-        info: () => undefined,
-        debug: () => undefined,
-        verbose: () => undefined,
-      },
-      DiagLogLevel.ERROR,
-    );
+    const reported = reportDiagErrors();
     const broken = new Error('span processor down');
     const throwing = {
       getTracer: () => ({
