@@ -497,10 +497,11 @@ export class Model {
   #judgeFailure(job: Job, op: AcquireOp, what: string): void {
     const outcome = job.outcome;
     // A re-entry given up on (its wait ran out, it was aborted) may still run in Redis after the call
-    // returned: it lengthens the TTL to its lease (a re-entry never shortens one), and its give-back drops
-    // the count but not the TTL. The fault it waited behind is over when this runs, so it ran by now.
+    // returned: it lengthens the TTL to its lease (a re-entry never shortens one; in watchdog mode, the
+    // watchdogTimeout), and its give-back drops the count but not the TTL. The fault it waited behind is
+    // over when this runs, so it ran by now.
     const held = this.chainHold(job.client, op.lock, job.chain);
-    if (held && op.lease !== -1) held.expHi = Math.max(held.expHi, now() + op.lease);
+    if (held) held.expHi = Math.max(held.expHi, now() + (op.lease === -1 ? job.client.watchdogTimeout : op.lease));
     if (!outcome || job.faulted || job.aborted) return;
     const reentry = this.chainHold(job.client, op.lock, job.chain);
     if (reentry) {
