@@ -483,29 +483,12 @@ async function measure(library: Library, scenario: Exclude<ScenarioId, 'i'>, ser
     // Warm up the client and its code paths (JIT) so that the first library measured is not penalised.
     await adapter.prepare?.(`${key}:warm-up`);
     await cycles(adapter, [`${key}:warm-up`], quick ? 20 : 300, UNCONTENDED_LEASE_MS);
-    const opsBefore = await serverCalls(servers.admin);
-    const started = performance.now();
     if (scenario === 'a' || scenario === 'b') {
       const keys = scenario === 'a' ? [key] : Array.from({ length: size.bFlows }, (_, i) => `${key}:${i}`);
-      const latencies = await cycles(adapter, keys, scenario === 'a' ? size.a : size.b, UNCONTENDED_LEASE_MS);
-      const seconds = (performance.now() - started) / 1000;
-      const serverOps = (await serverCalls(servers.admin)) - opsBefore;
-      const roundTrips = await clientCommands(servers.lock.url, async () => {
-        const n = scenario === 'a' ? monitorSize.a : monitorSize.b;
-        await cycles(adapter, keys, n, UNCONTENDED_LEASE_MS);
-        return n * keys.length;
-      });
-      return {
-        library,
-        scenario,
-        acquisitions: latencies.length,
-        opsPerSecond: latencies.length / seconds,
-        p50Ms: percentile(latencies, 50),
-        p99Ms: percentile(latencies, 99),
-        roundTripsPerAcquisition: roundTrips,
-        serverOpsPerAcquisition: serverOps / latencies.length,
-      };
+      return await serialPass(servers, adapter, library, scenario, keys, scenario === 'a' ? 'a' : 'b');
     }
+    const opsBefore = await serverCalls(servers.admin);
+    const started = performance.now();
     if (scenario === 'd') {
       const owners = Array.from({ length: size.dFlows }, (_, i) => `f${i}`);
       const sections = await contendFlows(adapter, servers.resourceAdmin, key, size.dFlows, size.dMs);
@@ -657,30 +640,45 @@ async function measureOtel(variant: OtelVariant, servers: Servers): Promise<Meas
   const adapter = createAdapter('flowlock', servers.lock.url, WATCHDOG_MS, undefined, lockOptions);
   try {
     await cycles(adapter, [`${key}:warm-up`], quick ? 20 : 300, UNCONTENDED_LEASE_MS);
-    const opsBefore = await serverCalls(servers.admin);
-    const started = performance.now();
-    const latencies = await cycles(adapter, [key], size.a, UNCONTENDED_LEASE_MS);
-    const seconds = (performance.now() - started) / 1000;
-    const serverOps = (await serverCalls(servers.admin)) - opsBefore;
-    // Instrumenting must not add a round trip: counted as in (a).
-    const roundTrips = await clientCommands(servers.lock.url, async () => {
-      await cycles(adapter, [key], monitorSize.a, UNCONTENDED_LEASE_MS);
-      return monitorSize.a;
-    });
-    return {
-      library: variant,
-      scenario: 'i',
-      acquisitions: latencies.length,
-      opsPerSecond: latencies.length / seconds,
-      p50Ms: percentile(latencies, 50),
-      p99Ms: percentile(latencies, 99),
-      roundTripsPerAcquisition: roundTrips,
-      serverOpsPerAcquisition: serverOps / latencies.length,
-    };
+    // (a)'s pass, round trips included: instrumenting must not add one.
+    return await serialPass(servers, adapter, variant, 'i', [key], 'a');
   } finally {
     await adapter.close();
     await uninstrument();
   }
+}
+
+/**
+ * The serial pass of (a) and (b), and (i)'s: `keys` flows, each locking and unlocking its key in a loop
+ * (`sizes` says how often, in the timed pass and the MONITOR pass), with the server operations between.
+ */
+async function serialPass(
+  servers: Servers,
+  adapter: Adapter,
+  library: string,
+  scenario: ScenarioId,
+  keys: readonly string[],
+  sizes: 'a' | 'b',
+): Promise<Measurement> {
+  const opsBefore = await serverCalls(servers.admin);
+  const started = performance.now();
+  const latencies = await cycles(adapter, keys, size[sizes], UNCONTENDED_LEASE_MS);
+  const seconds = (performance.now() - started) / 1000;
+  const serverOps = (await serverCalls(servers.admin)) - opsBefore;
+  const roundTrips = await clientCommands(servers.lock.url, async () => {
+    await cycles(adapter, keys, monitorSize[sizes], UNCONTENDED_LEASE_MS);
+    return monitorSize[sizes] * keys.length;
+  });
+  return {
+    library,
+    scenario,
+    acquisitions: latencies.length,
+    opsPerSecond: latencies.length / seconds,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    roundTripsPerAcquisition: roundTrips,
+    serverOpsPerAcquisition: serverOps / latencies.length,
+  };
 }
 
 /** Combines the rounds of one library: rates over all acquisitions, latency percentiles as medians. */
