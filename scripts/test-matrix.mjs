@@ -4,6 +4,7 @@
 // one fails, and the exit code says whether any did. `node scripts/test-matrix.mjs node-redis6 cluster:ioredis5`
 // runs only the named legs.
 import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 
 /** The files that run on a cluster: everything whose subject a cluster changes. */
 const clusterFiles = [
@@ -54,9 +55,43 @@ for (const leg of legs.filter((l) => only.length === 0 || only.includes(l.name))
     shell: process.platform === 'win32',
     env: { ...process.env, ...leg.env, TEST_LEG: leg.name },
   });
-  results.push({ leg: leg.name, ok: run.status === 0, seconds: Math.round((performance.now() - started) / 1000) });
+  const ok = run.status === 0;
+  results.push({
+    leg: leg.name,
+    ok,
+    seconds: Math.round((performance.now() - started) / 1000),
+    failures: ok ? [] : failuresOf(leg),
+  });
+}
+
+/**
+ * What failed in a leg, read from its JSON report (CI writes one: vitest.config.ts), so the matrix's closing
+ * table names the tests even where only the tail of a long log is kept.
+ */
+function failuresOf(leg) {
+  const { REDIS_CLIENT: client, REDIS_TOPOLOGY: topology } = leg.env;
+  const file = `.vitest-results/${client}${topology ? `-${topology}` : ''}.json`;
+  if (!existsSync(file)) return ['(no JSON report: run with CI=1 to name the failed tests)'];
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  const firstLine = (text) =>
+    String(text ?? '')
+      .split('\n')
+      .find((line) => line.trim() !== '') ?? '';
+  const failures = [];
+  for (const result of report.testResults ?? []) {
+    const path = String(result.name).replace(`${process.cwd()}/`, '');
+    const failed = (result.assertionResults ?? []).filter((a) => a.status === 'failed');
+    for (const a of failed)
+      failures.push(`${path} > ${a.fullName}: ${firstLine(a.failureMessages?.[0])}`.slice(0, 400));
+    if (failed.length === 0 && result.status === 'failed')
+      failures.push(`${path}: ${firstLine(result.message)}`.slice(0, 400));
+  }
+  return failures;
 }
 
 console.log('\n--- test matrix');
-for (const { leg, ok, seconds } of results) console.log(`${ok ? 'passed' : 'FAILED'}  ${leg}  (${seconds} s)`);
+for (const { leg, ok, seconds, failures } of results) {
+  console.log(`${ok ? 'passed' : 'FAILED'}  ${leg}  (${seconds} s)`);
+  for (const failure of failures) console.log(`    ${failure}`);
+}
 process.exit(results.every((r) => r.ok) ? 0 : 1);
