@@ -75,8 +75,6 @@ const CLUSTER_WAIT_MS = 2000;
 class ChannelQueue {
   readonly waiters: Waiter[] = [];
   name = '';
-  /** Release messages that found no parked waiter; a waiter about to park takes one and retries instead. */
-  permits = 0;
   /** Monotonic time when the holder's lease runs out, as learned by the latest failed attempt. */
   holderExpiresAt = 0;
   /** Until the subscription is active a release could go unseen, so waits are bounded more tightly. */
@@ -109,12 +107,11 @@ class ChannelQueue {
       case 'permits':
         this.wakeFitting(Number(message));
         return;
-      case 'one': {
-        // A release: wake the first parked waiter, or leave a permit for one that is mid-attempt.
-        const waiter = this.waiters.find((w) => w.isParked);
-        if (waiter) waiter.wake();
-        else this.permits = Math.min(this.permits + 1, this.waiters.length);
-      }
+      case 'one':
+        // A release: the first waiter in arrival order that has no wake yet gets it, parked or mid-attempt
+        // (it then asks again at once, rather than a later waiter overtaking it). One that has one is skipped:
+        // each release wakes another waiter.
+        this.waiters.find((w) => !w.hasWake)?.wake();
     }
   }
 
@@ -133,12 +130,7 @@ class ChannelQueue {
   }
 
   wakeAll(): void {
-    let unparked = 0;
-    for (const waiter of this.waiters) {
-      if (waiter.isParked || this.wake === 'permits' || this.wake === 'zero') waiter.wake();
-      else unparked++;
-    }
-    this.permits = unparked;
+    for (const waiter of this.waiters) waiter.wake();
   }
 
   /** A message on the direct channel: wake the waiter it names. */
@@ -163,11 +155,11 @@ export class Waiter {
   readonly id: string | undefined;
   #settle: ((reason: WakeReason) => void) | undefined;
   #fail: ((error: unknown) => void) | undefined;
-  /** Woken by a release that it has not yet acted on; passed on if it leaves without trying. */
+  /** Woken by a message that it has not yet acted on; passed on if it leaves without trying. */
   #unusedWake = false;
   /**
-   * Woken while not parked ('permits' and 'zero' modes): the message may have followed the state its attempt
-   * in flight read, so its next park returns at once.
+   * Woken while not parked (mid-attempt): the message may have followed the state its attempt in flight
+   * read, so its next park returns at once.
    */
   #pendingWake = false;
   #left = false;
@@ -180,8 +172,9 @@ export class Waiter {
     this.id = id;
   }
 
-  get isParked(): boolean {
-    return this.#settle !== undefined;
+  /** Whether a message woke this waiter and it has not yet attempted since. */
+  get hasWake(): boolean {
+    return this.#unusedWake;
   }
 
   /** Records what a failed attempt learned: the holder's PTTL in ms (-1: no expiry). */
@@ -207,10 +200,8 @@ export class Waiter {
   park(timeoutMs: number, signal: AbortSignal | undefined): Promise<WakeReason> {
     if (this.#queues.closed) return Promise.reject(new LockClientClosedError());
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.#queue.permits > 0 || this.#pendingWake) {
-      if (this.#pendingWake) this.#pendingWake = false;
-      else this.#queue.permits--;
-      this.#unusedWake = true;
+    if (this.#pendingWake) {
+      this.#pendingWake = false;
       return Promise.resolve('woken');
     }
     const bound = Math.min(
@@ -243,7 +234,7 @@ export class Waiter {
   wake(): void {
     this.#unusedWake = true;
     if (this.#settle) this.#settle('woken');
-    else if (this.#queue.wake === 'permits' || this.#queue.wake === 'zero') this.#pendingWake = true;
+    else this.#pendingWake = true;
   }
 
   close(): void {
@@ -257,7 +248,6 @@ export class Waiter {
     const waiters = this.#queue.waiters;
     const index = waiters.indexOf(this);
     if (index !== -1) waiters.splice(index, 1);
-    this.#queue.permits = Math.min(this.#queue.permits, waiters.length);
     if (waiters.length === 0) this.#queues.drop(this.#channel, this.#queue);
     else if (this.#unusedWake) this.#queue.passOn();
   }

@@ -363,7 +363,7 @@ export class RLock {
         if (!waiter) {
           // Where a message wakes every waiter (readers), one that joins a queue which appeared during its
           // attempt may have missed the broadcast its other waiters got: it asks again at once. (Where one
-          // message wakes one waiter, a wake nobody was parked for is kept for the next to park.)
+          // message wakes one waiter, a waiter already in the queue got it, parked or mid-attempt.)
           const late = protocol.wake === 'all' && waits.hasQueue(channel);
           waiter = waits.enter(channel, entry);
           if (late) continue;

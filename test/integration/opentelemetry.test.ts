@@ -38,7 +38,7 @@ import {
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FlowlockInstrumentation } from '../../src/opentelemetry/index.js';
 import { clientKind, onNodeRedis, type ClientKind } from '../support/clients.js';
-import { uniqueName, useRedis } from '../support/fixture.js';
+import { uniqueName, useRedis, until } from '../support/fixture.js';
 
 const redis = useRedis();
 
@@ -112,14 +112,6 @@ function reportDiagErrors(): unknown[] {
     DiagLogLevel.ERROR,
   );
   return reported;
-}
-
-async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await condition())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
 }
 
 const parentOf = (span: ReadableSpan): string | undefined => span.parentSpanContext?.spanId;

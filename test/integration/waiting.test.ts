@@ -59,6 +59,41 @@ describe('waiting after pub/sub trouble', () => {
   });
 });
 
+describe('the local FIFO of a lock', () => {
+  it('gives a release to the first waiter even mid-attempt, and the next release to the next waiter', async () => {
+    const client = redis.adapter();
+    const scripts = new LockScripts(client);
+    const waits = new WaitQueues(client, () => scripts.pubsubMode(), 'test-client');
+    const channel = `redisson_lock__channel:{${uniqueName('fifo')}}`;
+    const first = waits.enter(channel);
+    const second = waits.enter(channel);
+    try {
+      await vi.waitUntil(() => waits.isSubscribed(channel), { timeout: 5000, interval: 5 });
+      // The subscription's settling woke both (a release may have gone unseen before it): both try again.
+      first.attempting();
+      second.attempting();
+      let secondWoke: string | undefined;
+      const parked = second.park(10_000, undefined).then((reason) => (secondWoke = reason));
+      // `first` is mid-attempt (not parked) when a release arrives: the release is its, not `second`'s.
+      await publishRelease(redis.admin, channel);
+      await vi.waitUntil(() => first.hasWake, { timeout: 2000, interval: 5 });
+      await sleep(100);
+      expect(secondWoke).toBeUndefined();
+      const start = performance.now();
+      expect(await first.park(10_000, undefined)).toBe('woken');
+      expect(elapsedSince(start)).toBeLessThan(50);
+      // A second release while `first` still holds its wake goes to the next waiter.
+      await publishRelease(redis.admin, channel);
+      await parked;
+      expect(secondWoke).toBe('woken');
+    } finally {
+      first.leave();
+      second.leave();
+      await waits.close();
+    }
+  });
+});
+
 describe('watchdog batching', () => {
   it('renews many holds with one script call per renewal period', async () => {
     const locks = redis.locks({ watchdogTimeout: 900 });

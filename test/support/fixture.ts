@@ -219,3 +219,12 @@ export function everyNode(admin: Client): Redis[] {
 export function elapsedSince(start: number): number {
   return performance.now() - start;
 }
+
+/** Resolves once `check` says yes (asked every 5 ms); rejects naming `what` after `timeoutMs`. */
+export async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { latchKeys } from '../../../src/redis/keys.js';
 import { percentile } from '../../support/checkers.js';
 import { fixturePath, Worker, type WorkerMessage } from '../../support/workers.js';
-import { uniqueName } from '../../support/fixture.js';
+import { uniqueName, until } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { useFaultServers } from '../../support/fault-servers.js';
 import type { SemaphoreWorkerConfig } from '../../fixtures/semaphore-worker.ts';
@@ -43,14 +43,6 @@ async function start(): Promise<{ waiters: Worker[]; counter: Worker }> {
 async function subscribers(name: string): Promise<number> {
   const [, count] = (await servers.admin.pubsub('NUMSUB', latchKeys('', name).channel)) as [string, number | string];
   return Number(count);
-}
-
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(5);
-  }
 }
 
 /** C arms latch `name` with `count`; every waiter calls await() without waitTime and is subscribed. */

@@ -12,7 +12,7 @@ import {
   type QueueSnapshot,
   type Section,
 } from '../../support/checkers.js';
-import { newRedis, uniqueName, type Redis } from '../../support/fixture.js';
+import { newRedis, uniqueName, type Redis, until } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { useFaultServers } from '../../support/fault-servers.js';
@@ -139,15 +139,6 @@ function watchQueue(redis: Redis, name: string): { stop: () => Promise<QueueSnap
       return snapshots;
     },
   };
-}
-
-/** Polls `check` every 10 ms until it holds (or fails after `timeoutMs`). */
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(10);
-  }
 }
 
 /** The invariants every fair-lock run keeps: one holder at a time, no lost update, tokens fenced and rising. */

@@ -1,6 +1,5 @@
 // Read-write lock across processes: RW1 (readers beside readers, never beside a writer), RW2 (SIGKILLed
 // reader, SIGKILLed writer), RW3 (a writer among continuously overlapping readers is not starved).
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import {
   leftovers,
@@ -11,7 +10,7 @@ import {
   tokensRise,
   type KindedSection,
 } from '../../support/checkers.js';
-import { uniqueName } from '../../support/fixture.js';
+import { uniqueName, until } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { useFaultServers } from '../../support/fault-servers.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
@@ -107,15 +106,6 @@ async function collect(name: string, counters: readonly Worker[], start: number)
   run.counter = Number((await servers.resourceAdmin.get(`counter:${name}`)) ?? 0);
   run.seconds = (performance.now() - start) / 1000;
   return run;
-}
-
-/** Polls `check` every 10 ms until it holds (or fails after `timeoutMs`). */
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(10);
-  }
 }
 
 /**

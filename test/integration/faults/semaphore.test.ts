@@ -13,7 +13,7 @@ import {
   type PermitSection,
 } from '../../support/checkers.js';
 import { fixturePath, Worker, type WorkerMessage } from '../../support/workers.js';
-import { uniqueName } from '../../support/fixture.js';
+import { uniqueName, until } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { useFaultServers } from '../../support/fault-servers.js';
 import type { SemaphoreKind, SemaphoreSection, SemaphoreWorkerConfig } from '../../fixtures/semaphore-worker.ts';
@@ -42,15 +42,6 @@ async function workers(ids: readonly string[], watchdogTimeout = L): Promise<Wor
 async function waiting(ids: readonly string[]): Promise<boolean> {
   const subscribed = await subscribedClients(servers.admin);
   return ids.every((id) => subscribed.has(id));
-}
-
-/** Polls `check` every 10 ms until it holds (or fails after `timeoutMs`). */
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(10);
-  }
 }
 
 interface Run {
