@@ -14,6 +14,8 @@ export default tseslint.config(
       'scripts/',
       '.scratch/',
       '.bench-results/',
+      // What the tests write (reports, the package test's consumer project).
+      '.vitest-*/',
       '*.config.js',
     ],
   },

@@ -23,6 +23,7 @@ export class RCountDownLatch {
   readonly #context: LockContext;
   readonly #keys: LatchKeys;
 
+  /** @internal */
   constructor(context: LockContext, name: string) {
     this.name = name;
     this.#context = context;

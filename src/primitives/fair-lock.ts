@@ -127,6 +127,7 @@ class FairProtocol implements LockProtocol {
 
 /** A fair lock: RLock's whole interface, with grants in arrival order across all clients. */
 export class RFairLock extends RLock {
+  /** @internal */
   constructor(context: LockContext, name: string) {
     super(context, name, new FairProtocol(context, name));
   }

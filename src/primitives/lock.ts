@@ -110,7 +110,7 @@ export class RLock {
   readonly #context: LockContext;
   readonly #protocol: LockProtocol;
 
-  /** `protocol`: the kind of lock (the fair lock and the read-write lock's sides pass theirs). */
+  /** @internal `protocol`: the kind of lock (the fair lock and the read-write lock's sides pass theirs). */
   constructor(context: LockContext, name: string, protocol?: LockProtocol) {
     this.name = name;
     this.#context = context;

@@ -31,7 +31,7 @@ export class RMultiLock {
   readonly #identity: LockIdentity;
   readonly #watchdogTimeout: number;
 
-  /** `members` must already be in the global order (see LockClient.getMultiLock); `firstKey` is the first's key. */
+  /** @internal `members` must already be in the global order (see LockClient.getMultiLock); `firstKey` is the first's key. */
   constructor(members: readonly RLock[], clientId: string, firstKey: string, watchdogTimeout: number) {
     this.#members = members;
     this.names = members.map((member) => member.name);

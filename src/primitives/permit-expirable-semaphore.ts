@@ -85,6 +85,7 @@ class PermitProtocol implements HoldProtocol {
 export class RPermitExpirableSemaphore extends PermitCount {
   readonly #protocol: PermitProtocol;
 
+  /** @internal */
   constructor(context: LockContext, name: string) {
     super(context, name);
     this.#protocol = new PermitProtocol(context.scripts, this.keys);

@@ -85,6 +85,7 @@ export class QuorumLockClient {
   readonly #nodes: QuorumNodes;
   #closing: Promise<void> | undefined;
 
+  /** @internal */
   constructor(nodes: readonly RedisAdapter[], options: ResolvedQuorumOptions) {
     startDebugLog();
     this.clientId = options.clientId;
@@ -369,6 +370,7 @@ export class QuorumLock {
   readonly name: string;
   readonly #nodes: QuorumNodes;
 
+  /** @internal */
   constructor(nodes: QuorumNodes, name: string) {
     this.#nodes = nodes;
     this.name = name;

@@ -179,6 +179,7 @@ class WriteProtocol extends ReadWriteProtocol {
 
 /** The read side of a read-write lock: RLock's interface; many flows may hold it at once. */
 export class RReadLock extends RLock {
+  /** @internal */
   constructor(context: LockContext, name: string) {
     super(context, name, new ReadProtocol(context, name));
   }
@@ -186,6 +187,7 @@ export class RReadLock extends RLock {
 
 /** The write side of a read-write lock: RLock's interface; its holds carry fencing tokens. */
 export class RWriteLock extends RLock {
+  /** @internal */
   constructor(context: LockContext, name: string) {
     super(context, name, new WriteProtocol(context, name));
   }
@@ -196,6 +198,7 @@ export class RReadWriteLock {
   readonly name: string;
   readonly #context: LockContext;
 
+  /** @internal */
   constructor(context: LockContext, name: string) {
     this.name = name;
     this.#context = context;

@@ -46,9 +46,12 @@ import { checkOpen, type LockContext } from './lock.js';
  */
 export abstract class PermitCount {
   readonly name: string;
+  /** @internal */
   protected readonly context: LockContext;
+  /** @internal */
   protected readonly keys: SemaphoreKeys;
 
+  /** @internal */
   constructor(context: LockContext, name: string) {
     this.name = name;
     this.context = context;

@@ -2,6 +2,9 @@
 // optional peers, and a node-redis user must not need ioredis installed (nor the other way round). Nor does
 // its main entry load OpenTelemetry, which only `flowlock/opentelemetry` needs (an optional peer as well).
 import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
@@ -43,4 +46,56 @@ describe('the built package', () => {
     expect(specifiers.filter((s) => s.startsWith('@opentelemetry/') && s !== '@opentelemetry/api')).toEqual([]);
     expect(specifiers.filter(clientPackage)).toEqual([]);
   });
+
+  it('publishes types of the public API only, and a strict consumer compiles against them', () => {
+    // The machinery behind the public classes (their constructors are @internal, stripped by tsup.config.ts)
+    // stays out of the published declarations: a user's editor offers only what the README documents.
+    const declarations = readFileSync('dist/index.d.ts', 'utf8');
+    for (const internal of ['WaitQueues', 'Watchdog', 'LockContext', 'RedisAdapter', 'LockScripts', 'QuorumNodes']) {
+      expect(declarations).not.toMatch(new RegExp(`\\b${internal}\\b`));
+    }
+    // A consumer inside the package's scope imports it by name: resolved through the exports map to dist/.
+    const dir = join('.vitest-consumer');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, 'consumer.ts'),
+      `import { createLockClient, createQuorumLockClient, LockLostError, type RedisClient } from 'flowlock';
+import { FlowlockInstrumentation } from 'flowlock/opentelemetry';
+export async function use(redis: RedisClient): Promise<bigint> {
+  const locks = createLockClient(redis, { watchdogTimeout: 10_000 });
+  const token = await locks.getLock('a').withLock((signal, lease) => (signal.aborted ? 0n : lease.fencingToken));
+  await using permit = await locks.getPermitExpirableSemaphore('s').acquire({ waitTime: 100 });
+  const ok: boolean = await locks.getReadWriteLock('rw').readLock().tryLock(0, 1000);
+  await locks.getCountDownLatch('l').await(ok ? 10 : 20);
+  await createQuorumLockClient([redis]).close();
+  new FlowlockInstrumentation().disable();
+  void permit;
+  if (token === 0n) throw new LockLostError('a', 'lost');
+  await locks.close();
+  return token;
+}
+`,
+    );
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    const args = ['--ignoreConfig', '--noEmit', '--strict', '--exactOptionalPropertyTypes', '--skipLibCheck', 'false'];
+    const run = spawnSync(
+      process.execPath,
+      [
+        tsc,
+        ...args,
+        '--module',
+        'nodenext',
+        '--target',
+        'es2022',
+        '--lib',
+        'es2022,esnext.disposable',
+        '--types',
+        'node',
+        join(dir, 'consumer.ts'),
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(run.stdout + run.stderr).toBe('');
+    expect(run.status).toBe(0);
+  }, 60_000);
 });
