@@ -1,10 +1,12 @@
 // Smoke run of the built package on the runtime floor (the machine's Node 20): loads it through ESM
-// `import` and CommonJS `require` (on ioredis, and through ESM on node-redis 6 too), takes, re-enters, waits for and releases locks (and semaphores, a latch)
-// against a real
-// redis-server (REDIS_URL, or a throwaway one on a free port), then checks that the process can exit.
+// `import` and CommonJS `require` (on ioredis, and through ESM on node-redis 6 too), takes, re-enters, waits
+// for and releases locks (and semaphores, a latch) against a real redis-server (REDIS_URL, or a throwaway one
+// on a free port), runs the `flowlock` command and flowlock/opentelemetry, then checks that the process can
+// exit.
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
@@ -136,6 +138,33 @@ try {
     if (label.endsWith('node-redis')) redis.destroy();
     else await redis.quit();
     checks.push(label);
+  }
+
+  // The other entry points on the floor: the `flowlock` command (a child process on this same Node) sees a
+  // held lock with its holder info, and flowlock/opentelemetry loads and enables without an SDK.
+  {
+    const redis = new Redis(url);
+    const locks = esm.createLockClient(redis, { holderInfo: { app: 'smoke' } });
+    const name = `smoke:cli:${process.pid}`;
+    const lease = await locks.getLock(name).acquire({ leaseTime: 10_000 });
+    const cliPath = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+    const cli = spawnSync(process.execPath, [cliPath, 'inspect', name, '--url', url, '--json'], {
+      encoding: 'utf8',
+    });
+    assert.equal(cli.status, 0, `cli: exit code (stderr: ${cli.stderr})`);
+    const info = JSON.parse(cli.stdout);
+    assert.equal(info.held, true, 'cli: held');
+    assert.equal(info.owners.length, 1, 'cli: one owner');
+    assert.match(String(info.owners[0].who), /smoke/, 'cli: holder info');
+    await lease.release();
+    const { FlowlockInstrumentation } = await import('../../dist/opentelemetry.js');
+    const instrumentation = new FlowlockInstrumentation();
+    instrumentation.enable();
+    await locks.getLock(name).withLock(() => undefined);
+    instrumentation.disable();
+    await locks.close();
+    await redis.quit();
+    checks.push('cli', 'opentelemetry');
   }
 } finally {
   server?.kill('SIGKILL');
