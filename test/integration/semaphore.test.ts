@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLockClient, LockClientClosedError } from '../../src/index.js';
 import { semaphoreKeys } from '../../src/redis/keys.js';
 import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
@@ -12,15 +12,15 @@ import {
   publishRelease,
   uniqueName,
   useRedis,
+  until,
 } from '../support/fixture.js';
 import { idleTestClient } from '../support/clients.js';
 import { listenerFor, RedissonSemaphore } from '../support/redisson.js';
 
 const redis = useRedis();
 
-function until(check: () => Promise<boolean> | boolean, timeout = 3000): Promise<boolean> {
-  return vi.waitUntil(check, { timeout, interval: 10 });
-}
+/** How long the tests below give a subscription or a woken waiter (ms). */
+const SOON = 3000;
 
 const keysOf = (name: string) => semaphoreKeys('', name, onCluster);
 
@@ -98,7 +98,7 @@ describe('RSemaphore', () => {
     await sem.trySetPermits(1);
     await sem.acquire();
     const waiter = track(redis.locks().getSemaphore(name).acquire());
-    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1, 'subscribed', SOON);
     await sleep(50);
     const before = await scriptCalls();
     await sleep(300);
@@ -106,7 +106,7 @@ describe('RSemaphore', () => {
     expect(waiter.done).toBe(false);
     const start = performance.now();
     await sem.release();
-    await until(() => waiter.done);
+    await until(() => waiter.done, 'the waiter is done', SOON);
     expect(elapsedSince(start)).toBeLessThan(500);
     expect(waiter.error).toBeUndefined();
   });
@@ -124,11 +124,11 @@ describe('RSemaphore', () => {
         .acquire()
         .then(() => order.push(i)),
     );
-    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1, 'subscribed', SOON);
     await sleep(100);
     const before = await scriptCalls();
     await redis.locks().getSemaphore(name).release(3);
-    await until(() => order.length === 3);
+    await until(() => order.length === 3, 'three waiters served', SOON);
     await sleep(100);
     expect(order).toEqual([0, 1, 2]);
     // The release and the three woken waiters' attempts: nobody else was woken to try.
@@ -142,7 +142,7 @@ describe('RSemaphore', () => {
     const name = uniqueName('sem');
     const locks = redis.locks();
     const big = track(locks.getSemaphore(name).acquire(3));
-    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1, 'subscribed', SOON);
     const small = track(locks.getSemaphore(name).acquire(1));
     await sleep(50);
     const other = redis.locks().getSemaphore(name);
@@ -151,11 +151,11 @@ describe('RSemaphore', () => {
     expect(big.done).toBe(false);
     expect(small.done).toBe(false);
     await other.release(1);
-    await until(() => big.done);
+    await until(() => big.done, 'the big waiter is done', SOON);
     await sleep(100);
     expect(small.done).toBe(false);
     await other.release(1);
-    await until(() => small.done);
+    await until(() => small.done, 'the small waiter is done', SOON);
     expect(await other.availablePermits()).toBe(0);
   });
 
@@ -177,7 +177,7 @@ describe('RSemaphore', () => {
         }
       }
     });
-    await until(() => cycles > 30);
+    await until(() => cycles > 30, 'more than 30 cycles', SOON);
     const start = performance.now();
     const granted = await redis.locks().getSemaphore(name).tryAcquire(3, 5000);
     const waited = elapsedSince(start);
@@ -186,7 +186,7 @@ describe('RSemaphore', () => {
     expect(granted).toBe(true);
     expect(waited).toBeLessThan(3000);
     // A churner that gave up leaves the queue a moment later (after its last call is answered).
-    expect(await until(async () => (await redis.admin.exists(keysOf(name).queueKey)) === 0, 1000)).toBe(true);
+    await until(async () => (await redis.admin.exists(keysOf(name).queueKey)) === 0, 'the queue key is gone', 1000);
     await setup.release(3);
     expect(await setup.availablePermits()).toBe(3);
   });
@@ -197,21 +197,25 @@ describe('RSemaphore', () => {
     const sem = redis.locks().getSemaphore(name);
     await sem.trySetPermits(1);
     expect(await redis.locks().getSemaphore(name).tryAcquire(2, 300)).toBe(false);
-    await until(async () => (await redis.admin.exists(queueKey, deadlinesKey)) === 0);
+    await until(
+      async () => (await redis.admin.exists(queueKey, deadlinesKey)) === 0,
+      'the queue and its deadlines are gone',
+      SOON,
+    );
     expect(await sem.tryAcquire(1)).toBe(true);
     await sem.release();
     // A waiter for 2 is queued first: a newcomer of another process for 1 queues behind it (the free permit
     // is kept for the first); the first aborts: the newcomer is handed the permit at once.
     const controller = new AbortController();
     const first = track(redis.locks().getSemaphore(name).acquire({ permits: 2, signal: controller.signal }));
-    await until(async () => (await redis.admin.llen(queueKey)) === 1);
+    await until(async () => (await redis.admin.llen(queueKey)) === 1, 'one waiter queued', SOON);
     const heldBack = track(redis.locks().getSemaphore(name).tryAcquire(1, 5000));
-    await until(async () => (await redis.admin.llen(queueKey)) === 2);
+    await until(async () => (await redis.admin.llen(queueKey)) === 2, 'two waiters queued', SOON);
     await sleep(200);
     expect(heldBack.done).toBe(false);
     const start = performance.now();
     controller.abort(new Error('enough'));
-    await until(() => heldBack.done);
+    await until(() => heldBack.done, 'the held-back waiter is done', SOON);
     expect(heldBack.value).toBe(true);
     expect(elapsedSince(start)).toBeLessThan(1000);
     expect((first.error as Error).message).toBe('enough');
@@ -231,10 +235,10 @@ describe('RSemaphore', () => {
     );
     const start = performance.now();
     const waiter = track(redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 5000));
-    await until(async () => (await redis.admin.llen(queueKey)) === 2);
+    await until(async () => (await redis.admin.llen(queueKey)) === 2, 'two waiters queued', SOON);
     // The release keeps its permit for the dead waiter first in line (it is woken, and never comes).
     await redis.locks().getSemaphore(name).release();
-    await until(() => waiter.done, 4000);
+    await until(() => waiter.done, 'the waiter is done', 4000);
     // Woken at the dead entry's deadline, not at its own refresh (10 s) or its wait's end.
     expect(waiter.value).toBe(true);
     expect(elapsedSince(start)).toBeLessThan(1500);
@@ -279,7 +283,7 @@ describe('RSemaphore', () => {
     await sleep(500);
     // The next script that looks drops the dead entry and announces the permit it kept.
     expect(await sem.availablePermits()).toBe(1);
-    await until(() => heard.length === 1);
+    await until(() => heard.length === 1, 'one message heard', SOON);
     expect(heard).toEqual(['1']);
   });
 
@@ -288,13 +292,13 @@ describe('RSemaphore', () => {
     const sem = redis.locks().getSemaphore(name);
     await sem.trySetPermits(1);
     const waiter = track(redis.locks().getSemaphore(name).tryAcquire(2, 5000));
-    await until(async () => (await redis.admin.llen(keysOf(name).queueKey)) === 1);
+    await until(async () => (await redis.admin.llen(keysOf(name).queueKey)) === 1, 'one waiter queued', SOON);
     await sleep(50);
     // Redisson's expirable addPermits(1): INCRBY, and the delta (not the total) as the message.
     await redis.admin.incr(name);
     const start = performance.now();
     await publishRelease(redis.admin, keysOf(name).channel, '1');
-    await until(() => waiter.done, 2000);
+    await until(() => waiter.done, 'the waiter is done', 2000);
     expect(waiter.value).toBe(true);
     expect(elapsedSince(start)).toBeLessThan(1000);
   });
@@ -333,13 +337,13 @@ describe('RSemaphore', () => {
     const name = uniqueName('sem');
     const locks = redis.locks();
     const waiter = track(locks.getSemaphore(name).acquire());
-    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1, 'subscribed', SOON);
     await sleep(50);
     for (const node of everyNode(redis.admin)) await node.client('KILL', 'TYPE', 'pubsub').catch(() => 0);
     // Given back without a message anyone hears: the key changes, nobody is subscribed.
     await redis.admin.incr(name);
     const start = performance.now();
-    await until(() => waiter.done, 5000);
+    await until(() => waiter.done, 'the waiter is done', 5000);
     expect(waiter.error).toBeUndefined();
     expect(elapsedSince(start)).toBeLessThan(3000);
   });
@@ -361,11 +365,17 @@ describe('RSemaphore', () => {
     await closed;
     await expect(sem.release()).rejects.toThrow(LockClientClosedError);
     // The subscriber connection is closed; the server notices a moment later.
-    expect(await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0, 1000)).toBe(
-      true,
+    await until(
+      async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0,
+      'no subscriber left',
+      1000,
     );
     const { queueKey, deadlinesKey } = keysOf(name);
-    expect(await until(async () => (await redis.admin.exists(queueKey, deadlinesKey)) === 0, 1000)).toBe(true);
+    await until(
+      async () => (await redis.admin.exists(queueKey, deadlinesKey)) === 0,
+      'the queue and its deadlines are gone',
+      1000,
+    );
     expect(Number((await redis.admin.get(name)) ?? 0)).toBe(0);
   });
 
@@ -382,14 +392,22 @@ describe('RSemaphore', () => {
       expect(await sem.availablePermits()).toBe(0);
       // Ours waits; the Java release wakes it.
       const ours = track(redis.locks().getSemaphore(name).acquire());
-      await until(async () => (await channelSubscribers(redis.admin, java.channel)) === 1);
+      await until(
+        async () => (await channelSubscribers(redis.admin, java.channel)) === 1,
+        'subscribed to the Java channel',
+        SOON,
+      );
       await java.release(1);
-      await until(() => ours.done);
+      await until(() => ours.done, 'our waiter is done', SOON);
       expect(ours.error).toBeUndefined();
       // Java waits (on its own subscriber); our release wakes it.
       const javaSide = new RedissonSemaphore(redis.admin, name);
       const javaWaiting = javaSide.acquire(1, 5000);
-      await until(async () => (await channelSubscribers(redis.admin, java.channel)) === 1);
+      await until(
+        async () => (await channelSubscribers(redis.admin, java.channel)) === 1,
+        'subscribed to the Java channel',
+        SOON,
+      );
       const start = performance.now();
       await sem.release();
       expect(await javaWaiting).toBe(true);
