@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { keySlot, lockKeys } from '../../src/redis/keys.js';
 import { clientKind, newTestClient, onNodeRedis } from '../support/clients.js';
-import { newCluster, uniqueName, type Cluster } from '../support/fixture.js';
+import { newCluster, uniqueName, until, type Cluster } from '../support/fixture.js';
 import {
   handoffGaps,
   overlaps,
@@ -109,7 +109,7 @@ describe('Redis Cluster', () => {
     }
   });
 
-  it('wakes a waiter of another client within 100 ms of the release', async () => {
+  it('wakes a waiter of another client by the release message, not by its 2 s re-check', async () => {
     const holder = locksOn();
     const waiter = locksOn();
     const name = uniqueName('cl-wake');
@@ -118,17 +118,24 @@ describe('Redis Cluster', () => {
     const waiting = waiter.getLock(name).withLock(() => {
       acquiredAt = performance.now();
     });
-    await sleep(300);
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     // Redis 7 cluster: the waiter subscribed by sharded pub/sub, on the node that owns the lock's slot (by
     // SUBSCRIBE on some node through iovalkey, whose Cluster cannot subscribe to shard channels).
-    const channels = cluster.nodes.map((node) =>
-      shardedPubSub ? shardChannelsOn(node.port) : classicChannelsOn(node.port),
-    );
-    expect(channels.flat()).toContain(`redisson_lock__channel:{${name}}`);
+    const channel = `redisson_lock__channel:{${name}}`;
+    const subscribed = (): boolean =>
+      cluster.nodes.some((node) =>
+        (shardedPubSub ? shardChannelsOn(node.port) : classicChannelsOn(node.port)).includes(channel),
+      );
+    await until(subscribed, 'the waiter subscribed to the lock channel');
+    await until(() => waiter.waits()[0]?.subscription === 'active', 'the waiter parked on an active subscription');
     const releasedAt = performance.now();
     await lease.release();
     await waiting;
-    expect(acquiredAt - releasedAt).toBeLessThan(100);
+    // The waiter parked for at most CLUSTER_WAIT_MS (2 s) just now: a wake by its re-check comes that long after
+    // it parked, so well over a second after the release; the message's wake comes in milliseconds (the
+    // figure records it). 1 s tells the two apart on a loaded machine.
+    recordFigures('cluster wake by release message', { wakeMs: Math.round(acquiredAt - releasedAt) });
+    expect(acquiredAt - releasedAt).toBeLessThan(1000);
   });
 
   it('resends a script that the client gave up redirecting while two masters point at each other', async () => {
@@ -211,7 +218,8 @@ describe('Redis Cluster', () => {
         (sum, node) => sum + Number(/total_connections_received:(\d+)/.exec(redisCli(node.port, 'info', 'stats'))?.[1]),
         0,
       );
-    const waiting = waiter.run(() => waiter.getLock(name).tryLock(10_000));
+    const waiting = waiter.run(() => waiter.getLock(name).tryLock(30_000));
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     const channel = lockKeys('', name, true).channel;
     // Its subscriber: on the slot owner's shard channel, or (iovalkey) on a classic channel of some node.
     const subscribers = (): number =>
@@ -228,7 +236,7 @@ describe('Redis Cluster', () => {
             (sum, node) => sum + Number(redisCli(node.port, 'pubsub', 'numsub', channel).split('\n')[1]),
             0,
           );
-    await expect.poll(subscribers).toBe(1);
+    await until(() => subscribers() === 1, 'the waiter subscribed to the lock channel');
     const before = connectionsReceived();
     await sleep(3000);
     // ioredis opens a connection for each CLUSTER SLOTS refresh. The two clients' own periodic refreshes
@@ -368,14 +376,16 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
     let inside = 0;
     let maxInside = 0;
     let sections = 0;
-    // Enough sections for the workload to outlast three migrations (about 250 ms each; 160 sections took
-    // about 500 ms on a fast client, and the test then saw only two).
+    // At least this many sections per client, and the workload goes on until three migrations happened under
+    // it: how many sections a migration takes depends on the machine's load, not on the code.
     const perClient = 100;
+    const minMigrations = 3;
+    let migrations = 0;
     const work = clients.flatMap((locks, i) =>
       [0, 1].map(async (flow) => {
         // Half the flows use the plain semaphore, half the expirable one: they share the permits.
         const plain = (i + flow) % 2 === 0;
-        for (let n = 0; n < perClient / 2; n++) {
+        for (let n = 0; n < perClient / 2 || migrations < minMigrations; n++) {
           const permit = plain
             ? await locks.getSemaphore(name).acquire()
             : await locks.getPermitExpirableSemaphore(name).acquire({ waitTime: 20_000 });
@@ -393,7 +403,6 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
     const latchWaiters = clients.map((locks) => locks.getCountDownLatch(latchName).await(30_000));
     const workload = { finished: false };
     const all = Promise.all(work).finally(() => (workload.finished = true));
-    let migrations = 0;
     while (!workload.finished && migrations < 6) {
       await sleep(150);
       const from = slotOwner(seed, slot);
@@ -406,8 +415,8 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
     await first.getCountDownLatch(latchName).countDown();
     expect(await Promise.all(latchWaiters)).toEqual(clients.map(() => true));
     recordFigures('T17 slot migration (semaphores)', { migrations, sections, maxInside });
-    expect(migrations).toBeGreaterThanOrEqual(3);
-    expect(sections).toBe(clients.length * perClient);
+    expect(migrations).toBeGreaterThanOrEqual(minMigrations);
+    expect(sections).toBeGreaterThanOrEqual(clients.length * perClient);
     expect(maxInside).toBeLessThanOrEqual(permits);
     expect(maxInside).toBe(permits);
     expect(await first.getPermitExpirableSemaphore(name).availablePermits()).toBe(permits);

@@ -311,7 +311,7 @@ describe('F4: a waiter first in line is SIGKILLed', () => {
 });
 
 describe('F5: Redis restarted without persistence while a fair lock is held and 4 processes wait in line', () => {
-  it('the holder learns it lost within R + 300 ms, the line recovers, tokens never go backwards', async () => {
+  it('the holder learns it lost from its next renewal, the line recovers, tokens never go backwards', async () => {
     // A server of its own: the restart must not disturb the other scenarios' lock server.
     const server = await startRedisServer();
     servers.cleanup(() => server.stop());
@@ -323,9 +323,12 @@ describe('F5: Redis restarted without persistence while a fair lock is held and 
     // order they retry, each at the head): violations after it are only reported.
     const watcher = watchQueue(serverAdmin, name);
     const start = performance.now();
-    const counters = fairCounters(server, name, 4, 40 * soak, { sleepMs: 5, tolerateFaults: true });
+    // The counters run until told to stop, once the line has recovered: with a fixed count they could finish
+    // every section before the holder's process started (a loaded machine starts processes slowly).
+    const counters = fairCounters(server, name, 4, 0, { sleepMs: 5, tolerateFaults: true, durationMs: 90_000 });
+    const sectionsDone = async (): Promise<number> => Number(await servers.resourceAdmin.get(`counter:${name}`));
     // Some sections before the restart, so that tokens from before it exist to compare with.
-    await until(async () => Number(await servers.resourceAdmin.get(`counter:${name}`)) >= 20, '20 sections done');
+    await until(async () => (await sectionsDone()) >= 20, '20 sections done');
     const holder = fairHolder(server, name, 'H');
     const held = await holder.next<{ id: string; type: string; token: bigint }>('acquired');
     await sleep(200);
@@ -333,7 +336,11 @@ describe('F5: Redis restarted without persistence while a fair lock is held and 
     await server.kill();
     await server.restart();
     const restartedAt = process.hrtime.bigint();
-    const aborted = await holder.next<{ id: string; type: string; at: bigint }>('aborted', 10_000);
+    const aborted = await holder.next<{ id: string; type: string; at: bigint; reason?: string }>('aborted', 10_000);
+    // The line recovers: 20 sections after the holder learned it lost (it still holds nothing in Redis).
+    const atLoss = await sectionsDone();
+    await until(async () => (await sectionsDone()) >= atLoss + 20, '20 sections after the restart', 20_000);
+    for (const counter of counters) counter.send({ cmd: 'stop' });
     const run = await collect(name, counters, start);
     const violations = fifoViolations(await watcher.stop(), run.sections, run.owners);
     holder.send({ cmd: 'write' });
@@ -355,14 +362,17 @@ describe('F5: Redis restarted without persistence while a fair lock is held and 
       orderViolationsBeforeRestart: violations.filter((v) => v.waitingToken < held.token).length,
       lateWriteAccepted: Boolean(write['accepted']),
     });
-    expect(ms(restartedAt, aborted.at)).toBeLessThanOrEqual(R + 300);
+    // Told by the renewal that found the lock gone (within R of the restart on an idle machine, the figure
+    // says how long), not by its lease deadline running out (L after the last renewal).
+    expect(aborted.reason).toBe('the watchdog found it held by another owner or gone');
+    expect(ms(restartedAt, aborted.at)).toBeLessThanOrEqual(L);
     expect(after.length).toBeGreaterThan(0);
     expect(ms(restartedAt, firstAfter)).toBeLessThanOrEqual(2000);
     // Nobody else held the lock at the restart (the holder did), so no counter section lost its hold.
     expect(run.sections.filter((s) => s.lostAt !== undefined || s.releaseError !== undefined)).toEqual([]);
     expect(before.length + after.length).toBe(run.sections.length);
     expect(run.sections.filter((s) => s.token > held.token).every((s) => s.enter > killedAt)).toBe(true);
-    expectExclusive(run, 4 * 40 * soak);
+    expectExclusive(run, run.counter);
     // Up to the restart the line kept its order (grants before the holder's came before the restart).
     expect(violations.filter((v) => v.waitingToken < held.token)).toEqual([]);
     expect(write['accepted']).toBe(false);
