@@ -2,9 +2,8 @@
 // or iovalkey Cluster, a node-redis createCluster; T17's worker processes inherit REDIS_CLIENT): keys of one
 // lock share a slot (no CROSSSLOT, also with a key prefix and braces in names), waiters are woken by
 // sharded pub/sub (Redis 7), and the watchdog renews per slot.
-import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { keySlot, lockKeys } from '../../src/redis/keys.js';
 import { clientKind, newTestClient, onNodeRedis } from '../support/clients.js';
@@ -21,9 +20,12 @@ import {
 import { recordFigures } from '../support/figures.js';
 import {
   clusterMasters,
+  clusterMastersAsync,
   migrateSlot,
   redisCli,
+  redisCliAsync,
   slotOwner,
+  slotOwnerAsync,
   startRedisCluster,
   type TestCluster,
 } from '../support/redis-cluster.js';
@@ -59,14 +61,10 @@ function clusterClient(): Cluster {
  */
 const shardedPubSub = clientKind !== 'iovalkey';
 
-function shardChannelsOn(port: number): string[] {
-  const out = spawnSync('redis-cli', ['-p', String(port), 'pubsub', 'shardchannels'], { encoding: 'utf8' }).stdout;
+/** The channels with a subscriber on the node at `port`: shard channels, or classic ones through iovalkey. */
+async function lockChannelsOn(port: number): Promise<string[]> {
+  const out = await redisCliAsync(port, 'pubsub', shardedPubSub ? 'shardchannels' : 'channels');
   return out.split('\n').filter(Boolean);
-}
-
-/** The classic (SUBSCRIBE) channels with a subscriber connected to the node at `port`. */
-function classicChannelsOn(port: number): string[] {
-  return redisCli(port, 'pubsub', 'channels').split('\n').filter(Boolean);
 }
 
 /** A lock client on a new cluster client under test, seeded with the masters. */
@@ -122,10 +120,8 @@ describe('Redis Cluster', () => {
     // Redis 7 cluster: the waiter subscribed by sharded pub/sub, on the node that owns the lock's slot (by
     // SUBSCRIBE on some node through iovalkey, whose Cluster cannot subscribe to shard channels).
     const channel = `redisson_lock__channel:{${name}}`;
-    const subscribed = (): boolean =>
-      cluster.nodes.some((node) =>
-        (shardedPubSub ? shardChannelsOn(node.port) : classicChannelsOn(node.port)).includes(channel),
-      );
+    const subscribed = async (): Promise<boolean> =>
+      (await Promise.all(cluster.nodes.map((node) => lockChannelsOn(node.port)))).flat().includes(channel);
     await until(subscribed, 'the waiter subscribed to the lock channel');
     await until(() => waiter.waits()[0]?.subscription === 'active', 'the waiter parked on an active subscription');
     const releasedAt = performance.now();
@@ -149,9 +145,16 @@ describe('Redis Cluster', () => {
     if (!other) throw new Error('no second master');
     const locks = locksOn();
     await locks.getLock(uniqueName()).withLock(() => undefined); // connected, slots known
-    const rejected = (): number =>
-      Number(/cmdstat_evalsha:.*rejected_calls=(\d+)/.exec(redisCli(owner.port, 'info', 'commandstats'))?.[1] ?? 0);
-    const rejectedBefore = rejected();
+    // Redirected calls, on both masters: each sends the script on to the other, so one give-up of the client
+    // (16 redirections) shows as more than 16 between them. Read without blocking the client's event loop.
+    const rejected = async (): Promise<number> => {
+      const stats = await Promise.all([owner, other].map((m) => redisCliAsync(m.port, 'info', 'commandstats')));
+      return stats.reduce(
+        (sum, info) => sum + Number(/cmdstat_evalsha:.*rejected_calls=(\d+)/.exec(info)?.[1] ?? 0),
+        0,
+      );
+    };
+    const rejectedBefore = await rejected();
     // The owner believes `other` has the slot, `other` still believes the owner has it: each answers MOVED
     // to the other (as at the end of a migration whose SETSLOT NODE reached the source first).
     redisCli(owner.port, 'cluster', 'setslot', slot, 'node', other.id);
@@ -163,11 +166,13 @@ describe('Redis Cluster', () => {
     );
     try {
       // The cluster client gives up after 16 redirections (ioredis' and node-redis' default): wait until it
-      // has at least once (how long that takes depends on the machine's load), unseen by the caller.
-      await vi.waitFor(() => expect(rejected() - rejectedBefore).toBeGreaterThan(16), {
-        timeout: 10_000,
-        interval: 50,
-      });
+      // has at least once, unseen by the caller. Well within the library's 10 s of resends (CLUSTER_RESEND_MS),
+      // after which the caller would rightly see the error.
+      await until(
+        async () => (await rejected()) - rejectedBefore > 16,
+        'the cluster client gave up redirecting at least once',
+        5000,
+      );
       expect(settled).toBe(false);
     } finally {
       redisCli(owner.port, 'cluster', 'setslot', slot, 'node', owner.id);
@@ -238,26 +243,28 @@ describe('Redis Cluster', () => {
           );
     await until(() => subscribers() === 1, 'the waiter subscribed to the lock channel');
     const before = connectionsReceived();
-    await sleep(3000);
-    // ioredis opens a connection for each CLUSTER SLOTS refresh. The two clients' own periodic refreshes
-    // (every 5 s) may fall in the window; a subscriber refreshing every 500 ms would add 6 more.
+    await sleep(6000);
+    // ioredis opens a connection for each CLUSTER SLOTS refresh. The clients' own periodic refreshes (every
+    // 5 s: the holder's, the waiter's and its subscriber's, a refresh that timed out under load tried again on
+    // another node) may fall in the window, up to 8; a subscriber refreshing every 500 ms would add 12 more.
     // Each reading counts its own redis-cli connection to every node.
-    expect(connectionsReceived() - before - cluster.nodes.length).toBeLessThanOrEqual(3);
+    expect(connectionsReceived() - before - cluster.nodes.length).toBeLessThanOrEqual(8);
     await lease.release();
     expect(await waiting).toBe(true);
   });
 
   it('keeps locks in many slots alive for 3+ watchdog timeouts, renewing per slot', async () => {
-    const locks = locksOn({ watchdogTimeout: 900 });
+    // 1.5 s: a stall of the loaded machine under a second must not lose a hold; 5 s still outlasts 3 leases.
+    const locks = locksOn({ watchdogTimeout: 1500 });
     const names = Array.from({ length: 40 }, (_, i) => `${uniqueName('cl-wd')}:${i}`);
     const leases = await Promise.all(names.map((name) => locks.getLock(name).acquire()));
-    await sleep(3000);
+    await sleep(5000);
     expect(leases.every((lease) => !lease.signal.aborted)).toBe(true);
     const probe = clusterClient();
     for (const name of names) {
       const ttl = await probe.pttl(name);
       expect(ttl).toBeGreaterThan(0);
-      expect(ttl).toBeLessThanOrEqual(900);
+      expect(ttl).toBeLessThanOrEqual(1500);
     }
     await Promise.all(leases.map((lease) => lease.release()));
   });
@@ -305,8 +312,8 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
       );
       while (!workload.finished && migrations < 10) {
         await sleep(150);
-        const from = owner();
-        const to = clusterMasters(seed).find((m) => m.id !== from.id);
+        const from = await slotOwnerAsync(seed, slot);
+        const to = (await clusterMastersAsync(seed)).find((m) => m.id !== from.id);
         if (!to) break;
         await migrateSlot(slot, from, to);
         migrations++;
@@ -353,8 +360,9 @@ describe('T17: a slot migrated back and forth under the T1 workload', () => {
       expect(rwOverlaps(sections)).toEqual([]);
       expect(tokensRise(writes)).toBe(true);
       // Sharded subscriptions silently drop when their slot moves: waiters re-check at least every 2 s and
-      // retry when the subscriber sees the move. Without that a waiter would sleep out the 30 s lease.
-      expect(Math.max(...gaps)).toBeLessThan(5000);
+      // retry when the subscriber sees the move. Without that a waiter would sleep out the 30 s lease; 10 s
+      // leaves room for a migration's own stalls on a loaded machine.
+      expect(Math.max(...gaps)).toBeLessThan(10_000);
       // And once the subscriber follows the move, releases wake waiters again: most handoffs are prompt (a
       // subscription kept across waits on the old owner left every handoff to the 2 s re-check).
       expect(percentile(gaps, 50)).toBeLessThan(500);
@@ -369,7 +377,8 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
     const slot = keySlot(name);
     const seed = cluster.nodes[0]?.port ?? 0;
     const permits = 3;
-    const clients = Array.from({ length: 4 }, () => locksOn({ watchdogTimeout: 3000 }));
+    // A long watchdog: a migration on a loaded machine must not cost an expirable permit its lease.
+    const clients = Array.from({ length: 4 }, () => locksOn({ watchdogTimeout: 10_000 }));
     const first = clients[0];
     if (!first) throw new Error('no client');
     await first.getSemaphore(name).trySetPermits(permits);
@@ -388,7 +397,7 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
         for (let n = 0; n < perClient / 2 || migrations < minMigrations; n++) {
           const permit = plain
             ? await locks.getSemaphore(name).acquire()
-            : await locks.getPermitExpirableSemaphore(name).acquire({ waitTime: 20_000 });
+            : await locks.getPermitExpirableSemaphore(name).acquire();
           inside++;
           maxInside = Math.max(maxInside, inside);
           await sleep(2);
@@ -400,13 +409,15 @@ describe('T17 for the semaphores and the latch: their slot migrated back and for
     );
     const latchName = `{${name}}:latch`;
     await first.getCountDownLatch(latchName).trySetCount(1);
-    const latchWaiters = clients.map((locks) => locks.getCountDownLatch(latchName).await(30_000));
+    // No wait time: how long the workload runs depends on the machine (the test's timeout bounds it).
+    const latchWaiters = clients.map((locks) => locks.getCountDownLatch(latchName).await());
+    for (const waiter of latchWaiters) waiter.catch(() => undefined); // awaited below
     const workload = { finished: false };
     const all = Promise.all(work).finally(() => (workload.finished = true));
     while (!workload.finished && migrations < 6) {
       await sleep(150);
-      const from = slotOwner(seed, slot);
-      const to = clusterMasters(seed).find((m) => m.id !== from.id);
+      const from = await slotOwnerAsync(seed, slot);
+      const to = (await clusterMastersAsync(seed)).find((m) => m.id !== from.id);
       if (!to) break;
       await migrateSlot(slot, from, to);
       migrations++;
@@ -461,7 +472,11 @@ describe('a master failing over under load', () => {
         await expect.poll(() => acquisitions.length, { timeout: 10_000, interval: 50 }).toBeGreaterThan(50);
         const killedAt = performance.now();
         await cluster.nodes.find((node) => node.port === victim.port)?.kill();
-        await expect.poll(() => slotOwner(seed, slot).port, { timeout: 30_000, interval: 100 }).not.toBe(victim.port);
+        await until(
+          async () => (await slotOwnerAsync(seed, slot)).port !== victim.port,
+          'a replica promoted for the slot',
+          30_000,
+        );
         const promotedAt = performance.now();
         // node-redis learns the new owner only at its slot refresh, 5 s after a node's first reconnect attempt
         // (its topologyRefreshOnReconnectionAttemptStrategy default), later under load; until then calls for

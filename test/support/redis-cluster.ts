@@ -2,7 +2,7 @@
  * A throwaway Redis Cluster for tests: `masters` masters with `replicas` replicas each, on free loopback
  * ports, built with `redis-cli --cluster create` from the same Debian redis-server.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedisServer, type LocalRedis } from './redis-server.js';
 
@@ -77,9 +77,22 @@ export interface ClusterMaster {
   readonly port: number;
 }
 
-/** `redis-cli -p <port> <args>`'s output, trimmed. */
+/** `redis-cli -p <port> <args>`'s output, trimmed. It blocks the event loop: not for loops beside lock clients. */
 export function redisCli(port: number, ...args: string[]): string {
   return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
+}
+
+/**
+ * `redis-cli -p <port> <args>`'s output, trimmed, without blocking the event loop: for polls and migrations
+ * in a process whose lock clients must keep renewing and waking meanwhile (a loaded machine makes each
+ * spawn take tens to hundreds of ms).
+ */
+export function redisCliAsync(port: number, ...args: string[]): Promise<string> {
+  return new Promise((resolve) => {
+    execFile('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }, (_error, stdout) => {
+      resolve(stdout.trim());
+    });
+  });
 }
 
 function inRange(range: string, slot: number): boolean {
@@ -92,7 +105,27 @@ function inRange(range: string, slot: number): boolean {
 
 /** The masters serving slots, by `CLUSTER NODES` on `port`. */
 export function clusterMasters(port: number): ClusterMaster[] {
-  return redisCli(port, 'cluster', 'nodes')
+  return mastersIn(redisCli(port, 'cluster', 'nodes'));
+}
+
+/** The master serving `slot`, as `CLUSTER NODES` on `port` reports it. */
+export function slotOwner(port: number, slot: number): ClusterMaster {
+  return ownerIn(redisCli(port, 'cluster', 'nodes'), slot);
+}
+
+/** `clusterMasters` without blocking the event loop. */
+export async function clusterMastersAsync(port: number): Promise<ClusterMaster[]> {
+  return mastersIn(await redisCliAsync(port, 'cluster', 'nodes'));
+}
+
+/** `slotOwner` without blocking the event loop. */
+export async function slotOwnerAsync(port: number, slot: number): Promise<ClusterMaster> {
+  return ownerIn(await redisCliAsync(port, 'cluster', 'nodes'), slot);
+}
+
+/** The masters serving slots in a `CLUSTER NODES` reply. */
+function mastersIn(nodes: string): ClusterMaster[] {
+  return nodes
     .split('\n')
     .filter((line) => {
       const fields = line.split(' ');
@@ -105,19 +138,17 @@ export function clusterMasters(port: number): ClusterMaster[] {
     });
 }
 
-/** The master serving `slot`, as `CLUSTER NODES` on `port` reports it. */
-export function slotOwner(port: number, slot: number): ClusterMaster {
-  const line = redisCli(port, 'cluster', 'nodes')
-    .split('\n')
-    .find(
-      (l) =>
-        l.includes('master') &&
-        !l.includes('fail') &&
-        l
-          .split(' ')
-          .slice(8)
-          .some((range) => inRange(range, slot)),
-    );
+/** The master serving `slot` in a `CLUSTER NODES` reply. */
+function ownerIn(nodes: string, slot: number): ClusterMaster {
+  const line = nodes.split('\n').find(
+    (l) =>
+      l.includes('master') &&
+      !l.includes('fail') &&
+      l
+        .split(' ')
+        .slice(8)
+        .some((range) => inRange(range, slot)),
+  );
   const [id = '', address = ''] = line?.split(' ') ?? [];
   return { id, port: Number(/:(\d+)@/.exec(address)?.[1]) };
 }
@@ -130,20 +161,31 @@ export function slotOwner(port: number, slot: number): ClusterMaster {
  * the keys of a slot it was told it lost, which is a fault of the migration, not of the lock.
  */
 export async function migrateSlot(slot: number, from: ClusterMaster, to: ClusterMaster): Promise<void> {
-  redisCli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
-  redisCli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
-  // Bounded: these calls block the test's event loop, so a MIGRATE that keeps failing must not spin forever.
+  // Every step without blocking the event loop: the tests migrate under a workload of lock clients in the
+  // same process, whose renewals and wake-ups a blocked loop would delay.
+  await redisCliAsync(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id);
+  await redisCliAsync(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id);
+  // Bounded: a MIGRATE that keeps failing must not spin forever.
   for (let round = 0; ; round++) {
-    const keys = redisCli(from.port, 'cluster', 'getkeysinslot', String(slot), '100').split('\n').filter(Boolean);
+    const keys = (await redisCliAsync(from.port, 'cluster', 'getkeysinslot', String(slot), '100'))
+      .split('\n')
+      .filter(Boolean);
     if (keys.length === 0) break;
-    const migrated = redisCli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
+    const migrated = await redisCliAsync(
+      from.port,
+      ...['migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys],
+    );
     if (round === 20) throw new Error(`slot ${slot} would not migrate from ${from.port} to ${to.port}: ${migrated}`);
   }
-  const all = clusterMasters(to.port);
+  const all = await clusterMastersAsync(to.port);
   const order = [to, from, ...all.filter((m) => m.id !== to.id && m.id !== from.id)];
-  for (const node of order) redisCli(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+  for (const node of order) await redisCliAsync(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
   const deadline = performance.now() + 10_000;
-  while (!all.every((node) => slotOwner(node.port, slot).id === to.id)) {
+  const agreed = async (): Promise<boolean> => {
+    const owners = await Promise.all(all.map((node) => slotOwnerAsync(node.port, slot)));
+    return owners.every((owner) => owner.id === to.id);
+  };
+  while (!(await agreed())) {
     if (performance.now() > deadline) throw new Error(`the masters do not agree that ${to.port} has slot ${slot}`);
     await sleep(20);
   }
