@@ -27,6 +27,7 @@ import {
   masterOf,
   onCluster,
   uniqueName,
+  until as untilState,
   useRedis,
   type Client,
   type Redis,
@@ -57,13 +58,12 @@ function masters(client: Client): Redis[] {
 /** The label a lock client of this process records (options.holderInfo). */
 const label = (app?: string): string => `${hostname()} pid ${process.pid}${app ? ` (${app})` : ''}`;
 
-/** Resolves once `predicate` holds, polling every 20 ms, or fails after `ms`. */
-async function until(predicate: () => Promise<boolean> | boolean, ms = 5000): Promise<void> {
-  const started = performance.now();
-  while (!(await predicate())) {
-    if (elapsedSince(started) > ms) throw new Error(`condition not met within ${ms} ms`);
-    await sleep(20);
-  }
+/**
+ * Resolves once `predicate` holds, or fails after `ms`: the fixture's until() under this file's signature. New
+ * clients connect and subscribe first (on a cluster after slot discovery): a loaded machine can take seconds.
+ */
+function until(predicate: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
+  return untilState(predicate, 'the condition awaited', ms);
 }
 
 /** Names whose keys live on every master of the cluster (one name per master), or `count` names. */
@@ -127,6 +127,7 @@ describe('inspectLock', () => {
     const lease = await holder.getLock(name).acquire();
     const waiter = redis.locks();
     const waiting = waiter.getLock(name).acquire({ waitTime: 10_000 });
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
     const info = await inspectLock(redis.redis(), name);
     expect(info.channels).toEqual([lockKeys('', name, onCluster).channel]);
@@ -197,7 +198,12 @@ describe('inspectLock', () => {
     const lease = await holder.getFairLock(name).acquire();
     const waiter = redis.locks();
     const waiting = waiter.getFairLock(name).acquire({ waitTime: 10_000 });
-    await until(async () => (await inspectLock(redis.redis(), name)).queueLength === 1);
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
+    // Queued first, then subscribed: wait for both.
+    await until(async () => {
+      const { queueLength, waitingConnections } = await inspectLock(redis.redis(), name);
+      return queueLength === 1 && (waitingConnections ?? 0) >= 1;
+    });
     const java = new RedissonFairLock(redis.admin, name);
     expect(await java.tryAcquire(30_000, 60_000)).not.toBeNull();
     const info = await inspectLock(redis.redis(), name);
@@ -260,7 +266,12 @@ describe('inspectLock', () => {
     });
     expect(info.alsoMatches).toEqual(['permit-expirable-semaphore', 'count-down-latch']);
     const waiting = redis.locks().getSemaphore(name).tryAcquire({ permits: 3, waitTime: 10_000 });
-    await until(async () => (await inspectLock(redis.redis(), name)).queueLength === 1);
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
+    // Queued first, then subscribed: wait for both.
+    await until(async () => {
+      const { queueLength, waitingConnections } = await inspectLock(redis.redis(), name);
+      return queueLength === 1 && (waitingConnections ?? 0) >= 1;
+    });
     const queued = await inspectLock(redis.redis(), name);
     expect(queued).toMatchObject({ kind: 'semaphore', alsoMatches: ['permit-expirable-semaphore'] });
     expect(queued.queue[0]?.permits).toBe(3);
@@ -291,6 +302,7 @@ describe('inspectLock', () => {
     const asLatch = await inspectLock(redis.redis(), name, { kind: 'count-down-latch' });
     expect(asLatch).toMatchObject({ kind: 'count-down-latch', count: 2, permits: null, held: false });
     const opened = redis.locks().getCountDownLatch(name).await({ waitTime: 10_000 });
+    opened.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await until(async () => (await inspectLock(redis.redis(), name)).kind === 'count-down-latch');
     const detected = await inspectLock(redis.redis(), name);
     expect(detected).toMatchObject({ kind: 'count-down-latch', count: 2 });
@@ -428,6 +440,7 @@ describe('releaseOwner and forceUnlock', () => {
     const waiter = redis.locks();
     const started = performance.now();
     const waiting = waiter.getLock(name).acquire({ waitTime: 20_000 });
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
     const [owner] = (await inspectLock(redis.redis(), name)).owners;
     const released = performance.now();
@@ -439,8 +452,12 @@ describe('releaseOwner and forceUnlock', () => {
     // Woken by the release message, not by the holder's lease running out (30 s).
     expect(elapsedSince(released)).toBeLessThan(2000);
     expect(elapsedSince(started)).toBeLessThan(10_000);
-    // The former holder learns it at its next renewal (every watchdogTimeout / 3).
-    await until(() => lease.signal.aborted, 3000);
+    // The former holder learns it at its next renewal (every watchdogTimeout / 3), which finds it gone.
+    await until(() => lease.signal.aborted);
+    expect(lease.signal.reason).toMatchObject({
+      code: 'LOCK_LOST',
+      reason: expect.stringMatching(/found it held by another owner or gone/),
+    });
     await next.release();
   });
 
@@ -467,6 +484,7 @@ describe('releaseOwner and forceUnlock', () => {
     const [ours] = (await inspectLock(redis.redis(), name)).owners;
     expect(ours?.clientId).toBe(locks.clientId);
     const writer = redis.locks().getReadWriteLock(name).writeLock().acquire({ waitTime: 10_000 });
+    writer.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await sleep(100);
     expect(await releaseOwner(redis.redis(), name, ours?.owner ?? '')).toMatchObject({ released: true });
     const write = await writer;
@@ -507,6 +525,7 @@ describe('releaseOwner and forceUnlock', () => {
         kind === 'read-write-lock'
           ? waiter.getReadWriteLock(name).writeLock().acquire({ waitTime: 20_000 })
           : take(waiter, 20_000);
+      waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
       await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
       const forced = performance.now();
       const result = await forceUnlock(redis.redis(), name);
@@ -555,17 +574,17 @@ describe('watchLocks', () => {
     await lease.release();
     await until(
       has((e) => e.type === 'released' && e.name === other),
-      2000,
+      5000,
     );
     await held.release();
     await until(
       has((e) => e.type === 'released' && e.name === name),
-      2000,
+      5000,
     );
     const owner = await abandonedLock(other, 400);
     await until(
       has((e) => e.type === 'expired' && e.name === other && e.owner === owner && e.proof === 'ttl'),
-      3000,
+      5000,
     );
     await stop();
     expect(events.find((e) => e.type === 'acquired')).toMatchObject({
@@ -590,7 +609,7 @@ describe('watchLocks', () => {
     const { events } = watch({ names: [first, second], intervalMs: 100 });
     await until(() => events.filter((e) => e.type === 'held').length === 2);
     await leases[1]?.release();
-    await until(() => events.some((e) => e.type === 'released' && e.name === second), 2000);
+    await until(() => events.some((e) => e.type === 'released' && e.name === second), 5000);
     await leases[0]?.release();
   });
 
@@ -600,9 +619,13 @@ describe('watchLocks', () => {
     const name = uniqueName(label);
     // A long interval: only the notification can report the expiry in time.
     const { events } = watch({ names: [`test:${label}:*`], intervalMs: 60_000, events: true });
-    await sleep(300);
+    // Listening for expirations on every master before the key is made.
+    const expired = '__keyevent@0__:expired';
+    const listening = async (node: Redis): Promise<boolean> =>
+      Number(((await node.pubsub('NUMSUB', expired)) as [string, number | string])[1]) >= 1;
+    await until(async () => (await Promise.all(masters(redis.admin).map(listening))).every(Boolean));
     await abandonedLock(name, 300);
-    await until(() => events.some((e) => e.type === 'expired' && e.name === name && e.proof === 'keyspace'), 3000);
+    await until(() => events.some((e) => e.type === 'expired' && e.name === name && e.proof === 'keyspace'));
     expect(events.filter((e) => e.type === 'notice')).toEqual([]);
   });
 

@@ -267,6 +267,7 @@ describe('FlowlockInstrumentation: metrics', () => {
     await lock.withLock(() => undefined); // acquired, uncontended, watchdog mode
     const held = await holder.getLock(name).acquire({ leaseTime: 10_000 });
     const waiting = lock.withLock(() => undefined, { waitTime: 10_000 }); // acquired after a wait
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await until(async () => sumOf(await collect(meters.reader), 'flowlock.wait.active') === 1, 'a waiter');
     expect(sumOf(await collect(meters.reader), 'flowlock.hold.active')).toBe(1);
     await held.release();
@@ -373,6 +374,7 @@ describe('FlowlockInstrumentation: metrics', () => {
     const semaphore = locks.getSemaphore(uniqueName('permits'));
     tracing.exporter.reset();
     const waiting = [semaphore.acquire(), semaphore.acquire()];
+    for (const w of waiting) w.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await until(async () => sumOf(await collect(meters.reader), 'flowlock.wait.active') === 2, 'two waiters');
     await semaphore.addPermits(2);
     await Promise.all(waiting);
@@ -543,6 +545,7 @@ describe('FlowlockInstrumentation: spans', () => {
     const held = await holder.getLock(name).acquire({ leaseTime: 10_000 });
     tracing.exporter.reset();
     const waiting = locks.getLock(name).withLock(() => undefined, { waitTime: 10_000 });
+    waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await until(async () => sumOf(await collect(meters.reader), 'flowlock.wait.active') === 1, 'a waiter');
     await held.release();
     await waiting;
@@ -579,10 +582,12 @@ describe('FlowlockInstrumentation: spans', () => {
 
   it('keeps renewals out of the callers’ traces: root flowlock.renew spans when asked for, none by default', async () => {
     const renewSpans = async (): Promise<{ renew: ReadableSpan[]; request: ReadableSpan; all: ReadableSpan[] }> => {
-      const locks = await readyLocks({ watchdogTimeout: 600 }); // renewals every 200 ms
+      // Renewals every 500 ms: a 1 s hold is renewed at least once, and a stall of a loaded machine does not
+      // cost it the lease.
+      const locks = await readyLocks({ watchdogTimeout: 1500 });
       tracing.exporter.reset();
       await tracer.startActiveSpan('request', async (request) => {
-        await locks.getLock(uniqueName()).withLock(() => sleep(700));
+        await locks.getLock(uniqueName()).withLock(() => sleep(1000));
         request.end();
       });
       const all = tracing.exporter.getFinishedSpans();

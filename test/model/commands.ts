@@ -40,6 +40,8 @@ export interface Stats {
   innerSteps: number;
   skipped: number;
   shrinkSteps: number;
+  /** Unmodeled stalls judged as faults (world.ts's lag monitor). */
+  stalls: number;
   /** Set by the test while fast-check shrinks a failure. */
   shrinking: boolean;
   readonly kinds: Record<string, number>;
@@ -52,6 +54,7 @@ export const stats: Stats = {
   innerSteps: 0,
   skipped: 0,
   shrinkSteps: 0,
+  stalls: 0,
   shrinking: false,
   kinds: {},
 };
@@ -75,6 +78,11 @@ export class Harness {
   private constructor(world: World) {
     this.world = world;
     this.model = new Model(world);
+    // A stall nobody injected (GC, a loaded machine) is a fault the model did not plan: judged as one.
+    world.onStall = (ms) => {
+      if (!stats.shrinking) stats.stalls++;
+      this.model.markStall(this.faultSettleAt(), ms);
+    };
   }
 
   static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<Harness> {
@@ -212,13 +220,15 @@ export class AcquireStep extends ActorStep {
     } else {
       // waitTime bounds the whole call, also when the server stalls; one attempt (0) waits for its reply.
       const margin = context.sleepMs > 0 && wait > 0 ? STALLED_BOUND_MARGIN : BOUND_MARGIN;
-      const bound = wait + margin + context.stallMs + (wait === 0 ? context.sleepMs : 0);
+      // Timers fire late by as much as this process ran late without an injected fault (the lag monitor).
+      const lag = h.world.lagSince(job.startedAt);
+      const bound = wait + margin + context.stallMs + lag + (wait === 0 ? context.sleepMs : 0);
       await h.model.waitFor(job.done, job.startedAt + bound - now());
       const took = (job.outcome?.at ?? now()) - job.startedAt;
       if (took > bound && !ignored('wait-bound')) {
         throw h.model.violation(
           `${this.toString()} returned after ${took.toFixed(0)} ms${job.settled ? '' : ' (still running)'}; ` +
-            `waitTime ${wait} ms bounds the call (allowed ${bound.toFixed(0)} ms${context.sleepMs > 0 ? `, the server slept ${context.sleepMs} ms` : ''})`,
+            `waitTime ${wait} ms bounds the call (allowed ${bound.toFixed(0)} ms${context.sleepMs > 0 ? `, the server slept ${context.sleepMs} ms` : ''}${lag > 0 ? `, this process ran ${lag.toFixed(0)} ms late` : ''})`,
         );
       }
     }

@@ -98,13 +98,15 @@ it(
       skipped: stats.skipped,
       shrinkRuns: stats.shrinkRuns,
       shrinkSteps: stats.shrinkSteps,
+      stalls: stats.stalls,
       seconds: Math.round(seconds),
       seed: baseSeed,
       failed: details.failed,
     };
     console.log(
       `model-based lock test: ${stats.runs} sequences, ${stats.steps} steps (+${stats.innerSteps} inside faults, ` +
-        `${stats.skipped} skipped) in ${seconds.toFixed(0)} s; ${stats.shrinkRuns} shrink runs (${stats.shrinkSteps} steps); ` +
+        `${stats.skipped} skipped, ${stats.stalls} unmodeled stalls judged as faults) in ${seconds.toFixed(0)} s; ` +
+        `${stats.shrinkRuns} shrink runs (${stats.shrinkSteps} steps); ` +
         `seed ${baseSeed} ` +
         `(MODEL_SEED=${baseSeed} replays it)\n  steps by kind: ${JSON.stringify(stats.kinds)}`,
     );

@@ -25,12 +25,35 @@ export function trace(message: string): void {
   traceLog.push(`${(now() - traceOrigin).toFixed(1).padStart(8)} ${message}`);
 }
 
+/** Event-loop time blocked on purpose so far (an injected fault), which the lag monitor leaves out. */
+let injectedStallMs = 0;
+
 /** Blocks the event loop for `ms` (timers, replies and the watchdog all wait). */
 export function busyWait(ms: number): void {
-  const end = performance.now() + ms;
+  const start = performance.now();
+  const end = start + ms;
   while (performance.now() < end) {
     // spinning on purpose
   }
+  injectedStallMs += performance.now() - start;
+}
+
+/** How often the lag monitor looks, ms. */
+const LAG_TICK_MS = 20;
+/**
+ * An unmodeled stall this long (this process's event loop running late: GC, a loaded machine; or a renewal
+ * whose reply is this late: Redis descheduled) is judged as a fault. A watchdog-mode hold is lost only when
+ * a renewal's tick lateness plus its round trip exceed about 2/3 of watchdogTimeout (392 ms at 600), so at
+ * least one of them exceeds 150 ms whenever a loss can come from such a stall.
+ */
+export const UNMODELED_STALL_MS = 150;
+/** Smaller lateness is still recorded (for the wait bounds), above this. */
+const LAG_NOTE_MS = 40;
+
+/** A stretch in which this process ran late without an injected fault. */
+export interface Lag {
+  readonly at: number;
+  readonly ms: number;
 }
 
 /** One macrotask turn: everything already queued (a command written to a socket, microtasks) runs first. */
@@ -174,6 +197,8 @@ export class ClientHandle {
   readonly lost: LostRecord[] = [];
   /** Called once, synchronously, right after the watchdog sends its next renewal on this client. */
   renewHook: (() => void) | undefined;
+  /** Renewals sent and not yet answered (for the lag monitor): when each was sent, and whether it was noted. */
+  readonly renewalsInFlight = new Set<{ readonly sentAt: number; readonly injectedBefore: number; noted: boolean }>();
   closed = false;
 
   constructor(server: { host: string; port: number }, slot: number, gen: number, watchdogTimeout: number) {
@@ -187,6 +212,14 @@ export class ClientHandle {
     const evalsha = this.redis.evalsha.bind(this.redis) as (...args: unknown[]) => Promise<unknown>;
     (this.redis as unknown as { evalsha: (...args: unknown[]) => Promise<unknown> }).evalsha = (...args) => {
       const reply = evalsha(...args);
+      if (args[0] === renewSha) {
+        const sent = { sentAt: now(), injectedBefore: injectedStallMs, noted: false };
+        this.renewalsInFlight.add(sent);
+        const answered = (): void => {
+          this.renewalsInFlight.delete(sent);
+        };
+        reply.then(answered, answered);
+      }
       const hook = this.renewHook;
       if (hook && args[0] === renewSha) {
         this.renewHook = undefined;
@@ -463,6 +496,11 @@ export class World {
   readonly harnessErrors: string[] = [];
   /** A fault still running in the background (DEBUG SLEEP). */
   faultInFlight: Promise<unknown> | undefined;
+  /** Unmodeled lateness seen by the lag monitor (over LAG_NOTE_MS), oldest first. */
+  readonly lags: Lag[] = [];
+  /** Told of each unmodeled stall over UNMODELED_STALL_MS (the harness judges it as a fault). */
+  onStall: ((ms: number) => void) | undefined;
+  readonly #lagMonitor: NodeJS.Timeout;
 
   private constructor(server: ServerInfo, admin: Redis, names: readonly string[]) {
     this.server = server;
@@ -471,6 +509,45 @@ export class World {
     this.fault.on('error', () => undefined);
     this.names = names;
     this.keys = names.map((name) => lockKeys('', name));
+    // Watches for stalls nobody injected: a late tick of this timer (less what busyWait blocked on purpose),
+    // and renewals left unanswered too long (while DEBUG SLEEP is not running).
+    let expected = now() + LAG_TICK_MS;
+    let injectedBefore = injectedStallMs;
+    this.#lagMonitor = setInterval(() => {
+      const t = now();
+      const late = t - expected - (injectedStallMs - injectedBefore);
+      expected = t + LAG_TICK_MS;
+      injectedBefore = injectedStallMs;
+      if (late > LAG_NOTE_MS) this.lags.push({ at: t, ms: late });
+      let stall = late;
+      if (!this.faultInFlight) {
+        for (const client of this.clients) {
+          for (const renewal of client.renewalsInFlight) {
+            // Unanswered for this long, less what busyWait blocked on purpose meanwhile.
+            const age = t - renewal.sentAt - (injectedStallMs - renewal.injectedBefore);
+            if (renewal.noted || age <= UNMODELED_STALL_MS) continue;
+            renewal.noted = true;
+            stall = Math.max(stall, age);
+          }
+        }
+      }
+      if (stall > UNMODELED_STALL_MS) {
+        trace(`unmodeled stall: ${stall.toFixed(0)} ms`);
+        this.onStall?.(stall);
+      }
+    }, LAG_TICK_MS);
+    this.#lagMonitor.unref();
+  }
+
+  /** The longest unmodeled lateness of this process since `since` (0: none noted). */
+  lagSince(since: number): number {
+    let longest = 0;
+    for (let i = this.lags.length - 1; i >= 0; i--) {
+      const lag = this.lags[i];
+      if (!lag || lag.at < since) break;
+      longest = Math.max(longest, lag.ms);
+    }
+    return longest;
   }
 
   static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<World> {
@@ -584,6 +661,7 @@ export class World {
 
   /** Best effort, no judging: end every wait and hold, stop the actors, close and quit everything. */
   async teardown(): Promise<void> {
+    clearInterval(this.#lagMonitor);
     await this.faultInFlight?.catch(() => undefined);
     for (const client of this.clients) client.renewHook = undefined;
     for (const actor of this.actors) {
