@@ -283,6 +283,19 @@ export function watchLine(event: WatchEvent, paint: Paint): string {
       const held = event.heldMs === null ? [] : [`held ${duration(event.heldMs)}`];
       return [time, shown(event.name), 'released', shown(shortOwner(event.owner)), ...held].join('  ');
     }
+    case 'brief': {
+      const holds = event.holds === 1 ? 'a hold' : `${event.holds} holds`;
+      const fencing = event.fencingToken === null ? [] : [`fencing ${shown(event.fencingToken)}`];
+      const proof = event.proof === 'message' ? 'release message' : 'fencing counter moved';
+      return [
+        time,
+        shown(event.name),
+        paint('yellow', 'brief   '),
+        `${event.proof === 'fencing' ? 'at least ' : ''}${holds} acquired and released between two reads`,
+        ...fencing,
+        `(holder not seen; ${proof})`,
+      ].join('  ');
+    }
     default: {
       const holder = event.owner === null ? 'holder unknown' : `holder ${shown(shortOwner(event.owner))}`;
       const why =

@@ -103,11 +103,13 @@ Without --owner or --force it refuses (exit 3) and shows the holder. Waiters are
 the holder notices at its next renewal (within watchdogTimeout/3).`,
   watch: `Usage: flowlock watch [<name|glob>...] [--interval <time>] [--events] [--duration <time>] [--limit <n>]
 
-Live log: holders found at the start, then acquired, released, expired (and evicted) events, from
-release messages and reads every --interval; globs are scanned each time (O(keys)).
+Live log: holders found at the start, then acquired, released, brief (a hold that began and ended
+between two reads: holder not seen), expired (and evicted) events, from release messages, fencing
+counters and reads every --interval; globs are scanned each time (O(keys)).
 --interval <time>  between reads (default 2s)
---events           keyspace notifications too (needs notify-keyspace-events with E and x):
-                   the server's proof that a lease ran out without a release
+--events           keyspace notifications too (needs notify-keyspace-events with E and x, and h):
+                   the server's proof that a lease ran out without a release, and a read at each
+                   new hold, so that short holds show with their holders
 --duration <time>  stop after this long (default: until Ctrl-C)
 --limit <n>        stop after n events`,
   doctor: `Usage: flowlock doctor

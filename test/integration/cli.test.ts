@@ -16,6 +16,7 @@ import {
   isCluster,
   onCluster,
   uniqueName,
+  until as waitFor,
   useRedis,
   type Client,
   type Redis,
@@ -634,7 +635,7 @@ describe('flowlock inspect: an exhausted semaphore (issue 22, item 7)', () => {
       () => waiting,
       () => controller.abort(),
     );
-    await until(async () => (await json<LockInfo>(['inspect', pool])).queueLength === 1);
+    await waitFor(async () => (await json<LockInfo>(['inspect', pool])).queueLength === 1, 'the waiter queued');
     const run = await flowlock([...urls(), 'inspect', pool]);
     expect(run.code).toBe(0);
     const [headline] = run.stdout.split('\n');
@@ -642,5 +643,118 @@ describe('flowlock inspect: an exhausted semaphore (issue 22, item 7)', () => {
     expect(headline).toMatch(
       new RegExp(`^${pool}  NO PERMIT FREE  semaphore.*  0 available  1 waiter wants 2 permits$`),
     );
+  });
+});
+
+describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () => {
+  type Event = {
+    type: string;
+    name: string;
+    holds?: number;
+    proof?: string;
+    owner?: string;
+    holder?: { owner: string; who: string };
+  };
+
+  /** `flowlock watch <args>` running, its events (JSON) or lines as they come, and its exit. */
+  function watching(args: readonly string[], asJson: boolean) {
+    const child = start([...urls(), 'watch', ...args, ...(asJson ? ['--json'] : [])]);
+    const events: Event[] = [];
+    const lines: string[] = [];
+    let buffered = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const complete = buffered.split('\n');
+      buffered = complete.pop() ?? '';
+      for (const line of complete) {
+        lines.push(line);
+        if (asJson) events.push(JSON.parse(line) as Event);
+      }
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    return { child, events, lines, exited, stderr: () => stderr };
+  }
+
+  it('reports a 300 ms hold between two reads, without its holder, from its release message', async () => {
+    const locks = redis.locks();
+    const [marker, name] = [uniqueName('brief'), uniqueName('brief')];
+    // Held from the start: its `held` event says that the watch is running.
+    const held = await locks.getLock(marker).acquire();
+    cleanup.push(() => held.release());
+    // Reads 10 s apart: only the release message can tell of the hold.
+    const json = watching([marker, name, '--interval', '10s'], true);
+    const human = watching([marker, name, '--interval', '10s', '--limit', '2'], false);
+    await waitFor(() => json.events.some((e) => e.type === 'held' && e.name === marker), 'the JSON watch', 10_000);
+    await waitFor(() => human.lines.length === 1, 'the human watch', 10_000);
+    const lease = await locks.getLock(name).acquire();
+    await sleep(300);
+    await lease.release();
+    await waitFor(() => json.events.some((e) => e.name === name), 'an event of the hold', 5000);
+    expect(json.events.filter((e) => e.name === name)).toEqual([
+      expect.objectContaining({ type: 'brief', name, holds: 1, proof: 'message' }),
+    ]);
+    expect(await human.exited).toBe(0);
+    expect(human.lines[1]).toMatch(
+      new RegExp(
+        `^\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z  ${name}  brief {5}a hold acquired and released between two reads  ` +
+          `fencing ${lease.fencingToken}  \\(holder not seen; release message\\)$`,
+      ),
+    );
+    json.child.kill('SIGINT');
+    expect(await json.exited).toBe(0);
+    expect(json.stderr()).toBe('');
+  });
+
+  it('reports a fair lock held and released between two reads from its fencing counter', async () => {
+    const locks = redis.locks();
+    const [marker, name] = [uniqueName('brief'), uniqueName('brieffair')];
+    const held = await locks.getLock(marker).acquire();
+    cleanup.push(() => held.release());
+    // A fair lock with no waiter publishes nothing on release: only the counter tells.
+    await (await locks.getFairLock(name).acquire()).release();
+    const watch = watching([marker, name, '--interval', '1s'], true);
+    await waitFor(() => watch.events.some((e) => e.type === 'held' && e.name === marker), 'the watch', 10_000);
+    await (await locks.getFairLock(name).acquire()).release();
+    await waitFor(() => watch.events.some((e) => e.name === name), 'an event of the hold', 8000);
+    const seen = watch.events.filter((e) => e.name === name).map((e) => e.type);
+    // A read that happened to fall inside the hold saw it whole; otherwise the counter tells of it.
+    if (seen[0] === 'brief') {
+      expect(watch.events.find((e) => e.name === name)).toMatchObject({ holds: 1, proof: 'fencing' });
+    } else {
+      await waitFor(() => watch.events.filter((e) => e.name === name).length === 2, 'its release', 8000);
+      expect(watch.events.filter((e) => e.name === name).map((e) => e.type)).toEqual(['acquired', 'released']);
+    }
+    watch.child.kill('SIGINT');
+    expect(await watch.exited).toBe(0);
+  });
+
+  it('names the holder of a 300 ms hold with --events when the server publishes hash events', async () => {
+    const nodes = masters(redis.admin);
+    const before = await Promise.all(
+      nodes.map(async (node) => ((await node.config('GET', 'notify-keyspace-events')) as string[])[1] ?? ''),
+    );
+    cleanup.push(() =>
+      Promise.all(nodes.map((node, i) => node.config('SET', 'notify-keyspace-events', before[i] ?? ''))),
+    );
+    await Promise.all(nodes.map((node) => node.config('SET', 'notify-keyspace-events', 'Eghx')));
+    const locks = redis.locks({ holderInfo: { app: 'brief' } });
+    const [marker, name] = [uniqueName('brief'), uniqueName('brief')];
+    const held = await locks.getLock(marker).acquire();
+    cleanup.push(() => held.release());
+    const watch = watching([marker, name, '--interval', '10s', '--events'], true);
+    await waitFor(() => watch.events.some((e) => e.type === 'held' && e.name === marker), 'the watch', 10_000);
+    const lease = await locks.getLock(name).acquire();
+    await sleep(300);
+    await lease.release();
+    await waitFor(() => watch.events.some((e) => e.name === name && e.type === 'released'), 'the release', 5000);
+    const events = watch.events.filter((e) => e.name === name);
+    expect(events.map((e) => e.type)).toEqual(['acquired', 'released']);
+    expect(events[0]?.holder?.who).toBe(label('brief'));
+    expect(events[1]?.owner).toBe(events[0]?.holder?.owner);
+    watch.child.kill('SIGINT');
+    expect(await watch.exited).toBe(0);
+    expect(watch.stderr()).toBe('');
   });
 });
