@@ -42,29 +42,35 @@ describe('error messages show the value, the unit and the method (issue 22, item
   });
 
   it('names the lock in the LockClientClosedError of a wait that close() ended', async () => {
-    const name = uniqueName('closed');
+    const [plain, fair, pool] = [uniqueName('closed'), uniqueName('closedfair'), uniqueName('closedpool')];
     const holder = redis.locks();
-    const lease = await holder.getLock(name).acquire();
+    const leases = [await holder.getLock(plain).acquire(), await holder.getFairLock(fair).acquire()];
+    await holder.getSemaphore(pool).trySetPermits(1);
+    await holder.getSemaphore(pool).acquire();
     const waiting = redis.locks();
-    const wait = waiting
-      .getLock(name)
-      .acquire({ waitTime: 30_000 })
-      .then(
+    const outcome = (promise: Promise<unknown>): Promise<unknown> =>
+      promise.then(
         () => undefined,
         (error: unknown) => error,
       );
-    await until(() => waiting.waits().length === 1, 'the waiter to wait');
+    const waits = [
+      outcome(waiting.getLock(plain).acquire({ waitTime: 30_000 })),
+      outcome(waiting.getFairLock(fair).acquire({ waitTime: 30_000 })),
+      outcome(waiting.getSemaphore(pool).tryAcquire({ waitTime: 30_000 })),
+    ];
+    await until(() => waiting.waits().length === 3, 'the three waiters to wait');
     await waiting.close();
-    const error = await wait;
-    expect(error).toBeInstanceOf(LockClientClosedError);
-    expect((error as LockClientClosedError).lockName).toBe(name);
-    expect((error as Error).message).toContain(`"${name}"`);
+    const errors = await Promise.all(waits);
+    for (const [index, name] of [plain, fair, pool].entries()) {
+      expect(errors[index]).toBeInstanceOf(LockClientClosedError);
+      expect(errors[index]).toMatchObject({ lockName: name, message: expect.stringContaining(`"${name}"`) });
+    }
     const after = await waiting
-      .getSemaphore(name)
+      .getSemaphore(pool)
       .tryAcquire()
       .catch((e: unknown) => e);
-    expect((after as Error).message).toContain(`"${name}"`);
-    await lease.release();
+    expect((after as Error).message).toContain(`"${pool}"`);
+    await Promise.all(leases.map((lease) => lease.release()));
   });
 
   it.runIf(onNodeRedis)('says to call connect() when a node-redis client was never connected', async () => {
