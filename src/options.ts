@@ -236,8 +236,8 @@ const LATCH_AWAIT_KEYS: ReadonlySet<string> = new Set(['waitTime', 'signal']);
 /** At most this many characters of a string argument are shown in an error message. */
 const SHOWN_STRING_LENGTH = 40;
 
-/** What a wrong argument is, for an error message: its value when short enough to show, else its type. */
-export function describe(value: unknown): string {
+/** What a wrong argument is, for an error message: its value (a long string cut), or its type for objects. */
+function describe(value: unknown): string {
   if (typeof value === 'string') {
     const shown = value.length > SHOWN_STRING_LENGTH ? `${value.slice(0, SHOWN_STRING_LENGTH)}…` : value;
     // Quoted and escaped: a control character in it cannot break the message's line.
@@ -248,7 +248,8 @@ export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';
   if (Array.isArray(value)) return `an array of ${value.length}`;
-  return typeof value === 'function' ? 'a function' : `an ${typeof value}`;
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
 }
 
 /**
