@@ -9,7 +9,13 @@ import { runInNewFlow } from './machinery/flow.js';
 import { RFairLock } from './primitives/fair-lock.js';
 import { RLock, type LockContext } from './primitives/lock.js';
 import { RMultiLock } from './primitives/multi-lock.js';
-import { checkLockName, resolveClientOptions, type LockClientOptions, type RedisClient } from './options.js';
+import {
+  checkFunction,
+  checkLockName,
+  resolveClientOptions,
+  type LockClientOptions,
+  type RedisClient,
+} from './options.js';
 import { RReadWriteLock } from './primitives/read-write-lock.js';
 import { RCountDownLatch } from './primitives/count-down-latch.js';
 import { RPermitExpirableSemaphore } from './primitives/permit-expirable-semaphore.js';
@@ -154,7 +160,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * it. A flow started inside another is its child and re-enters the locks its ancestors hold.
    */
   run<T>(fn: () => T): T {
-    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    checkFunction(fn, 'locks.run(fn)', false);
     return runInNewFlow(fn);
   }
 

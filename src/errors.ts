@@ -5,6 +5,7 @@ export type LockErrorCode =
   | 'LOCK_LOST'
   | 'LOCK_NO_FLOW'
   | 'LOCK_CLIENT_CLOSED'
+  | 'LOCK_REDIS_NOT_OPEN'
   | 'LOCK_NOT_REPLICATED'
   | 'LOCK_UPGRADE'
   | 'PERMIT_NOT_HELD';
@@ -86,7 +87,29 @@ export class LockClientClosedError extends LockError {
   readonly code = 'LOCK_CLIENT_CLOSED';
 
   constructor(lockName?: string) {
-    super('The lock client is closed', lockName);
+    super(
+      lockName === undefined
+        ? 'The lock client is closed'
+        : `The lock client is closed: "${lockName}" cannot be acquired, waited for or released through it`,
+      lockName,
+    );
+  }
+}
+
+/**
+ * The node-redis client (or cluster, or sentinel) given to `createLockClient` is not open: it was never
+ * connected, or it was closed. node-redis itself would only say "The client is closed".
+ */
+export class RedisNotOpenError extends LockError {
+  override readonly name = 'RedisNotOpenError';
+  readonly code = 'LOCK_REDIS_NOT_OPEN';
+
+  constructor() {
+    super(
+      'The node-redis client given to createLockClient is not open: call `await client.connect()` before ' +
+        'using the lock client (a client closed by close(), quit() or destroy() cannot be used either)',
+      undefined,
+    );
   }
 }
 

@@ -52,6 +52,7 @@ export {
   LockLostError,
   NoFlowError,
   LockClientClosedError,
+  RedisNotOpenError,
   LockNotReplicatedError,
   LockUpgradeError,
   PermitNotHeldError,

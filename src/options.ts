@@ -233,11 +233,33 @@ const SEMAPHORE_ACQUIRE_KEYS: ReadonlySet<string> = new Set(['permits', 'signal'
 const SEMAPHORE_TRY_ACQUIRE_KEYS: ReadonlySet<string> = new Set(['permits', 'waitTime', 'signal']);
 const LATCH_AWAIT_KEYS: ReadonlySet<string> = new Set(['waitTime', 'signal']);
 
+/** At most this many characters of a string argument are shown in an error message. */
+const SHOWN_STRING_LENGTH = 40;
+
+/** What a wrong argument is, for an error message: its value (a long string cut), or its type for objects. */
 function describe(value: unknown): string {
-  if (typeof value === 'string') return `a string of ${value.length} characters`;
-  if (typeof value === 'number') return String(value);
+  if (typeof value === 'string') {
+    const shown = value.length > SHOWN_STRING_LENGTH ? `${value.slice(0, SHOWN_STRING_LENGTH)}…` : value;
+    // Quoted and escaped: a control character in it cannot break the message's line.
+    return `the string ${JSON.stringify(shown)}${value.length > SHOWN_STRING_LENGTH ? ` (${value.length} characters)` : ''}`;
+  }
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'bigint') return `the bigint ${value}n`;
   if (value === null) return 'null';
-  return typeof value;
+  if (value === undefined) return 'undefined';
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
+}
+
+/**
+ * The function `method` takes first. An object in its place is usually the options given first, when
+ * `method` takes options.
+ */
+export function checkFunction(fn: unknown, method: string, takesOptions = true): void {
+  if (typeof fn === 'function') return;
+  const swapped = takesOptions && typeof fn === 'object' && fn !== null ? ' (the options come second)' : '';
+  throw new TypeError(`${method} needs a function as its first argument, got ${describe(fn)}${swapped}`);
 }
 
 function checkPlainObject(value: unknown, argument: string): asserts value is Record<string, unknown> {
@@ -255,7 +277,9 @@ function checkKnownKeys(value: Record<string, unknown>, allowed: ReadonlySet<str
 }
 
 function checkInteger(value: unknown, argument: string): asserts value is number {
-  if (typeof value !== 'number') throw new TypeError(`${argument} must be a number, got ${describe(value)}`);
+  if (typeof value !== 'number') {
+    throw new TypeError(`${argument} must be a number of milliseconds, got ${describe(value)}`);
+  }
   if (!Number.isSafeInteger(value)) {
     throw new RangeError(`${argument} must be a whole number of milliseconds, got ${value}`);
   }

@@ -13,6 +13,7 @@ export type { UnlockOptions, UnlockResult } from './unlock.js';
 export { watchLocks } from './watch.js';
 export type {
   AcquiredEvent,
+  BriefEvent,
   ExpiredEvent,
   HeldEvent,
   NoticeEvent,

@@ -244,6 +244,11 @@ export function notifiesExpiry(flags: string): boolean {
   return flags.includes('E') && /[xA]/.test(flags);
 }
 
+/** Whether `notify-keyspace-events` flags publish hash commands (HSET, HINCRBY) as keyevents. */
+export function notifiesHashes(flags: string): boolean {
+  return flags.includes('E') && /[hA]/.test(flags);
+}
+
 /** The database index of the client (notifications are per database; a Cluster has only 0). */
 export function databaseOf(target: AdminTarget): number {
   if (target.cluster) return 0;

@@ -7,10 +7,16 @@
  *   at once, so that a release and the next acquisition show without waiting for the poll: classic channels
  *   by pattern under the prefix, and on a Redis 7+ Cluster the shard channels of the named locks;
  * - keyspace notifications (`events`): `expired` and `evicted` of a lock key are the server's own proof that
- *   a lease ran out without a release (a crash or a lost lease) or that memory pressure took it. They are
- *   node-local, so every master is subscribed; they need `notify-keyspace-events` to include `E` and `x`
- *   (and `e` for evictions), which is off by default: a `notice` event says so.
- * Pub/sub only speeds things up: what a lost message hides, the next poll shows.
+ *   a lease ran out without a release (a crash or a lost lease) or that memory pressure took it, and the hash
+ *   commands that create a hold (`hset`, `hincrby`) make its name be read at once, so that its holder is seen
+ *   even when it holds for less than `intervalMs`. They are node-local, so every master is subscribed; they
+ *   need `notify-keyspace-events` to include `E` and `x` (`e` for evictions, `h` for hash commands), which is
+ *   off by default: a `notice` event says so.
+ * A hold that began and ended between two reads of its name (its holder was never read) is still reported,
+ * as a `brief` event without a holder, when a read finds its trace: a plain lock's release message (one per
+ * ended hold), or a fencing counter that moved (every fresh hold of a lock, fair lock or write lock draws a
+ * token) with no new holder to account for it. What a lost message hides, the next poll shows, as far as the
+ * fencing counter can tell.
  */
 import type { Redis } from 'ioredis';
 import { checkLockName, type IoredisClient } from '../options.js';
@@ -28,6 +34,7 @@ import {
   masterOf,
   masters,
   notifiesExpiry,
+  notifiesHashes,
   subscriberFor,
   type AdminTarget,
 } from './target.js';
@@ -40,7 +47,10 @@ export interface WatchOptions {
   readonly names?: readonly string[];
   /** Milliseconds between two reads of the watched names (at least 50). @default 2000 */
   readonly intervalMs?: number;
-  /** Subscribe to keyspace notifications (`expired`, `evicted`, `del`) on every master. @default false */
+  /**
+   * Subscribe to keyspace notifications (`expired`, `evicted`, `del`, and `hset`/`hincrby` to read a name as
+   * soon as a hold is created) on every master. @default false
+   */
   readonly events?: boolean;
   /** SCAN's COUNT when a glob is polled. @default 1000 */
   readonly count?: number;
@@ -91,13 +101,30 @@ export interface ExpiredEvent extends EventBase {
   readonly proof: 'keyspace' | 'ttl';
 }
 
+/**
+ * Holds that began and ended between two reads of the name: their holders were never read. `holds` is a lower
+ * bound: a plain lock's release messages count its ended holds one by one, but a fencing counter that moved
+ * tells only that at least one hold came and went (fair locks without waiters publish nothing).
+ */
+export interface BriefEvent extends EventBase {
+  readonly type: 'brief';
+  readonly name: string;
+  readonly kind: LockKind | null;
+  /** At least this many holds (1 or more). */
+  readonly holds: number;
+  /** The name's fencing counter when the read found them: the last such hold's token unless a read hold. */
+  readonly fencingToken: string | null;
+  /** `message`: release messages with no holder read to match them; `fencing`: the fencing counter moved. */
+  readonly proof: 'message' | 'fencing';
+}
+
 /** Something the watcher cannot do as asked (keyspace notifications off, or unknown). */
 export interface NoticeEvent extends EventBase {
   readonly type: 'notice';
   readonly message: string;
 }
 
-export type WatchEvent = HeldEvent | AcquiredEvent | ReleasedEvent | ExpiredEvent | NoticeEvent;
+export type WatchEvent = HeldEvent | AcquiredEvent | ReleasedEvent | BriefEvent | ExpiredEvent | NoticeEvent;
 
 /** What the watcher knows of a held name. */
 interface Known {
@@ -123,6 +150,12 @@ class Watcher {
   readonly #known = new Map<string, Known>();
   /** Names with a release message (or a deletion) since their last read. */
   readonly #released = new Set<string>();
+  /** Release messages on a plain lock's channel since the name's last read: one per ended hold. */
+  readonly #releaseMessages = new Map<string, number>();
+  /** The fencing counter of each name at its last read that had one (free names included). */
+  readonly #tokens = new Map<string, string>();
+  /** Names with a read queued and not started: more signals before it need no read of their own. */
+  readonly #queued = new Set<string>();
   /** With keyspace notifications: names whose expiry a read inferred, and when (the notification may follow). */
   readonly #inferred = new Map<string, number>();
   #keyspace = false;
@@ -236,8 +269,11 @@ class Watcher {
     const previous = before?.info.owners ?? [];
     const current = info?.held ? info.owners : [];
     const messaged = this.#released.delete(name);
-    for (const holder of previous) {
-      if (current.some((c) => c.owner === holder.owner)) continue;
+    const messages = this.#releaseMessages.get(name) ?? 0;
+    this.#releaseMessages.delete(name);
+    const gone = previous.filter((holder) => !current.some((c) => c.owner === holder.owner));
+    const fresh = current.filter((holder) => !previous.some((p) => p.owner === holder.owner));
+    for (const holder of gone) {
       const elapsed = before ? at - before.at : 0;
       const lease = holder.leaseMs ?? before?.info.ttlMs ?? null;
       if (!messaged && lease !== null && lease - elapsed <= EXPIRY_MARGIN_MS) {
@@ -248,14 +284,37 @@ class Watcher {
         this.#emit({ type: 'released', time: now(), name, owner: holder.owner, heldMs });
       }
     }
-    for (const holder of current) {
-      if (previous.some((p) => p.owner === holder.owner)) continue;
+    this.#brief(name, info, messages - gone.length, fresh.length > 0);
+    for (const holder of fresh) {
       const kind = info?.kind ?? null;
       const fencingToken = info?.fencingToken ?? null;
       this.#emit({ type: this.#first ? 'held' : 'acquired', time: now(), name, kind, holder, fencingToken });
     }
     if (info && current.length > 0) this.#known.set(name, { info, at });
     else this.#known.delete(name);
+  }
+
+  /**
+   * Reports the holds of `name` that began and ended since its last read (see BriefEvent): `unmatched` release
+   * messages that no holder read before accounts for, or a fencing counter that moved with no new holder to
+   * have drawn the token (`acquired`: some holder is new). Where the name has a fencing counter, a counter that
+   * did not move means no fresh hold since the last read: messages still unmatched then belong to holds an
+   * earlier read already reported (they may arrive after that read).
+   */
+  #brief(name: string, info: LockInfo | undefined, unmatched: number, acquired: boolean): void {
+    const token = info?.fencingToken ?? null;
+    const last = this.#tokens.get(name);
+    if (token !== null) this.#tokens.set(name, token);
+    if (this.#first) return;
+    const byMessages = Math.max(0, unmatched);
+    let holds = byMessages;
+    let proof: BriefEvent['proof'] = 'message';
+    if (token !== null && last !== undefined) {
+      if (token === last) holds = 0;
+      else if (!acquired && byMessages === 0) [holds, proof] = [1, 'fencing'];
+    }
+    if (holds === 0) return;
+    this.#emit({ type: 'brief', time: now(), name, kind: info?.kind ?? null, holds, fencingToken: token, proof });
   }
 
   /** A lock key expired or was evicted (keyspace notification). */
@@ -267,15 +326,39 @@ class Watcher {
     const owners = this.#known.get(name)?.info.owners ?? [];
     this.#known.delete(name);
     this.#released.delete(name);
+    this.#releaseMessages.delete(name);
     if (owners.length === 0) this.#emit({ type, time: now(), name, owner: null, proof: 'keyspace' });
     for (const holder of owners) this.#emit({ type, time: now(), name, owner: holder.owner, proof: 'keyspace' });
   }
 
-  /** Something freed `name` (a release message, a deletion): read it again at once. */
-  #changed(name: string): void {
+  /**
+   * Something freed `name` (a release message, a deletion; `holdEnded`: a message on a plain lock's channel,
+   * sent once per ended hold): read it again at once.
+   */
+  #changed(name: string, holdEnded = false): void {
     if (!this.#watched(name)) return;
     this.#released.add(name);
-    this.#enqueue(() => this.#reread(name));
+    if (holdEnded) this.#releaseMessages.set(name, (this.#releaseMessages.get(name) ?? 0) + 1);
+    this.#readSoon(name);
+  }
+
+  /** Reads `name` again as soon as the reads before are done, unless such a read is queued already. */
+  #readSoon(name: string): void {
+    if (!this.#watched(name) || this.#queued.has(name)) return;
+    this.#queued.add(name);
+    this.#enqueue(() => {
+      this.#queued.delete(name);
+      return this.#reread(name);
+    });
+  }
+
+  /**
+   * Whether a message on `channel` tells that a hold of `name` ended: a plain lock's channel carries only
+   * that (its release and force-unlock scripts), where a fair waiter's or a read-write lock's channel also
+   * carries the wake of a waiter that gave up.
+   */
+  #endsHold(name: string, channel: string): boolean {
+    return lockKeys(this.#target.prefix, name, this.#target.cluster).channel === channel;
   }
 
   /** The lock name whose release channel is `channel` (plain, fair waiter's, or read-write), if any. */
@@ -332,7 +415,7 @@ class Watcher {
     const classic = this.#open(first);
     classic.on('pmessage', (_pattern: string, channel: string) => {
       const name = this.#nameOfChannel(channel);
-      if (name !== undefined) this.#changed(name);
+      if (name !== undefined) this.#changed(name, this.#endsHold(name, channel));
     });
     const escaped = escapeGlob(target.prefix);
     await classic.psubscribe(`${escaped}redisson_lock__channel:*`, `${escaped}redisson_rwlock:*`);
@@ -348,7 +431,7 @@ class Watcher {
       const sharded = this.#open(master);
       sharded.on('smessage', (channel: string) => {
         const name = this.#nameOfChannel(channel);
-        if (name !== undefined) this.#changed(name);
+        if (name !== undefined) this.#changed(name, this.#endsHold(name, channel));
       });
       for (const channels of slots) await sharded.ssubscribe(...channels);
     }
@@ -361,20 +444,26 @@ class Watcher {
     for (const master of await masters(target)) {
       const flags = await configGet(master, 'notify-keyspace-events');
       const at = address(master);
+      const expiry = flags === undefined || notifiesExpiry(flags);
+      const hashes = flags === undefined || notifiesHashes(flags);
+      const notice = (message: string): void => this.#emit({ type: 'notice', time: now(), message });
       if (flags === undefined) {
-        this.#emit({
-          type: 'notice',
-          time: now(),
-          message: `notify-keyspace-events unknown on ${at} (CONFIG GET denied): expirations may be inferred only`,
-        });
-      } else if (!notifiesExpiry(flags)) {
-        this.#emit({
-          type: 'notice',
-          time: now(),
-          message: `notify-keyspace-events "${flags}" on ${at}: no expiry notifications (needs E and x); expirations are inferred from TTLs`,
-        });
-        continue;
+        notice(
+          `notify-keyspace-events unknown on ${at} (CONFIG GET denied): expirations may be inferred only, ` +
+            'and holds shorter than --interval may show without their holders',
+        );
+      } else if (!expiry || !hashes) {
+        const missing = [
+          ...(expiry ? [] : ['no expiry notifications (needs E and x): expirations are inferred from TTLs']),
+          ...(hashes
+            ? []
+            : [
+                'no hash notifications (needs E and h): a hold that begins and ends between two reads shows without its holder',
+              ]),
+        ];
+        notice(`notify-keyspace-events "${flags}" on ${at}: ${missing.join('; ')}`);
       }
+      if (!expiry && !hashes) continue;
       const connection = this.#open(master);
       connection.on('message', (channel: string, key: string) => {
         if (!key.startsWith(target.prefix)) return;
@@ -383,8 +472,11 @@ class Watcher {
         const event = channel.slice(channel.lastIndexOf(':') + 1);
         if (event === 'del') this.#changed(name);
         else if (event === 'expired' || event === 'evicted') this.#enqueue(() => this.#lost(name, event));
+        // A hold created or re-entered (or a count lowered): read the name while its holder may still hold.
+        else if (event === 'hset' || event === 'hincrby') this.#readSoon(name);
       });
-      await connection.subscribe(`__keyevent@${db}__:expired`, `__keyevent@${db}__:evicted`, `__keyevent@${db}__:del`);
+      const events = [...(expiry ? ['expired', 'evicted', 'del'] : []), ...(hashes ? ['hset', 'hincrby'] : [])];
+      await connection.subscribe(...events.map((event) => `__keyevent@${db}__:${event}`));
     }
   }
 }

@@ -23,6 +23,8 @@ import {
   inspection,
   refusal,
   scanSummary,
+  shown,
+  escaped,
   table,
   unlocked,
   watchLine,
@@ -108,10 +110,10 @@ export async function unlock(context: Context, name: string, flags: UnlockFlags)
   const options = { ...withPrefix(context), ...(flags.kind ? { kind: flags.kind } : {}) };
   const info = await inspectLock(context.client, name, options);
   if (info.kind === 'semaphore' || info.kind === 'count-down-latch') {
-    throw new PreconditionError(`${name} is a ${info.kind}: it has no holder to release`);
+    throw new PreconditionError(`${shown(name)} is a ${info.kind}: it has no holder to release`);
   }
   if (!info.held) {
-    tell(context, `${name} is not held${info.kind === null ? '' : ` (${info.kind})`}: nothing to release.`);
+    tell(context, `${shown(name)} is not held${info.kind === null ? '' : ` (${info.kind})`}: nothing to release.`);
     return 3;
   }
   if (flags.owner === undefined && !flags.force) {
@@ -121,14 +123,15 @@ export async function unlock(context: Context, name: string, flags: UnlockFlags)
   const owner = flags.owner;
   const lockKind = info.kind !== 'permit-expirable-semaphore';
   if (owner !== undefined && lockKind && !info.owners.some((holder) => holder.owner === owner)) {
-    tell(context, `${name} is not held by ${owner}: it is held by ${info.owners.map((h) => h.owner).join(', ')}.`);
+    const holders = info.owners.map((holder) => shown(holder.owner)).join(', ');
+    tell(context, `${shown(name)} is not held by ${shown(owner)}: it is held by ${holders}.`);
     return 3;
   }
   if (!flags.yes) {
     // No prompt without a terminal (a script, a pipe): --yes says it was meant.
     if (!context.stdin.isTTY) throw new CliError(2, 'unlock needs --yes when stdin is not a terminal');
-    const whom = owner ?? info.owners.map((holder) => holder.owner).join(', ');
-    if (!(await confirm(context, `Release ${name} held by ${whom}?`))) {
+    const whom = owner === undefined ? info.owners.map((holder) => shown(holder.owner)).join(', ') : shown(owner);
+    if (!(await confirm(context, `Release ${shown(name)} held by ${whom}?`))) {
       tell(context, 'Not released.');
       return 3;
     }
@@ -138,7 +141,8 @@ export async function unlock(context: Context, name: string, flags: UnlockFlags)
       ? await forceUnlock(context.client, name, options)
       : await releaseOwner(context.client, name, owner, options);
   if (!result.released) {
-    tell(context, `${name} was not released: ${owner === undefined ? 'it was' : `${owner} was`} no longer holding it.`);
+    const who = owner === undefined ? 'it was' : `${shown(owner)} was`;
+    tell(context, `${shown(name)} was not released: ${who} no longer holding it.`);
     return 3;
   }
   print(context, context.json ? json(result) : unlocked(result, owner === undefined, owner));
@@ -175,7 +179,7 @@ export async function watch(context: Context, flags: WatchFlags): Promise<number
     let seen = 0;
     for await (const event of events) {
       if (event.type === 'notice') {
-        tell(context, context.paint.err('yellow', `flowlock: ${event.message}`));
+        tell(context, context.paint.err('yellow', `flowlock: ${escaped(event.message)}`));
         continue;
       }
       print(context, context.json ? JSON.stringify(event) : watchLine(event, context.paint.out));

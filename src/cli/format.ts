@@ -19,6 +19,30 @@ export const painter =
   (style, text) =>
     color ? `\u001b[${CODES[style]}m${text}\u001b[0m` : text;
 
+/**
+ * Characters that must not reach a terminal as they are: C0 and C1 controls (a newline would start a forged
+ * row, an ESC an ANSI sequence), the Unicode line and paragraph separators, and the bidirectional formatting
+ * marks (they reorder what is shown).
+ */
+const UNPRINTABLE = /[\p{Cc}\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+const UNPRINTABLE_ALL = new RegExp(UNPRINTABLE.source, 'gu');
+
+/** `text` with every unprintable character written as a `\uXXXX` escape: one line whatever it holds. */
+export function escaped(text: string): string {
+  return text.replace(UNPRINTABLE_ALL, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * `text` (a name, an owner, a label: whatever Redis or the command line gave) as it may be printed: as it is
+ * when it has only printable characters, else quoted with every such character escaped (`"a\nb"`,
+ * `"\u001b[31m"`). A text that itself starts with a quote is quoted too, so that no name can pass for the
+ * escaped form of another.
+ */
+export function shown(text: string): string {
+  if (!UNPRINTABLE.test(text) && !text.startsWith('"')) return text;
+  return escaped(JSON.stringify(text));
+}
+
 /** A duration in the shortest readable form. */
 export function duration(ms: number): string {
   if (ms < 0) return `-${duration(-ms)}`;
@@ -56,7 +80,7 @@ function holderFacts(holder: Holder): string {
   if (holder.leaseMs !== null) parts.push(`lease ${duration(holder.leaseMs)}`);
   if (holder.since !== null && holder.heldMs !== null)
     parts.push(`since ${clock(holder.since)} (${duration(holder.heldMs)})`);
-  parts.push(holder.who ?? '(no owner info)');
+  parts.push(holder.who === null ? '(no owner info)' : shown(holder.who));
   return parts.join('  ');
 }
 
@@ -75,9 +99,18 @@ function kindWords(info: LockInfo): string {
   return info.alsoMatches.length > 0 ? `${kind} (or ${info.alsoMatches.map((k) => KIND_WORDS[k]).join(', ')})` : kind;
 }
 
+/** How many waiters queued in Redis want how many permits (only the first entries are read: "at least"). */
+function waiters(info: LockInfo): string | null {
+  if (info.queueLength === 0) return null;
+  const wanted = info.queue.reduce((sum, entry) => sum + (entry.permits ?? 0), 0);
+  const some = info.queueLength > info.queue.length ? 'at least ' : '';
+  const want = info.queueLength === 1 ? 'wants' : 'want';
+  return `${plural(info.queueLength, 'waiter')} ${want} ${some}${plural(wanted, 'permit')}`;
+}
+
 /** The first line of `inspect`: name, state, kind and the facts that matter most for it. */
 function headline(info: LockInfo, paint: Paint): string {
-  const name = paint('bold', info.name);
+  const name = paint('bold', shown(info.name));
   if (info.kind === null) {
     return info.type === 'none'
       ? `${name}  ${paint('green', 'FREE')}  (never locked by flowlock)`
@@ -86,21 +119,22 @@ function headline(info: LockInfo, paint: Paint): string {
   const ttl = info.ttlMs === null ? null : `ttl ${duration(info.ttlMs)}`;
   if (info.permits) {
     const { available, out } = info.permits;
-    const state = info.held ? paint('red', 'HELD') : paint('green', 'AVAILABLE');
-    return [name, state, kindWords(info), `${available} available${out === null ? '' : `, ${out} out`}`, ttl]
-      .filter(Boolean)
-      .join('  ');
+    // No permit free is what a waiter runs into, whatever else is true of the semaphore.
+    const state =
+      available <= 0 ? paint('red', 'NO PERMIT FREE') : info.held ? paint('red', 'HELD') : paint('green', 'AVAILABLE');
+    const counts = `${available} available${out === null ? '' : `, ${out} out`}`;
+    return [name, state, kindWords(info), counts, ttl, waiters(info)].filter(Boolean).join('  ');
   }
   if (info.count !== null) {
     const state = info.count > 0 ? paint('yellow', 'COUNTING') : paint('green', 'OPEN');
     return [name, state, kindWords(info), info.count > 0 ? `count ${info.count}` : null].filter(Boolean).join('  ');
   }
   if (!info.held) {
-    const last = info.fencingToken === null ? '' : `  (last fencing ${info.fencingToken})`;
+    const last = info.fencingToken === null ? '' : `  (last fencing ${shown(info.fencingToken)})`;
     return `${name}  ${paint('green', 'FREE')}  ${kindWords(info)}${last}`;
   }
   const mode = info.mode === null ? '' : ` (${info.mode})`;
-  const fencing = info.fencingToken === null ? null : `fencing ${info.fencingToken}`;
+  const fencing = info.fencingToken === null ? null : `fencing ${shown(info.fencingToken)}`;
   // A held lock without a TTL is never freed unless someone releases it.
   const lease = ttl ?? paint('yellow', 'no expiry');
   return [name, paint('red', 'HELD'), kindWords(info) + mode, lease, fencing].filter(Boolean).join('  ');
@@ -113,24 +147,27 @@ export function inspection(info: LockInfo, paint: Paint): string {
   const waiting = (): void => {
     const [first] = info.channels;
     const others = info.channels.length > 1 ? ` and ${plural(info.channels.length - 1, 'other channel')}` : '';
-    row('waiting', `${plural(info.waitingConnections ?? 0, 'subscriber connection')} on ${first ?? ''}${others}`);
+    row(
+      'waiting',
+      `${plural(info.waitingConnections ?? 0, 'subscriber connection')} on ${shown(first ?? '')}${others}`,
+    );
   };
   // A free lock is one line, unless someone still waits on it.
   if (!info.held && info.permits === null && info.count === null) {
     if ((info.waitingConnections ?? 0) > 0) waiting();
     return lines.join('\n');
   }
-  for (const holder of info.owners) row('owner', `${holder.owner}  ${holderFacts(holder)}`);
+  for (const holder of info.owners) row('owner', `${shown(holder.owner)}  ${holderFacts(holder)}`);
   for (const lease of info.permits?.leases ?? []) {
     row(
       'permit',
-      `${lease.permitId}  ${lease.leaseMs === null ? 'no lease' : `lease ${duration(lease.leaseMs)} left`}`,
+      `${shown(lease.permitId)}  ${lease.leaseMs === null ? 'no lease' : `lease ${duration(lease.leaseMs)} left`}`,
     );
   }
   if (info.queueLength > 0) {
     const entries = info.queue.slice(0, 5).map((entry) => {
       const left = entry.deadlineInMs === null ? '' : ` (${duration(entry.deadlineInMs)} left)`;
-      return `${entry.permits === null ? entry.id : plural(entry.permits, 'permit')}${left}`;
+      return `${entry.permits === null ? shown(entry.id) : plural(entry.permits, 'permit')}${left}`;
     });
     const more = info.queueLength > entries.length ? `, ${info.queueLength - entries.length} more` : '';
     row(
@@ -138,7 +175,7 @@ export function inspection(info: LockInfo, paint: Paint): string {
       `${info.queueLength} waiting: ${entries.join(', ')}${more}`,
     );
   }
-  row('key', `${info.key}  slot ${info.slot} @ ${info.node}`);
+  row('key', `${shown(info.key)}  slot ${info.slot} @ ${shown(info.node)}`);
   if (info.waitingConnections !== null && info.channels.length > 0) waiting();
   return lines.join('\n');
 }
@@ -157,17 +194,17 @@ export function table(locks: readonly LockInfo[], paint: Paint): string {
   for (const info of locks) {
     const kind = info.kind === 'read-write-lock' ? 'rw' : info.kind === 'fair-lock' ? 'fair' : (info.kind ?? '?');
     const ttl = info.ttlMs === null ? '-' : duration(info.ttlMs);
-    if (info.owners.length === 0) rows.push([info.name, kind, '-', '-', ttl, '-', 'free']);
+    if (info.owners.length === 0) rows.push([shown(info.name), kind, '-', '-', ttl, '-', 'free']);
     for (const holder of info.owners) {
       const age = holder.heldMs === null ? '-' : duration(holder.heldMs);
       rows.push([
-        info.name,
+        shown(info.name),
         kind,
-        shortOwner(holder.owner),
+        shown(shortOwner(holder.owner)),
         String(holder.holdCount),
         ttl,
         age,
-        holder.who ?? '(no owner info)',
+        holder.who === null ? '(no owner info)' : shown(holder.who),
       ]);
     }
   }
@@ -199,12 +236,12 @@ export function refusal(info: LockInfo): string {
     .map((holder) => {
       const facts = [plural(holder.holdCount, 'hold')];
       if (holder.heldMs !== null) facts.push(duration(holder.heldMs));
-      if (holder.who !== null) facts.push(holder.who);
-      return `${holder.owner} (${facts.join(', ')})`;
+      if (holder.who !== null) facts.push(shown(holder.who));
+      return `${shown(holder.owner)} (${facts.join(', ')})`;
     })
     .join(', ');
   return (
-    `${info.name} is held by ${holders}.\n` +
+    `${shown(info.name)} is held by ${holders}.\n` +
     'Refusing without --owner or --force: the holder keeps working until its watchdog notices\n' +
     '(≤ watchdogTimeout/3); only writes guarded by fencing tokens will reject it.'
   );
@@ -213,11 +250,11 @@ export function refusal(info: LockInfo): string {
 /** `unlock`'s report of what it did. */
 export function unlocked(result: UnlockResult, forced: boolean, owner: string | undefined): string {
   if (forced) {
-    const holders = result.holders.map((holder) => shortOwner(holder.owner)).join(', ');
-    return `released ${result.name} by force (held by ${holders || 'nobody'}; its waiters were woken)`;
+    const holders = result.holders.map((holder) => shown(shortOwner(holder.owner))).join(', ');
+    return `released ${shown(result.name)} by force (held by ${holders || 'nobody'}; its waiters were woken)`;
   }
   const woke = result.woken === null ? '' : `, woke ${plural(result.woken, 'waiting connection')}`;
-  return `released ${result.name} (owner ${shortOwner(owner ?? '')}${woke})`;
+  return `released ${shown(result.name)} (owner ${shown(shortOwner(owner ?? ''))}${woke})`;
 }
 
 /** One line of `watch`. */
@@ -225,34 +262,49 @@ export function watchLine(event: WatchEvent, paint: Paint): string {
   const time = paint('dim', clock(event.time, true));
   switch (event.type) {
     case 'notice':
-      return `${time}  ${event.message}`;
+      return `${time}  ${escaped(event.message)}`;
     case 'held':
     case 'acquired': {
       const { holder } = event;
-      const fencing = event.fencingToken === null ? [] : [`fencing ${event.fencingToken}`];
+      const fencing = event.fencingToken === null ? [] : [`fencing ${shown(event.fencingToken)}`];
       const since = event.type === 'held' && holder.since !== null ? [`since ${clock(holder.since)}`] : [];
       const word = event.type === 'held' ? paint('dim', 'held    ') : paint('green', 'acquired');
       return [
         time,
-        event.name,
+        shown(event.name),
         word,
-        shortOwner(holder.owner),
+        shown(shortOwner(holder.owner)),
         ...fencing,
         ...since,
-        holder.who ?? '(no owner info)',
+        holder.who === null ? '(no owner info)' : shown(holder.who),
       ].join('  ');
     }
     case 'released': {
       const held = event.heldMs === null ? [] : [`held ${duration(event.heldMs)}`];
-      return [time, event.name, 'released', shortOwner(event.owner), ...held].join('  ');
+      return [time, shown(event.name), 'released', shown(shortOwner(event.owner)), ...held].join('  ');
+    }
+    case 'brief': {
+      const holds = event.holds === 1 ? 'a hold' : `${event.holds} holds`;
+      const fencing = event.fencingToken === null ? [] : [`fencing ${shown(event.fencingToken)}`];
+      const proof = event.proof === 'message' ? 'release message' : 'fencing counter moved';
+      return [
+        time,
+        shown(event.name),
+        paint('yellow', 'brief   '),
+        `${event.proof === 'fencing' ? 'at least ' : ''}${holds} acquired and released between two reads`,
+        ...fencing,
+        `(holder not seen; ${proof})`,
+      ].join('  ');
     }
     default: {
-      const holder = event.owner === null ? 'holder unknown' : `holder ${shortOwner(event.owner)}`;
+      const holder = event.owner === null ? 'holder unknown' : `holder ${shown(shortOwner(event.owner))}`;
       const why =
         event.type === 'evicted'
           ? 'evicted by the server under memory pressure'
           : `lease ran out without release (crash or lost lease${event.proof === 'ttl' ? '; inferred from its TTL' : ''})`;
-      return [time, event.name, paint('red', event.type.toUpperCase().padEnd(8)), `${holder} — ${why}`].join('  ');
+      return [time, shown(event.name), paint('red', event.type.toUpperCase().padEnd(8)), `${holder} — ${why}`].join(
+        '  ',
+      );
     }
   }
 }
@@ -264,7 +316,7 @@ export function doctorReport(report: ServerReport, paint: Paint): string {
   return report.checks
     .map((check) => {
       const [style, mark] = MARKS[check.status];
-      return `${paint(style, mark)} ${check.summary}${check.detail === null ? '' : ` — ${check.detail}`}`;
+      return `${paint(style, mark)} ${escaped(check.summary)}${check.detail === null ? '' : ` — ${escaped(check.detail)}`}`;
     })
     .join('\n');
 }

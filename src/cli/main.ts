@@ -25,7 +25,7 @@ import {
 } from './commands.js';
 import { connect, defaultUrls } from './connect.js';
 import { CliError, usage } from './errors.js';
-import { colorFor, painter } from './format.js';
+import { colorFor, escaped, painter } from './format.js';
 
 const GLOBAL_OPTIONS = {
   url: { type: 'string', multiple: true },
@@ -103,11 +103,13 @@ Without --owner or --force it refuses (exit 3) and shows the holder. Waiters are
 the holder notices at its next renewal (within watchdogTimeout/3).`,
   watch: `Usage: flowlock watch [<name|glob>...] [--interval <time>] [--events] [--duration <time>] [--limit <n>]
 
-Live log: holders found at the start, then acquired, released, expired (and evicted) events, from
-release messages and reads every --interval; globs are scanned each time (O(keys)).
+Live log: holders found at the start, then acquired, released, brief (a hold that began and ended
+between two reads: holder not seen), expired (and evicted) events, from release messages, fencing
+counters and reads every --interval; globs are scanned each time (O(keys)).
 --interval <time>  between reads (default 2s)
---events           keyspace notifications too (needs notify-keyspace-events with E and x):
-                   the server's proof that a lease ran out without a release
+--events           keyspace notifications too (needs notify-keyspace-events with E and x, and h):
+                   the server's proof that a lease ran out without a release, and a read at each
+                   new hold, so that short holds show with their holders
 --duration <time>  stop after this long (default: until Ctrl-C)
 --limit <n>        stop after n events`,
   doctor: `Usage: flowlock doctor
@@ -117,12 +119,19 @@ persistence, replicas, notify-keyspace-events (? when CONFIG is denied), clock o
 Exits 3 when a check fails (✖).`,
 };
 
-/** Milliseconds from `500`, `500ms`, `2s`, `1.5m` or `1h`; a usage error otherwise. */
+/** The longest duration a flag takes: Node's timers fire at once for anything longer (about 24.8 days). */
+const MAX_DURATION_MS = 2 ** 31 - 1;
+
+/** Milliseconds from `500`, `500ms`, `2s`, `1.5m` or `1h`, at most MAX_DURATION_MS; a usage error otherwise. */
 function parseDuration(value: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
   if (!match) throw new CliError(2, `${flag} must be a duration like 500, 500ms, 2s or 1m, got "${value}"`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] ?? 'ms'] ?? 1;
-  return Math.round(Number(match[1]) * unit);
+  const ms = Math.round(Number(match[1]) * unit);
+  if (ms > MAX_DURATION_MS) {
+    throw new CliError(2, `${flag} must be at most ${MAX_DURATION_MS} ms (about 596h), got "${value}" (${ms} ms)`);
+  }
+  return ms;
 }
 
 function parseCount(value: string | undefined, flag: string): number | undefined {
@@ -283,7 +292,7 @@ run(process.argv.slice(2))
     },
     (error: unknown) => {
       const code = exitCodeOf(error);
-      process.stderr.write(`flowlock: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.stderr.write(`flowlock: ${escaped(error instanceof Error ? error.message : String(error))}\n`);
       if (code === 2) process.stderr.write('Run flowlock --help for usage.\n');
       process.exitCode = code;
     },

@@ -198,7 +198,7 @@ export class Waiter {
    * reason on abort, or with LockClientClosedError when the client closes.
    */
   park(timeoutMs: number, signal: AbortSignal | undefined): Promise<WakeReason> {
-    if (this.#queues.closed) return Promise.reject(new LockClientClosedError());
+    if (this.#queues.closed) return Promise.reject(new LockClientClosedError(this.#queue.name));
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#pendingWake) {
       this.#pendingWake = false;
@@ -238,7 +238,7 @@ export class Waiter {
   }
 
   close(): void {
-    this.#fail?.(new LockClientClosedError());
+    this.#fail?.(new LockClientClosedError(this.#queue.name));
   }
 
   /** Leaves the queue; the last waiter of a channel drops its subscription. Idempotent. */

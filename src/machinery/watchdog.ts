@@ -192,8 +192,8 @@ export class Watchdog {
       holdCount: hold.count,
       fencingToken: hold.fencingToken,
       mode: hold.mode,
-      heldMs: now - hold.startedAt,
-      leaseRemainingMs: Math.max(0, hold.deadline - now),
+      heldMs: Math.round(now - hold.startedAt),
+      leaseRemainingMs: Math.max(0, Math.round(hold.deadline - now)),
       renewing: hold.renewing,
     }));
   }

@@ -30,6 +30,7 @@ import { currentFlow, newFlow, ownerChain, runInNewFlow, type Flow } from '../ma
 import type { RedisAdapter } from '../redis/adapter.js';
 import { lockKeys } from '../redis/keys.js';
 import {
+  checkFunction,
   resolveAcquireOptions,
   resolveLockArgs,
   resolveTryLockArgs,
@@ -195,7 +196,7 @@ export class RLock {
     fn: (signal: AbortSignal, lease: LockLease) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T> {
-    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    checkFunction(fn, 'lock.withLock(fn, options)');
     const resolved = resolveAcquireOptions(options);
     const acquire = (): Promise<LockLease> => this.#lease(currentFlow() ?? newFlow(), resolved);
     return scopedLease(this.#identity(), resolved, this.#leaseMs(resolved), acquire, (lease) => lease.fencingToken, fn);

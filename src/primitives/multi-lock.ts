@@ -9,7 +9,7 @@ import { AcquireObserver, traceAcquire } from '../diagnostics/publish.js';
 import { LockAcquireTimeoutError } from '../errors.js';
 import { currentFlow, newFlow, runInFlow, type Flow } from '../machinery/flow.js';
 import { scopedLease, type LockLease, type RLock } from './lock.js';
-import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
+import { checkFunction, resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
 import { monotonicNow } from '../machinery/time.js';
 
 /** The holds of one multi-lock acquisition; release it once (or let `await using` do it). */
@@ -53,7 +53,7 @@ export class RMultiLock {
     fn: (signal: AbortSignal, lease: MultiLockLease) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T> {
-    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    checkFunction(fn, 'multiLock.withLock(fn, options)');
     const resolved = resolveAcquireOptions(options);
     const acquire = (): Promise<MultiLockLease> => this.#observedAcquire(currentFlow() ?? newFlow(), resolved);
     const leaseMs = resolved.leaseTime === -1 ? this.#watchdogTimeout : resolved.leaseTime;

@@ -22,7 +22,7 @@ import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
 import { attemptDeadline, monotonicNow } from '../machinery/time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
-import { resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
+import { checkFunction, resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
 import type { SemaphoreKeys } from '../redis/keys.js';
 import {
   integerAt,
@@ -135,7 +135,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
     fn: (signal: AbortSignal, permit: PermitLease) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T> {
-    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    checkFunction(fn, 'semaphore.withPermit(fn, options)');
     const resolved = resolveAcquireOptions(options);
     const acquire = (): Promise<PermitLease> => this.#acquire(resolved);
     // A permit has no fencing token.

@@ -34,6 +34,7 @@ import { lockKeys, type LockKeys } from '../redis/keys.js';
 import { scopedLease } from './lock.js';
 import { adaptClient, type RedisAdapter } from '../redis/adapter.js';
 import {
+  checkFunction,
   checkLockName,
   checkQuorumNodes,
   resolveQuorumAcquireOptions,
@@ -415,7 +416,7 @@ export class QuorumLock {
     fn: (signal: AbortSignal, lease: QuorumLease) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T> {
-    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    checkFunction(fn, 'quorumLock.withLock(fn, options)');
     const resolved = resolveQuorumAcquireOptions(options, this.#nodes.nodeTimeout);
     const acquire = (): Promise<QuorumLease> => this.#acquire(resolved);
     // A quorum lease has no fencing token (each node counts its own).

@@ -18,6 +18,7 @@ import {
   type Subscriber,
   type SubscriberEvents,
 } from './adapter.js';
+import { RedisNotOpenError } from '../errors.js';
 import { keySlot } from './keys.js';
 
 type Listener = (message: string, channel: string) => void;
@@ -202,6 +203,8 @@ export class NodeRedisAdapter implements RedisAdapter {
 
   /** The client's commands, once a cluster the user is still connecting has connected. */
   async #ready(): Promise<Commands> {
+    // node-redis would reject with a bare "The client is closed", which does not say what to do.
+    if (!this.#client.isOpen) throw new RedisNotOpenError();
     if (this.#connecting) await this.#connecting;
     return this.#commands;
   }

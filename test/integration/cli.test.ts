@@ -16,6 +16,7 @@ import {
   isCluster,
   onCluster,
   uniqueName,
+  until as waitFor,
   useRedis,
   type Client,
   type Redis,
@@ -541,5 +542,255 @@ describe('flowlock: usage, help and errors', () => {
     const run = await flowlock([...urls(), 'doctor'], {}, ['--import', hide]);
     expect(run.code).toBe(1);
     expect(run.stderr).toBe('flowlock: flowlock needs a Redis client package: npm install ioredis (or iovalkey)\n');
+  });
+});
+
+describe('flowlock: hostile names cannot forge output (issue 22, item 5)', () => {
+  const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  it('escapes control characters of names, owners and errors in list, inspect, unlock and watch', async () => {
+    const label = `cliesc${Math.random().toString(36).slice(2, 8)}`;
+    const locks = redis.locks();
+    // A name with a newline that would print a whole invented row, one with ANSI escapes, and a plain one.
+    const forged = `${label}:1\n${label}:42  lock  deadbeef…:1  1  30.0s  1.0s  evil pid 1`;
+    const ansi = `${label}:\u001b[2J\u001b[31mred\u001b[0m`;
+    const plain = `${label}:plain`;
+    const leases = await Promise.all([forged, ansi, plain].map((name) => locks.getLock(name).acquire()));
+    cleanup.push(() => Promise.all(leases.map((lease) => lease.release())));
+    // An owner field written by anyone (the library refuses control characters only in what it writes).
+    const written = `${label}:written`;
+    const owner = `x\u001b]0;title\u0007\n${label}:99:1`;
+    await redis.admin.hset(written, owner, 1);
+    await redis.admin.pexpire(written, 30_000);
+    const quoted = (text: string): string =>
+      JSON.stringify(text).replaceAll('\u001b', '\\u001b').replaceAll('\u0007', '\\u0007');
+    const escapes = (text: string): boolean => text.includes('\u001b') || text.includes('\u0007');
+
+    const listed = await flowlock([...urls(), 'list', '--match', `${label}:*`]);
+    expect(listed.code).toBe(0);
+    expect(escapes(listed.stdout)).toBe(false);
+    const rows = listed.stdout.trimEnd().split('\n');
+    // Header and one row per held lock: the newline made no row of its own.
+    expect(rows).toHaveLength(5);
+    expect(rows.filter((row) => row.startsWith(quoted(forged)))).toHaveLength(1);
+    expect(rows.filter((row) => row.startsWith(quoted(ansi)))).toHaveLength(1);
+    expect(rows.filter((row) => row.startsWith(`${plain} `))).toHaveLength(1);
+    expect(rows.filter((row) => row.startsWith(`${label}:42`))).toEqual([]);
+
+    const inspected = await flowlock([...urls(), 'inspect', forged]);
+    expect(inspected.code).toBe(0);
+    expect(inspected.stdout.split('\n')[0]).toMatch(new RegExp(`^${escapeRegExp(quoted(forged))}  HELD  `));
+    expect(inspected.stdout).toContain(`  key      ${quoted(forged)}  slot `);
+    const hostileOwner = await flowlock([...urls(), 'inspect', written]);
+    expect(escapes(hostileOwner.stdout)).toBe(false);
+    expect(hostileOwner.stdout).toContain(`  owner    ${quoted(owner)}  holds 1  (no owner info)\n`);
+    // headline, owner, key, waiting: no line of the owner's own.
+    expect(hostileOwner.stdout.trimEnd().split('\n')).toHaveLength(4);
+
+    // The refusal (stderr) and an error message carry the name too.
+    const refused = await flowlock([...urls(), 'unlock', written]);
+    expect(refused.code).toBe(3);
+    expect(escapes(refused.stderr)).toBe(false);
+    expect(refused.stderr.split('\n')[0]).toBe(`${written} is held by ${quoted(owner)} (1 hold).`);
+    const semaphore = `${label}:sem\n${label}:42 released`;
+    await locks.getSemaphore(semaphore).trySetPermits(1);
+    const notALock = await flowlock([...urls(), 'unlock', semaphore, '--force', '--yes']);
+    expect(notALock.code).toBe(3);
+    expect(notALock.stderr).toBe(`flowlock: ${quoted(semaphore)} is a semaphore: it has no holder to release\n`);
+
+    const watched = await flowlock([...urls(), 'watch', `${label}:*`, '--limit', '4']);
+    expect(watched.code).toBe(0);
+    expect(escapes(watched.stdout)).toBe(false);
+    const lines = watched.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(4);
+    for (const line of lines) expect(line).toMatch(/^\d\d:\d\d:\d\d\.\d{3}Z {2}\S+.* {2}held {6}/);
+    expect(lines.filter((line) => line.includes(`  ${quoted(forged)}  held`))).toHaveLength(1);
+    // JSON output keeps the names as they are (JSON escapes them itself).
+    const parsed = await json<LockInfo>(['inspect', forged]);
+    expect(parsed.name).toBe(forged);
+  });
+});
+
+describe('flowlock: durations beyond what a timer can wait (issue 22, item 6)', () => {
+  it('refuses --duration, --timeout and --interval above 2^31 - 1 ms (exit 2), naming the flag and the maximum', async () => {
+    const port = await freePort();
+    const unreachable = ['--url', `redis://127.0.0.1:${port}`];
+    for (const args of [
+      ['watch', '--duration', '600h'],
+      ['inspect', 'x', '--timeout', '600h'],
+      ['watch', '--interval', '2147483648'],
+    ]) {
+      const run = await flowlock([...unreachable, ...args]);
+      expect(run.code, args.join(' ')).toBe(2);
+      expect(run.stderr, args.join(' ')).toMatch(
+        new RegExp(`^flowlock: ${args.at(-2)} must be at most 2147483647 ms \\(about 596h\\), got "${args.at(-1)}"`),
+      );
+    }
+    // The maximum itself is taken (it fails only at connecting: nothing listens on the port).
+    const longest = await flowlock([...unreachable, 'doctor', '--timeout', '2147483647']);
+    expect(longest.code).toBe(1);
+  });
+});
+
+describe('flowlock inspect: an exhausted semaphore (issue 22, item 7)', () => {
+  it('says no permit is free and how many waiters want how many permits', async () => {
+    const pool = uniqueName('exhausted');
+    const locks = redis.locks();
+    const semaphore = locks.getSemaphore(pool);
+    await semaphore.trySetPermits(1);
+    await semaphore.acquire();
+    const controller = new AbortController();
+    const waiting = redis
+      .locks()
+      .getSemaphore(pool)
+      .acquire({ permits: 2, signal: controller.signal })
+      .catch(() => undefined);
+    cleanup.push(
+      () => waiting,
+      () => controller.abort(),
+    );
+    await waitFor(async () => (await json<LockInfo>(['inspect', pool])).queueLength === 1, 'the waiter queued');
+    const run = await flowlock([...urls(), 'inspect', pool]);
+    expect(run.code).toBe(0);
+    const [headline] = run.stdout.split('\n');
+    expect(headline).not.toMatch(/AVAILABLE/);
+    expect(headline).toMatch(
+      new RegExp(`^${pool}  NO PERMIT FREE  semaphore.*  0 available  1 waiter wants 2 permits$`),
+    );
+  });
+});
+
+describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () => {
+  type Event = {
+    type: string;
+    name: string;
+    holds?: number;
+    proof?: string;
+    owner?: string;
+    holder?: { owner: string; who: string };
+  };
+
+  /** `flowlock watch <args>` running, its events (JSON) or lines as they come, and its exit. */
+  function watching(args: readonly string[], asJson: boolean) {
+    const child = start([...urls(), 'watch', ...args, ...(asJson ? ['--json'] : [])]);
+    const events: Event[] = [];
+    const lines: string[] = [];
+    let buffered = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const complete = buffered.split('\n');
+      buffered = complete.pop() ?? '';
+      for (const line of complete) {
+        lines.push(line);
+        if (asJson) events.push(JSON.parse(line) as Event);
+      }
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    return { child, events, lines, exited, stderr: () => stderr };
+  }
+
+  it('reports a 300 ms hold between two reads, without its holder, from its release message', async () => {
+    const locks = redis.locks();
+    const [marker, name] = [uniqueName('brief'), uniqueName('brief')];
+    // Held from the start: its `held` event says that the watch is running.
+    const held = await locks.getLock(marker).acquire();
+    cleanup.push(() => held.release());
+    // Reads 10 s apart: only the release message can tell of the hold.
+    const json = watching([marker, name, '--interval', '10s'], true);
+    const human = watching([marker, name, '--interval', '10s', '--limit', '2'], false);
+    await waitFor(() => json.events.some((e) => e.type === 'held' && e.name === marker), 'the JSON watch', 10_000);
+    await waitFor(() => human.lines.length === 1, 'the human watch', 10_000);
+    const lease = await locks.getLock(name).acquire();
+    await sleep(300);
+    await lease.release();
+    await waitFor(() => json.events.some((e) => e.name === name), 'an event of the hold', 5000);
+    expect(json.events.filter((e) => e.name === name)).toEqual([
+      expect.objectContaining({ type: 'brief', name, holds: 1, proof: 'message' }),
+    ]);
+    expect(await human.exited).toBe(0);
+    expect(human.lines[1]).toMatch(
+      new RegExp(
+        `^\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z  ${name}  brief {5}a hold acquired and released between two reads  ` +
+          `fencing ${lease.fencingToken}  \\(holder not seen; release message\\)$`,
+      ),
+    );
+    json.child.kill('SIGINT');
+    expect(await json.exited).toBe(0);
+    expect(json.stderr()).toBe('');
+  });
+
+  // On a Redis 7 Cluster a glob hears no release messages (shard channels have no patterns): README says so.
+  it.skipIf(onCluster)(
+    'reports a brief hold of a name matched by a glob (watch with no names: every lock)',
+    async () => {
+      const locks = redis.locks();
+      const marker = uniqueName('brief');
+      const name = uniqueName('briefglob');
+      const held = await locks.getLock(marker).acquire();
+      cleanup.push(() => held.release());
+      const watch = watching(['--interval', '10s'], true);
+      await waitFor(() => watch.events.some((e) => e.type === 'held' && e.name === marker), 'the watch', 10_000);
+      const lease = await locks.getLock(name).acquire();
+      await sleep(300);
+      await lease.release();
+      await waitFor(() => watch.events.some((e) => e.name === name), 'an event of the hold', 5000);
+      expect(watch.events.filter((e) => e.name === name)).toEqual([
+        expect.objectContaining({ type: 'brief', holds: 1, proof: 'message' }),
+      ]);
+      watch.child.kill('SIGINT');
+      expect(await watch.exited).toBe(0);
+    },
+  );
+
+  it('reports a fair lock held and released between two reads from its fencing counter', async () => {
+    const locks = redis.locks();
+    const [marker, name] = [uniqueName('brief'), uniqueName('brieffair')];
+    const held = await locks.getLock(marker).acquire();
+    cleanup.push(() => held.release());
+    // A fair lock with no waiter publishes nothing on release: only the counter tells.
+    await (await locks.getFairLock(name).acquire()).release();
+    const watch = watching([marker, name, '--interval', '1s'], true);
+    await waitFor(() => watch.events.some((e) => e.type === 'held' && e.name === marker), 'the watch', 10_000);
+    await (await locks.getFairLock(name).acquire()).release();
+    await waitFor(() => watch.events.some((e) => e.name === name), 'an event of the hold', 8000);
+    const seen = watch.events.filter((e) => e.name === name).map((e) => e.type);
+    // A read that happened to fall inside the hold saw it whole; otherwise the counter tells of it.
+    if (seen[0] === 'brief') {
+      expect(watch.events.find((e) => e.name === name)).toMatchObject({ holds: 1, proof: 'fencing' });
+    } else {
+      await waitFor(() => watch.events.filter((e) => e.name === name).length === 2, 'its release', 8000);
+      expect(watch.events.filter((e) => e.name === name).map((e) => e.type)).toEqual(['acquired', 'released']);
+    }
+    watch.child.kill('SIGINT');
+    expect(await watch.exited).toBe(0);
+  });
+
+  it('names the holder of a 300 ms hold with --events when the server publishes hash events', async () => {
+    const nodes = masters(redis.admin);
+    const before = await Promise.all(
+      nodes.map(async (node) => ((await node.config('GET', 'notify-keyspace-events')) as string[])[1] ?? ''),
+    );
+    cleanup.push(() =>
+      Promise.all(nodes.map((node, i) => node.config('SET', 'notify-keyspace-events', before[i] ?? ''))),
+    );
+    await Promise.all(nodes.map((node) => node.config('SET', 'notify-keyspace-events', 'Eghx')));
+    const locks = redis.locks({ holderInfo: { app: 'brief' } });
+    const [marker, name] = [uniqueName('brief'), uniqueName('brief')];
+    const held = await locks.getLock(marker).acquire();
+    cleanup.push(() => held.release());
+    const watch = watching([marker, name, '--interval', '10s', '--events'], true);
+    await waitFor(() => watch.events.some((e) => e.type === 'held' && e.name === marker), 'the watch', 10_000);
+    const lease = await locks.getLock(name).acquire();
+    await sleep(300);
+    await lease.release();
+    await waitFor(() => watch.events.some((e) => e.name === name && e.type === 'released'), 'the release', 5000);
+    const events = watch.events.filter((e) => e.name === name);
+    expect(events.map((e) => e.type)).toEqual(['acquired', 'released']);
+    expect(events[0]?.holder?.who).toBe(label('brief'));
+    expect(events[1]?.owner).toBe(events[0]?.holder?.owner);
+    watch.child.kill('SIGINT');
+    expect(await watch.exited).toBe(0);
+    expect(watch.stderr()).toBe('');
   });
 });

@@ -27,7 +27,7 @@ describe('public API: input is checked before any I/O', () => {
       await expect(lock.tryLock({ waitTime: 1.5 })).rejects.toThrow(/options\.waitTime/);
       await expect(lock.lock(NaN)).rejects.toThrow(RangeError);
       await expect(lock.acquire({ lease: 5 } as never)).rejects.toThrow(/unknown option "lease"/);
-      await expect(lock.withLock('nope' as never)).rejects.toThrow(/fn must be a function/);
+      await expect(lock.withLock('nope' as never)).rejects.toThrow(/lock\.withLock\(fn, options\) needs a function/);
     });
     expect(() => createLockClient({} as never)).toThrow(/ioredis/);
     expect(() => createLockClient(lazy, { watchdogTimeout: -5 })).toThrow(/watchdogTimeout/);
