@@ -154,7 +154,7 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
         ? masterOf(redis.admin, channel).spublish(channel, message)
         : redis.admin.publish(channel, message);
     await publish('0');
-    await expect.poll(() => messages.length, { timeout: 2000, interval: 10 }).toBe(1);
+    await expect.poll(() => messages.length, { timeout: 10_000, interval: 10 }).toBe(1);
     expect(messages[0]).toEqual([channel, '0']);
     await subscriber.unsubscribe([channel]);
     await publish('1');
@@ -243,7 +243,7 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     const { adapter } = adapterOn(kind, { reconnectMs: false });
     await adapter.get(uniqueName('ready'));
     // node-redis may answer a command queued while connecting a moment before it calls itself ready.
-    await expect.poll(() => adapter.readiness(), { timeout: 2000, interval: 10 }).toBe('ready');
+    await expect.poll(() => adapter.readiness(), { timeout: 5000, interval: 10 }).toBe('ready');
     for (const node of everyNode(redis.admin)) await node.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
     await expect.poll(() => adapter.readiness(), { timeout: 5000, interval: 20 }).not.toBe('ready');
     await cleanUp();

@@ -1,8 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createLockClient, LockAcquireTimeoutError, LockClientClosedError, LockNotHeldError } from '../../src/index.js';
 import { idleTestClient, ping } from '../support/clients.js';
-import { channelSubscribers as subscribersOf, uniqueName, useRedis } from '../support/fixture.js';
+import { channelSubscribers as subscribersOf, uniqueName, until, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
 
@@ -92,12 +91,13 @@ describe('aborting a wait', () => {
     const held = await holder.getLock(name).acquire({ leaseTime: 30_000 });
     const controller = new AbortController();
     const waiting = waiter.getLock(name).acquire({ signal: controller.signal });
-    await sleep(200);
-    expect(await channelSubscribers(`redisson_lock__channel:{${name}}`)).toBe(1);
+    const gaveUp = expect(waiting).rejects.toThrow('caller gave up'); // handled now, awaited after the abort
+    const channel = `redisson_lock__channel:{${name}}`;
+    await until(async () => (await channelSubscribers(channel)) === 1, 'the waiter subscribed');
     controller.abort(new Error('caller gave up'));
-    await expect(waiting).rejects.toThrow('caller gave up');
-    await sleep(50);
-    expect(await channelSubscribers(`redisson_lock__channel:{${name}}`)).toBe(0);
+    await gaveUp;
+    // The abort does not await the unsubscribe; a leaked subscription would stay while the lock is held (30 s).
+    await until(async () => (await channelSubscribers(channel)) === 0, 'the waiter unsubscribed', 5000);
     await held.release();
     expect(await redis.admin.exists(name)).toBe(0);
   });
@@ -117,8 +117,8 @@ describe('aborting a wait', () => {
       queueMicrotask(() => controller.abort());
       await attempt.then((lease) => lease.release()).catch(() => undefined);
     }
-    await sleep(100);
-    expect(await redis.admin.exists(name)).toBe(0);
+    // Late grants are given back without being awaited; a kept one would stay for its 30 s lease.
+    await until(async () => (await redis.admin.exists(name)) === 0, 'every late grant given back', 5000);
   });
 });
 
@@ -135,13 +135,21 @@ describe('close()', () => {
       .getLock(name)
       .acquire()
       .catch((error: unknown) => error);
-    await sleep(100);
+    // Subscribed (and parked), so that close() has a subscription to end.
+    await until(
+      () => locks.waits().some((w) => w.waiters > 0 && w.subscription === 'active'),
+      'the waiter parked on an active subscription',
+    );
     await locks.close();
     expect(await waiting).toBeInstanceOf(LockClientClosedError);
     expect(held.signal.aborted).toBe(true);
     expect(await redis.admin.exists(otherName)).toBe(0);
-    await sleep(50);
-    expect(await channelSubscribers(`redisson_lock__channel:{${name}}`)).toBe(0);
+    // The server notices the closed subscriber connection a moment later (on a loaded machine, later still).
+    await until(
+      async () => (await channelSubscribers(`redisson_lock__channel:{${name}}`)) === 0,
+      'the server dropped the closed subscriber connection',
+      5000,
+    );
     expect(await ping(client)).toBe('PONG');
     await expect(locks.getLock(name).isLocked()).rejects.toBeInstanceOf(LockClientClosedError);
     await expect(held.release()).rejects.toBeInstanceOf(LockNotHeldError);

@@ -2,20 +2,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LockLostError, LockNotHeldError, type LockLostEvent } from '../../src/index.js';
 import { dropClient } from '../support/clients.js';
-import { elapsedSince, uniqueName, useRedis } from '../support/fixture.js';
+import { elapsedSince, uniqueName, until, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
 
 describe('leases, the watchdog and loss', () => {
   it('the watchdog keeps a lock alive for more than 3 timeouts', async () => {
-    const locks = redis.locks({ watchdogTimeout: 1000 });
+    // Renewed every second: a stall has to last about 2 s to lose it (1 s stalls were seen on a loaded machine).
+    const locks = redis.locks({ watchdogTimeout: 3000 });
     const name = uniqueName();
     const lease = await locks.getLock(name).acquire();
-    await sleep(3500);
+    await sleep(10_000);
     expect(lease.signal.aborted).toBe(false);
     const ttl = await redis.admin.pttl(name);
     expect(ttl).toBeGreaterThan(0);
-    expect(ttl).toBeLessThanOrEqual(1000);
+    expect(ttl).toBeLessThanOrEqual(3000);
     await lease.release();
     expect(await redis.admin.exists(name)).toBe(0);
   });
@@ -24,9 +25,13 @@ describe('leases, the watchdog and loss', () => {
     const one = redis.locks();
     const two = redis.locks();
     const name = uniqueName();
+    // Both connected first, and a lease of 1 s: a reply slower than the lease (a loaded machine; a new
+    // client's first command waits for its connection, on a cluster for the slots too) would be a grant too
+    // late to hold, given back (tryLock false).
+    await Promise.all([one, two].map((locks) => locks.getLock(name).isLocked()));
     await one.run(async () => {
-      expect(await one.getLock(name).tryLock(0, 200)).toBe(true);
-      await sleep(300);
+      expect(await one.getLock(name).tryLock(0, 1000)).toBe(true);
+      await until(async () => (await redis.admin.exists(name)) === 0, 'the 1 s lease ran out');
       expect(await two.run(() => two.getLock(name).tryLock(0, 10_000))).toBe(true);
       const before = await redis.admin.hgetall(name);
       await expect(one.getLock(name).unlock()).rejects.toBeInstanceOf(LockNotHeldError);
@@ -41,13 +46,15 @@ describe('leases, the watchdog and loss', () => {
     const lease = await locks.getLock(uniqueName()).acquire({ leaseTime: 300 });
     const start = performance.now();
     await new Promise((resolve) => lease.signal.addEventListener('abort', resolve));
-    expect(elapsedSince(start)).toBeLessThan(400);
+    // About the 300 ms lease, however late a loaded machine runs the timer; without its timer a fixed lease
+    // would never abort (the await above would hang).
+    expect(elapsedSince(start)).toBeLessThan(1000);
     expect(lease.signal.reason).toBeInstanceOf(LockLostError);
     expect(lost).toHaveLength(1);
     await expect(lease.release()).rejects.toBeInstanceOf(LockNotHeldError);
   });
 
-  it('deleting the key under a holder aborts its signal within one renewal period', async () => {
+  it('deleting the key under a holder aborts its signal at its next renewal', async () => {
     const locks = redis.locks({ watchdogTimeout: 1500 });
     const name = uniqueName();
     const lease = await locks.getLock(name).acquire();
@@ -56,7 +63,10 @@ describe('leases, the watchdog and loss', () => {
     await redis.admin.del(name);
     const start = performance.now();
     const event = await lost;
-    expect(elapsedSince(start)).toBeLessThanOrEqual(500 + 150);
+    // Found by the next renewal (every 500 ms), not by the lease deadline (1.5 s after the last renewal): the
+    // reason tells the two apart whatever the machine's load; the time only has to stay about one period.
+    expect(event.error.reason).toBe('the watchdog found it held by another owner or gone');
+    expect(elapsedSince(start)).toBeLessThanOrEqual(1500);
     expect(event.name).toBe(name);
     expect(lease.signal.aborted).toBe(true);
     expect(lease.signal.reason).toMatchObject({ code: 'LOCK_LOST', lockName: name });
@@ -72,9 +82,11 @@ describe('leases, the watchdog and loss', () => {
     const diedAt = performance.now();
     const waiter = redis.locks();
     expect(await waiter.run(() => waiter.getLock(name).tryLock(3000, 5000))).toBe(true);
-    expect(elapsedSince(diedAt)).toBeLessThanOrEqual(1000 + 300);
-    await sleep(100);
-    expect(lease.signal.aborted).toBe(true);
+    // About its 1 s lease, for a new client on a loaded machine; a lease that had been kept alive would not
+    // run out within the 3 s waitTime.
+    expect(elapsedSince(diedAt)).toBeLessThanOrEqual(1000 + 700);
+    // The holder learns it by its own deadline, whatever its timers' lateness.
+    await until(() => lease.signal.aborted, 'the cut-off holder noticed its loss', 2000);
     await holder.close();
   });
 });

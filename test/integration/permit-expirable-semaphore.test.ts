@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import {
   LockAcquireTimeoutError,
   LockClientClosedError,
@@ -8,15 +8,11 @@ import {
   type PermitLease,
 } from '../../src/index.js';
 import { semaphoreKeys } from '../../src/redis/keys.js';
-import { channelSubscribers, elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { channelSubscribers, elapsedSince, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { TcpProxy } from '../support/proxy.js';
 import { RedissonPermitExpirableSemaphore, RedissonSemaphore } from '../support/redisson.js';
 
 const redis = useRedis();
-
-function until(check: () => Promise<boolean> | boolean, timeout = 3000): Promise<boolean> {
-  return vi.waitUntil(check, { timeout, interval: 10 });
-}
 
 const keysOf = (name: string) => semaphoreKeys('', name, onCluster);
 
@@ -81,10 +77,11 @@ describe('RPermitExpirableSemaphore', () => {
 
   it('renews permits taken without leaseTime while their holder lives', async () => {
     const name = uniqueName('pes');
-    const ps = redis.locks({ watchdogTimeout: 300 }).getPermitExpirableSemaphore(name);
+    // Renewed every 333 ms: 3.5 leases unrenewed would lose it, while a stall has to last about 650 ms to.
+    const ps = redis.locks({ watchdogTimeout: 1000 }).getPermitExpirableSemaphore(name);
     await ps.trySetPermits(1);
     const permit = await ps.acquire();
-    await sleep(1200);
+    await sleep(3500);
     expect(permit.signal.aborted).toBe(false);
     expect(await leaseEnd(name, permit.permitId)).toBeGreaterThan(await serverNow());
     expect(await ps.tryAcquire()).toBeUndefined();
@@ -99,9 +96,9 @@ describe('RPermitExpirableSemaphore', () => {
     const permit = await ps.acquire({ leaseTime: 300 });
     const start = performance.now();
     const waiter = track(redis.locks().getPermitExpirableSemaphore(name).acquire({ waitTime: 5000 }));
-    await until(() => permit.signal.aborted);
+    await until(() => permit.signal.aborted, 'the 300 ms permit lost');
     expect(permit.signal.reason).toBeInstanceOf(LockLostError);
-    await until(() => waiter.done);
+    await until(() => waiter.done, 'the waiter took the permit');
     expect(waiter.error).toBeUndefined();
     expect(elapsedSince(start)).toBeLessThan(1000);
     const error: unknown = await permit.release().catch((e: unknown) => e);
@@ -124,10 +121,10 @@ describe('RPermitExpirableSemaphore', () => {
       await sleep(100);
       const start = performance.now();
       proxy.stop();
-      await until(() => waiter.done, 5000);
+      await until(() => waiter.done, 'the waiter took the dead holder’s permit');
       expect(waiter.error).toBeUndefined();
       expect(elapsedSince(start)).toBeLessThan(600 + 800);
-      await until(() => permit.signal.aborted);
+      await until(() => permit.signal.aborted, 'the cut-off holder noticed its loss');
       await (waiter.value as PermitLease).release();
       proxy.cutAll();
     },
@@ -141,14 +138,17 @@ describe('RPermitExpirableSemaphore', () => {
       onTestFinished(() => proxy.close());
       const ps = redis.locks({}, { port: proxy.port }).getPermitExpirableSemaphore(name);
       await ps.trySetPermits(1);
+      const before = await serverNow();
       // The grant's reply takes 300 ms to come back: the 100 ms lease may be over when it is read.
       proxy.latency = { toServer: 0, toClient: 300 };
       const pending = ps.acquire({ leaseTime: 100, waitTime: 5000 });
       await sleep(100);
       proxy.latency = { toServer: 0, toClient: 0 };
       const lease = await pending;
-      // Not the late grant (given back) but a fresh one, whose lease is still running.
-      expect(await leaseEnd(name, lease.permitId)).toBeGreaterThan(await serverNow());
+      // Not the late grant (given back; its lease ended about `before` + 100) but a fresh one, asked for only
+      // once the late reply came in, 300 ms after `before` at the earliest. (Compared with the server's clock
+      // before the acquire, not after it: reading the lease end back takes no part in the bound.)
+      expect(await leaseEnd(name, lease.permitId)).toBeGreaterThanOrEqual(before + 300);
       expect(await redis.admin.zcard(keysOf(name).timeoutKey)).toBe(1);
       await lease.release().catch(() => undefined);
     },
@@ -162,15 +162,20 @@ describe('RPermitExpirableSemaphore', () => {
     const leases = [await ps.acquire(), await ps.acquire({ leaseTime: 60_000 })];
     expect(await redis.admin.get(name)).toBe('0');
     const blocked = expect(ps.acquire()).rejects.toThrow(LockClientClosedError);
-    await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+    await until(
+      async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1,
+      'the waiter subscribed',
+    );
     await locks.close();
     await blocked;
     expect(leases.every((lease) => lease.signal.aborted)).toBe(true);
     expect(await redis.admin.get(name)).toBe('2');
     expect(await redis.admin.zcard(keysOf(name).timeoutKey)).toBe(0);
-    // The subscriber connection is closed; the server notices a moment later.
-    expect(await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0, 1000)).toBe(
-      true,
+    // The subscriber connection is closed; the server notices a moment later (on a loaded machine, later still).
+    await until(
+      async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 0,
+      'the server dropped the closed subscriber connection',
+      5000,
     );
   });
 
@@ -181,7 +186,7 @@ describe('RPermitExpirableSemaphore', () => {
     const error: unknown = await ps
       .withPermit(
         async (signal) => {
-          await until(() => signal.aborted);
+          await until(() => signal.aborted, 'the 200 ms permit lost');
           return 'finished';
         },
         { leaseTime: 200 },
@@ -205,9 +210,12 @@ describe('RPermitExpirableSemaphore', () => {
       expect(await ps.availablePermits()).toBe(0);
       // A Java release wakes our waiter.
       const waiter = track(redis.locks().getPermitExpirableSemaphore(name).acquire());
-      await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+      await until(
+        async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1,
+        'our waiter subscribed',
+      );
       expect(await java.tryRelease(javaPermit ?? '')).toBe(true);
-      await until(() => waiter.done);
+      await until(() => waiter.done, 'the Java release woke our waiter');
       expect(waiter.error).toBeUndefined();
       // Java releases our permit by its id, we release Java's by its id.
       expect(await java.tryRelease(ours.permitId)).toBe(true);
@@ -217,7 +225,10 @@ describe('RPermitExpirableSemaphore', () => {
       // Our release wakes a Java waiter (the semaphores share RSemaphore's channel and wait loop).
       const javaWaiting = new RedissonSemaphore(redis.admin, name);
       const probe = javaWaiting.acquire(1, 5000);
-      await until(async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1);
+      await until(
+        async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1,
+        'the Java waiter subscribed',
+      );
       await (waiter.value as PermitLease).release();
       expect(await probe).toBe(true);
       // A Java permit whose lease ended is reclaimed by our next call.

@@ -1,17 +1,26 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { createLockClient, LockClientClosedError, LockLostError, LockUpgradeError } from '../../src/index.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import {
+  createLockClient,
+  LockClientClosedError,
+  LockLostError,
+  LockUpgradeError,
+  type LockClient,
+} from '../../src/index.js';
 import { LockScripts } from '../../src/redis/scripts.js';
 import { readWriteLockKeys } from '../../src/redis/keys.js';
 import { dropClient } from '../support/clients.js';
-import { elapsedSince, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { elapsedSince, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { listenerFor, RedissonReadWriteLock } from '../support/redisson.js';
 
 const redis = useRedis();
 
-/** Waits until `check` holds (polling every 10 ms), at most `timeout` ms. */
-function until(check: () => Promise<boolean> | boolean, timeout = 3000): Promise<boolean> {
-  return vi.waitUntil(check, { timeout, interval: 10 });
+/**
+ * Whether a waiter of `locks` is parked on an active subscription: from then on a release message wakes it
+ * (before, it re-checks every second; on a cluster it re-checks every 2 s anyway).
+ */
+function parked(locks: LockClient): boolean {
+  return locks.waits().some((wait) => wait.waiters > 0 && wait.subscription === 'active');
 }
 
 /** Messages on the lock's channel, collected by a subscriber of the topology. */
@@ -94,15 +103,19 @@ describe('RReadWriteLock', () => {
     const messages = await listen(name);
     const writer = redis.locks().getReadWriteLock(name).writeLock();
     const lease = await writer.acquire();
-    const readers = [0, 1, 2].map(() => redis.locks().getReadWriteLock(name).readLock().acquire());
-    await sleep(200);
+    const readerClients = [redis.locks(), redis.locks(), redis.locks()];
+    const readers = readerClients.map((locks) => locks.getReadWriteLock(name).readLock().acquire());
+    for (const reader of readers) reader.catch(() => undefined); // awaited below
+    await until(() => readerClients.every(parked), 'every reader parked on an active subscription');
     const releasedAt = performance.now();
     await lease.release();
     const held = await Promise.all(readers);
-    expect(elapsedSince(releasedAt)).toBeLessThan(300);
+    // Unwoken, the readers would sleep until the writer's 30 s lease ran out (on a cluster: until their 2 s
+    // re-check, due about 2 s after they parked just now); the message wakes them in milliseconds.
+    expect(elapsedSince(releasedAt)).toBeLessThan(1000);
     expect(await redis.admin.hget(name, 'mode')).toBe('read');
     for (const hold of held) await hold.release();
-    await until(() => messages.length >= 2);
+    await until(() => messages.length >= 2, 'the two release messages');
     expect(messages).toEqual(['1', '0']);
   });
 
@@ -134,20 +147,24 @@ describe('RReadWriteLock', () => {
           });
       }
     });
-    await until(() => reads >= 6);
+    await until(() => reads >= 6, 'the readers overlap');
     const started = performance.now();
     const writer = redis.locks().getReadWriteLock(name).writeLock();
-    await writer.withLock(() => undefined, { waitTime: 2000 });
+    await writer.withLock(() => undefined, { waitTime: 5000 });
     const waited = elapsedSince(started);
     stop = true;
     await Promise.all(readers);
-    // At most the readers already in (40 ms each) and a round trip or two.
-    expect(waited).toBeLessThan(500);
+    // At most the readers already in (40 ms each) and a few round trips; a starved writer would wait out its
+    // 5 s waitTime and fail above.
+    expect(waited).toBeLessThan(2000);
   });
 
   it("a dead reader's hold runs out although other readers keep the lock (Redisson #7098)", async () => {
     const name = uniqueName('rw');
-    const watchdogTimeout = 600;
+    // Renewed every second, a lease of 3 s: the live reader renews twice while the dead reader's keys live on
+    // (a renewal that extended them, Redisson's bug, would keep them forever), and a stall has to last 2 s to
+    // lose the live hold.
+    const watchdogTimeout = 3000;
     const deadRedis = redis.client();
     const dead = createLockClient(deadRedis, { watchdogTimeout });
     onTestFinished(() => dead.close());
@@ -167,22 +184,28 @@ describe('RReadWriteLock', () => {
     };
     expect(await deadKeys()).toBe(1);
     // The live reader's watchdog renews the lock, but not the dead reader's hold.
-    await until(async () => (await deadKeys()) === 0, 2 * watchdogTimeout + 500);
+    await until(async () => (await deadKeys()) === 0, 'the dead reader’s hold ran out');
     expect(await redis.admin.exists(name)).toBe(1);
-    const writer = redis.locks().getReadWriteLock(name).writeLock();
-    const writing = writer.acquire({ waitTime: 2000 });
-    await sleep(100);
+    const writerClient = redis.locks();
+    const writing = writerClient.getReadWriteLock(name).writeLock().acquire({ waitTime: 10_000 });
+    writing.catch(() => undefined); // awaited below
+    await until(() => parked(writerClient), 'the writer parked on an active subscription');
     const releasedAt = performance.now();
     await liveHold.release();
     const write = await writing;
-    expect(elapsedSince(releasedAt)).toBeLessThan(300);
+    // Unwoken, the writer would retry when the read hold's lease ran out (2 s or more: renewed every second
+    // to 3 s), on a cluster at its 2 s re-check; the message wakes it in milliseconds.
+    expect(elapsedSince(releasedAt)).toBeLessThan(1000);
     await write.release();
   });
 
   it('shares with Redisson readers, excludes Redisson writers, and each side wakes the other', async () => {
     const name = uniqueName('rw');
     const java = new RedissonReadWriteLock(redis.admin, name);
-    const rw = redis.locks().getReadWriteLock(name);
+    const locks = redis.locks();
+    const rw = locks.getReadWriteLock(name);
+    // Each wake below would otherwise come only when a 30 s lease ran out (ours, or the Java side's; on a
+    // cluster our waiter's 2 s re-check): 1 s tells a message's wake from those on a loaded machine.
     // A Java reader and ours read together.
     expect(await java.tryReadLock(30_000)).toBeNull();
     const ours = await rw.readLock().acquire({ waitTime: 0 });
@@ -191,35 +214,39 @@ describe('RReadWriteLock', () => {
     const writing = rw.writeLock().withLock(() => {
       wroteAt = performance.now();
     });
-    await sleep(100);
+    writing.catch(() => undefined); // awaited below
+    await until(() => parked(locks), 'our writer parked on an active subscription');
     expect(await java.readUnlock()).toBe(0);
-    await sleep(100);
+    await sleep(100); // the message of that release (if it let the writer in, within milliseconds)
     expect(wroteAt).toBe(0);
     const releasedAt = performance.now();
     await ours.release();
     await writing;
-    expect(wroteAt - releasedAt).toBeLessThan(300);
+    expect(wroteAt - releasedAt).toBeLessThan(1000);
     // A Java writer excludes our reader; its release (message 1) wakes it.
     expect(await java.tryWriteLock(30_000)).toBeNull();
     let readAt = 0;
     const reading = rw.readLock().withLock(() => {
       readAt = performance.now();
     });
-    await sleep(100);
+    reading.catch(() => undefined); // awaited below
+    await until(() => parked(locks), 'our reader parked on an active subscription');
     expect(readAt).toBe(0);
     const javaReleasedAt = performance.now();
     expect(await java.writeUnlock()).toBe(1);
     await reading;
-    expect(readAt - javaReleasedAt).toBeLessThan(300);
+    expect(readAt - javaReleasedAt).toBeLessThan(1000);
     // Our writer's release wakes a waiting Java writer.
     const lease = await rw.writeLock().acquire();
     const javaWriter = new RedissonReadWriteLock(redis.admin, name);
     const javaWaiting = javaWriter.lock('write', 30_000);
+    javaWaiting.catch(() => undefined); // awaited below
+    // Time for the Java writer to subscribe and try: if our release overtakes that, it simply gets the lock.
     await sleep(100);
     const ourReleaseAt = performance.now();
     await lease.release();
     await javaWaiting;
-    expect(elapsedSince(ourReleaseAt)).toBeLessThan(300);
+    expect(elapsedSince(ourReleaseAt)).toBeLessThan(1000);
     expect(await javaWriter.writeUnlock()).toBe(1);
   });
 
@@ -278,23 +305,28 @@ describe('RReadWriteLock', () => {
     const keys = readWriteLockKeys('', name, onCluster);
     const reader = await redis.locks().getReadWriteLock(name).readLock().acquire();
     const writer = redis.locks().getReadWriteLock(name).writeLock();
-    const writing = writer.acquire({ waitTime: 400 });
-    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1);
+    // Long enough for the reader below to connect and park behind it on a loaded machine.
+    const writing = writer.acquire({ waitTime: 1500 });
+    const gaveUp = expect(writing).rejects.toThrow('within 1500 ms');
+    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1, 'the writer registered');
     // A new reader waits for the registered writer.
     let readAt = 0;
-    const reading = redis
-      .locks()
+    const readerClient = redis.locks();
+    const reading = readerClient
       .getReadWriteLock(name)
       .readLock()
       .withLock(() => {
         readAt = performance.now();
       });
-    await sleep(150);
+    reading.catch(() => undefined); // awaited below
+    await until(() => parked(readerClient), 'the new reader parked behind the writer');
     expect(readAt).toBe(0);
-    await expect(writing).rejects.toThrow('within 400 ms');
+    await gaveUp;
     const gaveUpAt = performance.now();
     await reading;
-    expect(readAt - gaveUpAt).toBeLessThan(300);
+    // Unwoken, the reader would sleep until the first reader's 30 s lease ran out; the writer's leaving wakes
+    // it in milliseconds. (On a cluster its 2 s re-check may fall within this second too.)
+    expect(readAt - gaveUpAt).toBeLessThan(1000);
     expect(await redis.admin.zcard(keys.writersKey)).toBe(0);
     await reader.release();
   });
@@ -307,7 +339,7 @@ describe('RReadWriteLock', () => {
     const b = redis.locks();
     const waiting = b.getReadWriteLock(name).writeLock().acquire();
     const outcome = waiting.catch((error: unknown) => error);
-    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1);
+    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1, 'the writer registered');
     await b.close();
     expect(await outcome).toBeInstanceOf(LockClientClosedError);
     await a.close();
