@@ -8,7 +8,7 @@
 // --times N  how many runs (default 5); --hog K  K busy-looping processes beside the runs (default 0), the
 // loaded machine CI may be. Vitest's own flags pass through (-t "name" picks tests). Exits 1 if any run failed.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { failuresIn, pickLegs } from './test-legs.mjs';
 
 const args = process.argv.slice(2);
@@ -35,9 +35,9 @@ const [leg] = pickLegs([legName]);
 const hogProcesses = Array.from({ length: hogs }, () =>
   spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
 );
-const dir = `.vitest-results/repeat`;
-rmSync(dir, { recursive: true, force: true });
-mkdirSync(dir, { recursive: true });
+// A folder of its own per call: two flake finders may run at once (the reports stay for a closer look).
+mkdirSync('.vitest-results', { recursive: true });
+const dir = mkdtempSync('.vitest-results/repeat-');
 
 /** failure text -> runs it happened in */
 const failures = new Map();
@@ -77,7 +77,7 @@ try {
 }
 
 const minutes = ((performance.now() - started) / 60_000).toFixed(1);
-console.log(`\n${times - failedRuns} of ${times} runs passed (${minutes} min)`);
+console.log(`\n${times - failedRuns} of ${times} runs passed (${minutes} min; reports in ${dir})`);
 for (const [failure, runs] of [...failures].sort((a, b) => b[1].length - a[1].length)) {
   console.log(`  ${runs.length}x (runs ${runs.join(', ')}) ${failure}`);
 }
