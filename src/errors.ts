@@ -7,7 +7,9 @@ export type LockErrorCode =
   | 'LOCK_CLIENT_CLOSED'
   | 'LOCK_NOT_REPLICATED'
   | 'LOCK_UPGRADE'
-  | 'PERMIT_NOT_HELD';
+  | 'PERMIT_NOT_HELD'
+  | 'LOCK_RENEWAL_UNANSWERED'
+  | 'LOCKS_NOT_RELEASED';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {
@@ -147,5 +149,30 @@ export class PermitNotHeldError extends LockError {
       options,
     );
     this.permitId = permitId;
+  }
+}
+
+/**
+ * The watchdog's renewal of `holds` holds had no answer within `timeoutMs` (Redis unreachable or stalled;
+ * ioredis and node-redis queue a command while their connection is down instead of failing it). Published
+ * as the error of `tracing:flowlock:renew`, never thrown: the holds are kept until their lease deadline, and
+ * a reply that still comes counts.
+ */
+export class LockRenewalUnansweredError extends LockError {
+  override readonly name = 'LockRenewalUnansweredError';
+  readonly code = 'LOCK_RENEWAL_UNANSWERED';
+  /** How many holds the unanswered call renews. */
+  readonly holds: number;
+  /** How long it went unanswered, ms. */
+  readonly timeoutMs: number;
+
+  constructor(holds: number, timeoutMs: number) {
+    super(
+      `The watchdog's renewal of ${holds} hold(s) had no answer within ${timeoutMs} ms (Redis unreachable or ` +
+        'stalled); the holds are kept until their lease deadline',
+      undefined,
+    );
+    this.holds = holds;
+    this.timeoutMs = timeoutMs;
   }
 }

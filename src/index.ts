@@ -55,5 +55,6 @@ export {
   LockNotReplicatedError,
   LockUpgradeError,
   PermitNotHeldError,
+  LockRenewalUnansweredError,
 } from './errors.js';
 export type { LockErrorCode } from './errors.js';

@@ -32,6 +32,8 @@ export interface SubscriberEvents {
    * have been lost. `subscribed`: whether every subscription is in place again.
    */
   restored(subscribed: boolean): void;
+  /** The subscriber's connection went down: no subscription is active until `restored`. */
+  lost(): void;
 }
 
 /** The library's own pub/sub connection(s); its subscriptions are by server-side channel name. */

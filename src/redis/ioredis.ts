@@ -215,6 +215,10 @@ class IoredisSubscriber implements Subscriber {
     connection.on('subscribersReady', () => {
       if (this.#confirmed) void this.#restore();
     });
+    // Closed (the server died, the network failed): its subscriptions are gone until it is ready again.
+    connection.on('close', () => {
+      if (!this.#closed) events.lost();
+    });
     let connectedBefore = false;
     connection.on('ready', () => {
       if (!connectedBefore) {

@@ -349,6 +349,12 @@ class NodeRedisSubscriber implements Subscriber {
       if (readyBefore) this.#restored(0);
       readyBefore = true;
     });
+    // A client or sentinel reconnecting has lost its subscriptions until its next 'ready'.
+    if (topology !== 'cluster') {
+      this.#listen('reconnecting', () => {
+        if (!this.#closed) this.#events.lost();
+      });
+    }
     for (const event of ['node-reconnecting', 'sharded-channel-moved-error', 'sharded-shannel-moved-error']) {
       this.#listen(event, () => this.#restored(RESTORE_DELAY_MS));
     }
