@@ -36,6 +36,7 @@ export type {
   IoredisClient,
   LatchAwaitOptions,
   LockClientOptions,
+  CloseOptions,
   LockOptions,
   NodeRedisClient,
   QuorumLockOptions,
@@ -56,5 +57,6 @@ export {
   LockUpgradeError,
   PermitNotHeldError,
   LockRenewalUnansweredError,
+  LocksNotReleasedError,
 } from './errors.js';
-export type { LockErrorCode } from './errors.js';
+export type { LockErrorCode, UnreleasedHold } from './errors.js';

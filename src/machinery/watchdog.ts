@@ -85,6 +85,11 @@ export class Hold {
   acquireId = '';
   /** Monotonic ms after which the hold must be presumed gone. */
   deadline = 0;
+  /**
+   * Monotonic ms when Redis last confirmed the hold (an acquire's or a renewal's reply came): its TTL there,
+   * set before that, ends at most its lease after it.
+   */
+  confirmedAt = 0;
   state: HoldState = 'held';
   /** Monotonic ms when the hold began. */
   readonly startedAt = monotonicNow();
@@ -244,6 +249,7 @@ export class Watchdog {
     hold.acquireId = requestId;
     hold.state = 'held';
     hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
+    hold.confirmedAt = monotonicNow();
     this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
     return hold;
   }
@@ -437,8 +443,10 @@ export class Watchdog {
     holds.forEach((hold, i) => {
       // A hold released, lost or replaced while the call was in flight is no longer ours to judge.
       if (hold.state !== 'held' || this.find(hold.keys.lockKey, hold.owner) !== hold) return;
-      if (renewed[i]) hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
-      else this.lose(hold, 'renewal_rejected');
+      if (renewed[i]) {
+        hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
+        hold.confirmedAt = monotonicNow();
+      } else this.lose(hold, 'renewal_rejected');
     });
   }
 }

@@ -282,6 +282,15 @@ export class NodeRedisAdapter implements RedisAdapter {
     }));
   }
 
+  /** A client and a sentinel emit 'end' once closed (close(), destroy(), quit()); a cluster does not. */
+  onEnd(listener: () => void): void {
+    this.#listen(this.#client, 'end', listener);
+  }
+
+  hasEnded(): boolean {
+    return !this.#client.isOpen;
+  }
+
   openSubscriber(mode: PubSubMode, events: SubscriberEvents): Subscriber {
     return new NodeRedisSubscriber(this.#client, this.topology, mode, events);
   }
