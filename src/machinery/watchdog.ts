@@ -27,13 +27,15 @@ import { clampedTimeout, monotonicNow, settleBy } from './time.js';
 const RENEW_CHUNK = 1000;
 
 /**
- * How long, as a share of the renewal period, a renewal may go unanswered before it is reported as an error
- * (`LockRenewalUnansweredError` on `tracing:flowlock:renew:error`). While Redis is down, ioredis and
- * node-redis hold the call in their offline queue instead of failing it: without this bound the operator
- * would learn nothing until the hold is lost at its deadline. Half a period leaves the report before the
- * next renewal is due, which is then sent (a reply of either still counts).
+ * How long a renewal may go unanswered before it is reported as an error (`LockRenewalUnansweredError` on
+ * `tracing:flowlock:renew:error`): half the renewal period, so that the report comes before the next
+ * renewal is due (which is then sent; a reply of either still counts), but at least RENEW_ANSWER_MIN_MS,
+ * so that a loaded server or event loop does not raise false alarms on short leases. While Redis is down,
+ * ioredis and node-redis hold the call in their offline queue instead of failing it: without this bound
+ * the operator would learn nothing until the hold is lost at its deadline.
  */
 const RENEW_ANSWER_SHARE = 0.5;
+const RENEW_ANSWER_MIN_MS = 1000;
 
 /** Clock drift allowance subtracted from every local lease deadline (as in Redlock: 1% + 2 ms). */
 export function driftMs(leaseMs: number): number {
@@ -402,7 +404,7 @@ export class Watchdog {
 
   async #renewChunk(holds: Hold[], sentAt: number, context: RenewTraceContext | undefined): Promise<void> {
     const lease = this.#options.watchdogTimeout;
-    const answerWithinMs = Math.max(1, Math.floor(this.period * RENEW_ANSWER_SHARE));
+    const answerWithinMs = Math.max(RENEW_ANSWER_MIN_MS, Math.floor(this.period * RENEW_ANSWER_SHARE));
     let call: Promise<boolean[]> | undefined;
     let renewed: boolean[] | undefined;
     try {
