@@ -99,7 +99,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // connection, made from that client, would otherwise keep the process alive), and close() reports
     // the holds that are left in Redis.
     redis.onEnd(() => {
-      this.#closing ??= this.#close(undefined, true);
+      if (this.#closing) return;
+      this.#closing = this.#close(undefined, true);
+      // Nothing escapes an event handler: a failure would reach whoever calls close(), if anyone does.
+      this.#closing.catch(() => undefined);
     });
   }
 
