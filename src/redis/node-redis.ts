@@ -282,9 +282,9 @@ export class NodeRedisAdapter implements RedisAdapter {
     }));
   }
 
-  /** A client and a sentinel emit 'end' once closed (close(), destroy(), quit()); a cluster does not. */
+  /** A client and a sentinel emit 'end' once closed (close(), destroy(), quit()), a cluster 'disconnect'. */
   onEnd(listener: () => void): void {
-    this.#listen(this.#client, 'end', listener);
+    this.#listen(this.#client, this.topology === 'cluster' ? 'disconnect' : 'end', listener);
   }
 
   hasEnded(): boolean {

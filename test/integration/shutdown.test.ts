@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockClientClosedError, LocksNotReleasedError } from '../../src/index.js';
 import { quitClient } from '../support/clients.js';
-import { onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 let server: LocalRedis | undefined;
@@ -45,6 +45,29 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
       }
     },
   );
+
+  it('the lock client closes by itself once its Redis client ends: calls reject, hold signals abort', async () => {
+    const client = redis.client();
+    const locks = createLockClient(client);
+    const name = uniqueName('ended');
+    const lease = await locks.getLock(name).acquire();
+    await quitClient(client);
+    await until(
+      () =>
+        locks
+          .getLock(name)
+          .isLocked()
+          .then(
+            () => false,
+            (error: unknown) => error instanceof LockClientClosedError,
+          ),
+      'calls reject with LockClientClosedError',
+      5000,
+    );
+    expect(lease.signal.aborted).toBe(true);
+    expect(locks.holds()).toEqual([]);
+    await expect(locks.close()).rejects.toBeInstanceOf(LocksNotReleasedError);
+  });
 
   it('close() after the Redis client was quit rejects, naming each hold left in Redis and when it expires', async () => {
     const client = redis.client();
