@@ -4,7 +4,7 @@
 import diagnostics from 'node:diagnostics_channel';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LockRenewalUnansweredError } from '../../src/index.js';
-import { onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { commandCalls, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 let server: LocalRedis | undefined;
@@ -50,12 +50,21 @@ describe.skipIf(onCluster)('while Redis is down (issue 22, items 3 and 4)', () =
     const holder = redis.locks();
     await holder.getLock(name).acquire({ leaseTime: 60_000 });
     const locks = redis.locks();
+    const scriptCalls = async (): Promise<number> => {
+      const calls = await commandCalls(redis.admin);
+      return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+    };
+    const before = await scriptCalls();
     const waiting = locks.run(() => locks.getLock(name).tryLock(30_000));
     // Settled whatever happens below: a failed assertion leaves no rejection unhandled.
     const outcome = waiting.catch((error: unknown) => error);
     let down = false;
     try {
       await until(() => locks.waits()[0]?.subscription === 'active', 'an active subscription', 5000);
+      // Its attempts are done (the first, and the one after subscribing): it is parked, with no call in
+      // flight that the kill could fail (node-redis would end the wait with that error).
+      await until(async () => (await scriptCalls()) >= before + 2, 'two attempts', 5000);
+      await redis.admin.ping();
       await localServer().kill();
       down = true;
       await until(() => locks.waits()[0]?.subscription !== 'active', 'the subscription no longer active', 3000);
