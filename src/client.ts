@@ -4,7 +4,7 @@
  */
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { startDebugLog } from './diagnostics/debug-log.js';
-import { LockClientClosedError, type LockLostError } from './errors.js';
+import { LockClientClosedError, LocksNotReleasedError, type LockLostError, type UnreleasedHold } from './errors.js';
 import { runInNewFlow } from './machinery/flow.js';
 import { RFairLock } from './primitives/fair-lock.js';
 import { RLock, type LockContext } from './primitives/lock.js';
@@ -13,6 +13,8 @@ import {
   checkFunction,
   checkLockName,
   resolveClientOptions,
+  resolveCloseOptions,
+  type CloseOptions,
   type LockClientOptions,
   type RedisClient,
 } from './options.js';
@@ -25,7 +27,7 @@ import { adaptClient, type RedisAdapter } from './redis/adapter.js';
 import { LockScripts } from './redis/scripts.js';
 import { WaitQueues, type WaitSnapshot } from './machinery/waiting.js';
 import { clampedTimeout, monotonicNow } from './machinery/time.js';
-import { Watchdog, type HoldSnapshot } from './machinery/watchdog.js';
+import { Watchdog, type Hold, type HoldSnapshot } from './machinery/watchdog.js';
 
 /** Payload of the `lockLost` event. */
 export interface LockLostEvent {
@@ -46,7 +48,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    */
   readonly clientId: string;
   readonly #context: LockContext & { closed: boolean };
-  #closing: Promise<void> | undefined;
+  /** The shutdown, once begun (by close(), or by the end of the user's Redis client). */
+  #closing: Promise<ClosingReport> | undefined;
   /** Aborted by close(): attempts in flight stop waiting for their replies and give their grants back. */
   readonly #closeSignal = new AbortController();
   /** Commands whose outcome close() waits for: give-backs of grants and purges of lost holds. */
@@ -93,6 +96,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         this.#warnIfEvictable();
       },
     };
+    // Once the user's client has ended nothing can be sent: this client closes too (its own subscriber
+    // connection, made from that client, would otherwise keep the process alive), and close() reports
+    // the holds that are left in Redis.
+    redis.onEnd(() => {
+      if (this.#closing) return;
+      this.#closing = this.#close(undefined, true);
+      // Nothing escapes an event handler: a failure would reach whoever calls close(), if anyone does.
+      this.#closing.catch(() => undefined);
+    });
   }
 
   /** An RLock for `name`; no I/O. Many instances may name the same lock. */
@@ -165,43 +177,88 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /**
-   * Ends pending waits and attempts (they reject with LockClientClosedError), stops the watchdog, waits
-   * for attempts already sent to be answered and gives back what they were granted, releases every hold
-   * this client still has (their signals abort with a LockLostError), and closes the subscriber
-   * connection. When it resolves, nothing more is sent: the caller may close the Redis client, which
-   * stays open until then (it is the caller's). While Redis does not answer, it waits for those replies at
-   * most `watchdogTimeout`; a grant that comes later still expires with its lease.
+   * Ends pending waits and attempts (they reject with LockClientClosedError), stops the watchdog, closes the
+   * subscriber connection, waits for attempts already sent to be answered and gives back what they were
+   * granted, and releases every hold this client still has (their signals abort with a LockLostError).
+   * When it settles, nothing more is sent: the caller may close the Redis client, which stays open until
+   * then (it is the caller's). Close this client before the Redis client: once that one has ended, this
+   * client closes by itself and no hold can be released.
+   *
+   * It waits for Redis at most `timeout` ms (default `watchdogTimeout`). It rejects with a
+   * LocksNotReleasedError naming every hold it could not release (Redis down or too slow for the timeout,
+   * the Redis client closed first, a failed release): each stays in Redis until its lease runs out, and
+   * blocks other clients until then. A grant that comes after the timeout still expires with its lease; a
+   * release still queued in the Redis client runs if that client reconnects before it is closed.
    */
-  close(): Promise<void> {
-    this.#closing ??= this.#close();
-    return this.#closing;
+  async close(options?: CloseOptions): Promise<void> {
+    const timeout = resolveCloseOptions(options);
+    this.#closing ??= this.#close(timeout, false);
+    const report = await this.#closing;
+    // Holds whose lease has run out by now are no longer in Redis: nothing is left of them to report.
+    const now = Date.now();
+    const unreleased = report.unreleased.filter((hold) => hold.expiresBy.getTime() > now);
+    if (unreleased.length > 0) {
+      const why = report.clientEnded
+        ? 'the Redis client had ended (close the lock client first)'
+        : report.failure === undefined
+          ? `Redis did not answer within ${report.timeoutMs} ms`
+          : 'their release failed';
+      throw new LocksNotReleasedError(
+        unreleased,
+        why,
+        report.failure === undefined ? undefined : { cause: report.failure },
+      );
+    }
   }
 
-  async #close(): Promise<void> {
-    const { watchdog, waits, scripts } = this.#context;
+  async #close(timeout: number | undefined, clientEnded: boolean): Promise<ClosingReport> {
+    const { watchdog, waits, scripts, watchdogTimeout } = this.#context;
+    const timeoutMs = timeout ?? watchdogTimeout;
+    const deadline = monotonicNow() + timeoutMs;
     this.#context.closed = true;
     this.#closeSignal.abort(new LockClientClosedError());
     this.#context.redis.dispose();
     watchdog.stop();
     await waits.close();
-    await this.#settleInFlight();
+    // Every hold now: attempts in flight give their grants back (the client is closed), and add none.
     const holds = watchdog.all();
-    // No detection while closing: a client that never learnt the mode announces classically.
-    const pubsub = scripts.knownPubsubMode;
-    await Promise.allSettled(holds.map((hold) => hold.protocol.release('all', [hold.owner], { repair: true, pubsub })));
+    const unreleased = new Map<Hold, UnreleasedHold>(holds.map((hold) => [hold, unreleasedHold(hold)]));
+    let failure: unknown;
+    if (!clientEnded) {
+      await this.#until(deadline, Promise.allSettled([...this.#inFlight]), () => this.#inFlight.size === 0);
+      // No detection while closing: a client that never learnt the mode announces classically.
+      const pubsub = scripts.knownPubsubMode;
+      const releases = holds.map((hold) =>
+        hold.protocol.release('all', [hold.owner], { repair: true, pubsub }).then(
+          () => void unreleased.delete(hold),
+          (error: unknown) => {
+            failure ??= error;
+          },
+        ),
+      );
+      await this.#until(deadline, Promise.all(releases), () => true);
+    }
     for (const hold of holds) watchdog.lose(hold, 'closed', { report: false });
+    // The user may have quit the client just before close() (its end event comes after): say so.
+    const ended = clientEnded || (unreleased.size > 0 && this.#context.redis.hasEnded());
+    return { unreleased: [...unreleased.values()], clientEnded: ended, failure, timeoutMs };
   }
 
-  /** Waits until no tracked command is in flight (a give-back may start another), at most watchdogTimeout. */
-  async #settleInFlight(): Promise<void> {
-    const deadline = monotonicNow() + this.#context.watchdogTimeout;
-    while (this.#inFlight.size > 0 && monotonicNow() < deadline) {
+  /**
+   * Waits for `work` until `deadline` (monotonic ms), and again while `done` says no (a give-back in flight
+   * may start another): nothing of it is waited for past the deadline, and no timer is left behind.
+   */
+  async #until(deadline: number, work: Promise<unknown>, done: () => boolean): Promise<void> {
+    let pending = work;
+    while (monotonicNow() < deadline) {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<void>((resolve) => {
         timer = clampedTimeout(resolve, deadline - monotonicNow());
       });
-      await Promise.race([Promise.allSettled([...this.#inFlight]), timeout]);
+      await Promise.race([pending, timeout]);
       clearTimeout(timer);
+      if (done()) return;
+      pending = Promise.allSettled([...this.#inFlight]);
     }
   }
 
@@ -237,6 +294,30 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       process.emitWarning(error instanceof Error ? error : String(error), { code: 'FLOWLOCK_LISTENER' });
     }
   }
+}
+
+/** How a shutdown went: the holds it could not release, and why. */
+interface ClosingReport {
+  readonly unreleased: UnreleasedHold[];
+  /** The user's Redis client had ended: nothing could be sent. */
+  readonly clientEnded: boolean;
+  /** The first failed release's error. */
+  readonly failure: unknown;
+  readonly timeoutMs: number;
+}
+
+/**
+ * `hold` as close() reports it when it stays in Redis: until its longest lease after Redis last confirmed
+ * it, at the latest (unless a renewal the Redis client still queues runs later).
+ */
+function unreleasedHold(hold: Hold): UnreleasedHold {
+  const leaseMs = Math.max(hold.leaseMs, ...hold.leaseTimes);
+  return {
+    name: hold.name,
+    key: hold.keys.lockKey,
+    owner: hold.owner,
+    expiresBy: new Date(Date.now() + Math.max(0, hold.confirmedAt + leaseMs - monotonicNow())),
+  };
 }
 
 /**

@@ -8,7 +8,9 @@ export type LockErrorCode =
   | 'LOCK_REDIS_NOT_OPEN'
   | 'LOCK_NOT_REPLICATED'
   | 'LOCK_UPGRADE'
-  | 'PERMIT_NOT_HELD';
+  | 'PERMIT_NOT_HELD'
+  | 'LOCK_RENEWAL_UNANSWERED'
+  | 'LOCKS_NOT_RELEASED';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {
@@ -170,5 +172,68 @@ export class PermitNotHeldError extends LockError {
       options,
     );
     this.permitId = permitId;
+  }
+}
+
+/**
+ * The watchdog's renewal of `holds` holds had no answer within `timeoutMs` (Redis unreachable or stalled;
+ * ioredis and node-redis queue a command while their connection is down instead of failing it). Published
+ * as the error of `tracing:flowlock:renew`, never thrown: the holds are kept until their lease deadline, and
+ * a reply that still comes counts.
+ */
+export class LockRenewalUnansweredError extends LockError {
+  override readonly name = 'LockRenewalUnansweredError';
+  readonly code = 'LOCK_RENEWAL_UNANSWERED';
+  /** How many holds the unanswered call renews. */
+  readonly holds: number;
+  /** How long it went unanswered, ms. */
+  readonly timeoutMs: number;
+
+  constructor(holds: number, timeoutMs: number) {
+    super(
+      `The watchdog's renewal of ${holds} hold(s) had no answer within ${timeoutMs} ms (Redis unreachable or ` +
+        'stalled); the holds are kept until their lease deadline',
+      undefined,
+    );
+    this.holds = holds;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** A hold that `close()` could not release: it stays in Redis until its lease runs out. */
+export interface UnreleasedHold {
+  readonly name: string;
+  /** The Redis key it is filed under (the lock hash; an expirable semaphore's permit set). */
+  readonly key: string;
+  /** The owner's field in the lock hash, or a permit's id. */
+  readonly owner: string;
+  /** When Redis drops it at the latest: its lease after close() began (unless a renewal still queued runs later). */
+  readonly expiresBy: Date;
+}
+
+/**
+ * `close()` could not release every hold of the client: the Redis client was closed first, Redis did not
+ * answer within close()'s timeout, or a release failed. Each hold in `holds` stays in Redis, blocking other
+ * clients, until its lease runs out (`expiresBy`). The lock client is closed all the same. `cause`: the
+ * first failed release's error, if one failed.
+ */
+export class LocksNotReleasedError extends LockError {
+  override readonly name = 'LocksNotReleasedError';
+  readonly code = 'LOCKS_NOT_RELEASED';
+  readonly holds: readonly UnreleasedHold[];
+
+  constructor(holds: readonly UnreleasedHold[], why: string, options?: { cause?: unknown }) {
+    const listed = holds
+      .slice(0, 10)
+      .map((hold) => `"${hold.name}" (until ${hold.expiresBy.toISOString()} at the latest)`)
+      .join(', ');
+    const more = holds.length > 10 ? ` and ${holds.length - 10} more` : '';
+    super(
+      `close() could not release ${holds.length} hold(s), ${why}: ${listed}${more}. They stay in Redis, ` +
+        'blocking other clients, until their leases run out',
+      holds.length === 1 ? holds[0]?.name : undefined,
+      options,
+    );
+    this.holds = holds;
   }
 }

@@ -36,6 +36,7 @@ export type {
   IoredisClient,
   LatchAwaitOptions,
   LockClientOptions,
+  CloseOptions,
   LockOptions,
   NodeRedisClient,
   QuorumLockOptions,
@@ -56,5 +57,7 @@ export {
   LockNotReplicatedError,
   LockUpgradeError,
   PermitNotHeldError,
+  LockRenewalUnansweredError,
+  LocksNotReleasedError,
 } from './errors.js';
-export type { LockErrorCode } from './errors.js';
+export type { LockErrorCode, UnreleasedHold } from './errors.js';

@@ -582,3 +582,25 @@ export function resolveLatchAwaitArgs(args: readonly unknown[]): Omit<ResolvedPe
   }
   return { waitTime: first === undefined ? undefined : checkWaitTime(first), signal: undefined };
 }
+
+/** Options of `LockClient.close()`. */
+export interface CloseOptions {
+  /**
+   * At most how long, in milliseconds, close() waits for Redis: for the replies of calls in flight and for
+   * the releases of the holds this client still has. When it runs out, close() rejects with a
+   * `LocksNotReleasedError` that names every hold it could not release (each stays in Redis until its lease
+   * runs out), and sends nothing more.
+   * @default watchdogTimeout (for the calls in flight; the releases then get what is left of it)
+   */
+  readonly timeout?: number;
+}
+
+const CLOSE_OPTION_KEYS: ReadonlySet<string> = new Set(['timeout']);
+
+/** Options of `close()`: the timeout in ms, or undefined for the default. */
+export function resolveCloseOptions(options: unknown): number | undefined {
+  if (options === undefined) return undefined;
+  checkPlainObject(options, 'options');
+  checkKnownKeys(options, CLOSE_OPTION_KEYS, 'options');
+  return options.timeout === undefined ? undefined : checkWaitTime(options.timeout, 'options.timeout');
+}

@@ -4,9 +4,11 @@
  * subscriber sees every copy of flowlock loaded in the process (ESM and CJS, two versions).
  *
  * Nothing is prepared when nobody listens: every publisher checks `hasSubscribers` first and builds its
- * context only then. Paired point events (`wait:start`/`wait:end`, `hold:start`/`hold:end`) are published
- * in pairs or not at all: an end is published only when its start was, so a subscriber that attaches
- * mid-hold never sees an unmatched end. Durations are computed here from the monotonic clock (`*Ms`).
+ * context only then. Paired point events (`wait:start`/`wait:end`, `hold:start`/`hold:end`): an end is
+ * published only for a start that was announced (a hold's when anyone listened to either of its channels,
+ * so that `hold:end` alone gets every end), and carries that start as `start`: a subscriber that attaches
+ * mid-hold alone never sees an unmatched end, and one that pairs them does so by identity. Durations are
+ * computed here from the monotonic clock (`*Ms`).
  *
  * Tracing channels (subscribe to `tracing:<name>:start|end|asyncStart|asyncEnd|error`):
  * - `flowlock:acquire`   every acquisition (tryLock, lock, acquire, the acquire phase of withLock, a
@@ -182,7 +184,7 @@ export interface HoldStartMessage extends LockIdentity {
   readonly leaseMs: number;
 }
 
-/** `flowlock:hold:end`: published exactly once for each `hold:start`, when the hold ends. */
+/** `flowlock:hold:end`: published once when a hold ends whose start was announced (see holdStarted). */
 export interface HoldEndMessage extends HoldStartMessage {
   /** The `hold:start` message of this hold (the same object): a subscriber pairs them by identity. */
   readonly start: HoldStartMessage;

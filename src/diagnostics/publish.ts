@@ -208,11 +208,15 @@ export function traceRelease<T>(context: ReleaseTraceContext | undefined, run: (
 }
 
 /**
- * Publishes `hold:start` when anyone listens. Returns the message, which the hold keeps to publish its end
- * with (`holdEnded`); undefined: nobody listened, and no end is owed.
+ * Publishes `hold:start` when anyone listens to it. Returns the message, which the hold keeps to publish
+ * its end with (`holdEnded`), whenever anyone listens to either channel: an end is owed to a subscriber of
+ * `hold:end` alone (a loss logger) as much as to one that pairs starts with ends. Undefined: nobody
+ * listened, and no end is owed, so a subscriber that comes in mid-hold gets no end of it (nor, listening to
+ * both, an end without its start); one that comes in while others already listened pairs an end with its
+ * start by the end's `start`, the same object.
  */
 export function holdStarted(message: () => HoldStartMessage): HoldStartMessage | undefined {
-  if (!holdStartChannel.hasSubscribers) return undefined;
+  if (!holdStartChannel.hasSubscribers && !holdEndChannel.hasSubscribers) return undefined;
   const started = message();
   holdStartChannel.publish(started);
   return started;

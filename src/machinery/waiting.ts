@@ -50,7 +50,11 @@ export interface WaitSnapshot {
   readonly channel: string;
   /** Waiters in this process. */
   readonly waiters: number;
-  /** Whether the channel is subscribed: until it is, waiters re-check every second. */
+  /**
+   * Whether the channel is subscribed ('active'); 'pending' while it is being subscribed, or restored after
+   * the subscriber's connection went down; 'failed' when subscribing failed. Until it is active, waiters
+   * re-check every second.
+   */
   readonly subscription: 'pending' | 'active' | 'failed';
 }
 
@@ -88,6 +92,11 @@ class ChannelQueue {
   /** Keeps the subscription this long after the last waiter left (a fair-lock waiter id that is reused). */
   lingerMs = 0;
   lingerTimer: NodeJS.Timeout | undefined;
+
+  /** The subscriber's connection went down: the subscription is pending until it is restored. */
+  subscriptionLost(): void {
+    if (this.subscription === 'active') this.subscription = 'pending';
+  }
 
   /** The subscription became active (or failed): waiters try again, since a release may have gone unseen. */
   subscriptionSettled(active: boolean): void {
@@ -458,6 +467,10 @@ export class WaitQueues {
         if (this.#closed) return;
         for (const queue of this.#queues.values()) queue.subscriptionSettled(subscribed);
         this.#publish(subscribed ? 'restored' : 'failed');
+      },
+      lost: () => {
+        if (this.#closed) return;
+        for (const queue of this.#queues.values()) queue.subscriptionLost();
       },
     });
     return this.#subscriber;

@@ -17,14 +17,25 @@ import {
   type RenewTraceContext,
 } from '../diagnostics/channels.js';
 import { holdEnded, holdStarted } from '../diagnostics/publish.js';
-import { LockLostError } from '../errors.js';
+import { LockLostError, LockRenewalUnansweredError } from '../errors.js';
 import { outsideFlows } from './flow.js';
 import { keySlot } from '../redis/keys.js';
 import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
-import { clampedTimeout, monotonicNow } from './time.js';
+import { clampedTimeout, monotonicNow, settleBy } from './time.js';
 
 /** Lock keys per renewal call: at 1000 locks a call the watchdog sends 1 round trip per 1000 held locks. */
 const RENEW_CHUNK = 1000;
+
+/**
+ * How long a renewal may go unanswered before it is reported as an error (`LockRenewalUnansweredError` on
+ * `tracing:flowlock:renew:error`): half the renewal period, so that the report comes before the next
+ * renewal is due (which is then sent; a reply of either still counts), but at least RENEW_ANSWER_MIN_MS,
+ * so that a loaded server or event loop does not raise false alarms on short leases. While Redis is down,
+ * ioredis and node-redis hold the call in their offline queue instead of failing it: without this bound
+ * the operator would learn nothing until the hold is lost at its deadline.
+ */
+const RENEW_ANSWER_SHARE = 0.5;
+const RENEW_ANSWER_MIN_MS = 1000;
 
 /** Clock drift allowance subtracted from every local lease deadline (as in Redlock: 1% + 2 ms). */
 export function driftMs(leaseMs: number): number {
@@ -76,6 +87,11 @@ export class Hold {
   acquireId = '';
   /** Monotonic ms after which the hold must be presumed gone. */
   deadline = 0;
+  /**
+   * Monotonic ms when Redis last confirmed the hold (an acquire's or a renewal's reply came): its TTL there,
+   * set before that, ends at most its lease after it.
+   */
+  confirmedAt = 0;
   state: HoldState = 'held';
   /** Monotonic ms when the hold began. */
   readonly startedAt = monotonicNow();
@@ -151,6 +167,8 @@ export class Watchdog {
   #nextTickAt = Infinity;
   #renewing = false;
   #stopped = false;
+  /** Aborted by stop(): renewals in flight stop being timed (their bound's timer is cleared). */
+  readonly #stopping = new AbortController();
 
   constructor(options: WatchdogOptions) {
     this.#options = options;
@@ -233,6 +251,7 @@ export class Watchdog {
     hold.acquireId = requestId;
     hold.state = 'held';
     hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
+    hold.confirmedAt = monotonicNow();
     this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
     return hold;
   }
@@ -313,6 +332,7 @@ export class Watchdog {
 
   stop(): void {
     this.#stopped = true;
+    this.#stopping.abort();
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#nextTickAt = Infinity;
@@ -384,29 +404,51 @@ export class Watchdog {
 
   async #renewChunk(holds: Hold[], sentAt: number, context: RenewTraceContext | undefined): Promise<void> {
     const lease = this.#options.watchdogTimeout;
-    let renewed: boolean[];
+    const answerWithinMs = Math.max(RENEW_ANSWER_MIN_MS, Math.floor(this.period * RENEW_ANSWER_SHARE));
+    let call: Promise<boolean[]> | undefined;
+    let renewed: boolean[] | undefined;
     try {
       renewed = await traced(renewChannel, context, async () => {
-        const replies = await this.#options.scripts.renew(
+        // Sent inside the trace, whose subscribers may bind a context to it (the script call's span).
+        call = this.#options.scripts.renew(
           holds.map((h) => h.protocol.renewEntry(h.owner)),
           lease,
         );
+        const outcome = await settleBy(call, monotonicNow() + answerWithinMs, undefined, this.#stopping.signal);
+        if (outcome.kind === 'closed' || outcome.kind === 'aborted') return undefined;
+        if (outcome.kind === 'deadline') throw new LockRenewalUnansweredError(holds.length, answerWithinMs);
+        const replies = outcome.value;
         if (context) {
           context.renewed = replies.filter(Boolean).length;
           context.rejected = replies.length - context.renewed;
         }
         return replies;
       });
-    } catch {
+    } catch (error) {
       // Transient (published on tracing:flowlock:renew:error): the next tick retries, and the deadline
-      // check declares loss if none succeeds.
+      // check declares loss if none succeeds. An unanswered call may still be answered: that reply counts.
+      if (error instanceof LockRenewalUnansweredError) {
+        call?.then(
+          (replies) => this.#renewed(holds, replies, sentAt),
+          () => undefined,
+        );
+      }
       return;
     }
+    if (renewed) this.#renewed(holds, renewed, sentAt);
+  }
+
+  /** Applies a renewal's replies (`renewed[i]`: whether `holds[i]` is still held) sent at `sentAt`. */
+  #renewed(holds: readonly Hold[], renewed: readonly boolean[], sentAt: number): void {
+    if (this.#stopped) return;
+    const lease = this.#options.watchdogTimeout;
     holds.forEach((hold, i) => {
       // A hold released, lost or replaced while the call was in flight is no longer ours to judge.
       if (hold.state !== 'held' || this.find(hold.keys.lockKey, hold.owner) !== hold) return;
-      if (renewed[i]) hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
-      else this.lose(hold, 'renewal_rejected');
+      if (renewed[i]) {
+        hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
+        hold.confirmedAt = monotonicNow();
+      } else this.lose(hold, 'renewal_rejected');
     });
   }
 }

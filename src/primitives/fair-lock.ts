@@ -68,6 +68,7 @@ class FairProtocol implements LockProtocol {
       id,
       channel: `${channel}:${id}`,
       sent: false,
+      attempt: undefined,
       leave: async () => {
         try {
           await this.#scripts.runAnnouncing('fair-lock/leave', [lockKey, queueKey, timeoutKey, channel], [id], {

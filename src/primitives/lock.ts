@@ -374,9 +374,13 @@ export class RLock {
     } finally {
       waiter?.leave();
       if (ticket) {
-        // A place in Redis that no hold came of is given up at once; its id is reused only afterwards.
-        if (ticket.sent && !hold) this.#context.track(ticket.leave().finally(() => ticket.dispose()));
-        else ticket.dispose();
+        // A place in Redis that no hold came of is given up as soon as the latest attempt has settled (one
+        // given up on may still run: a NOSCRIPT retry or a resend sent after the leave would take the place
+        // again, where nothing refreshes or removes it); its id is reused only afterwards.
+        if (ticket.sent && !hold) {
+          const leave = (): Promise<void> => ticket.leave();
+          this.#context.track((ticket.attempt ?? Promise.resolve()).then(leave, leave).finally(() => ticket.dispose()));
+        } else ticket.dispose();
       }
     }
   }
@@ -398,6 +402,7 @@ export class RLock {
     const sentAt = monotonicNow();
     const requestId = newRequestId();
     const pending = this.#grant(owners, lease, requestId, ticket);
+    if (ticket) ticket.attempt = pending;
     let outcome: Settled<AcquireReply>;
     try {
       outcome = await settleBy(pending, deadline, options.signal, closeSignal);

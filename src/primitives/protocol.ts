@@ -22,7 +22,8 @@ export type LockKind = Exclude<HoldKind, 'permit'>;
 
 /**
  * A waiter's place in Redis, refreshed by each of its attempts and given up when it stops waiting. Its
- * owner must call `leave` (when an attempt carrying it was sent and no hold resulted), then `dispose`.
+ * owner must call `leave` (when an attempt carrying it was sent and no hold resulted, once that attempt
+ * has settled), then `dispose`.
  */
 export interface WaitTicket {
   /** The waiter's id in Redis (a fair-queue entry, a waiting writer's field). */
@@ -31,6 +32,11 @@ export interface WaitTicket {
   readonly channel: string;
   /** An attempt carrying the ticket was sent: Redis may hold the place. */
   sent: boolean;
+  /**
+   * The latest attempt carrying the ticket, which may still be in flight when its waiter gives up (and may
+   * still take the place: a NOSCRIPT retry, a resend): the leave is sent once it has settled.
+   */
+  attempt: Promise<unknown> | undefined;
   /** Gives the place up in Redis (and wakes whoever that lets in). Never rejects. */
   leave(): Promise<void>;
   /** Frees local resources (a fair-queue slot); after `leave` has settled, when it was needed. */

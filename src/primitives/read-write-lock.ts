@@ -131,6 +131,7 @@ class WriteProtocol extends ReadWriteProtocol {
       id,
       channel,
       sent: false,
+      attempt: undefined,
       leave: async () => {
         try {
           await this.scripts.runAnnouncing('read-write-lock/leave', [writersKey, lockKey, channel], [id], {

@@ -32,6 +32,8 @@ export interface SubscriberEvents {
    * have been lost. `subscribed`: whether every subscription is in place again.
    */
   restored(subscribed: boolean): void;
+  /** The subscriber's connection went down: no subscription is active until `restored`. */
+  lost(): void;
 }
 
 /** The library's own pub/sub connection(s); its subscriptions are by server-side channel name. */
@@ -86,6 +88,13 @@ export interface RedisAdapter {
   isLostReply(error: unknown): boolean;
   /** The connection to the master of `key`'s slot; undefined while a Cluster client knows no slots yet. */
   masterConnection(key: string): MasterConnection | undefined;
+  /**
+   * Calls `listener` once the user's client has ended (quit, closed, disconnected, or given up reconnecting):
+   * nothing sent through it will be answered any more. Removed by `dispose()`.
+   */
+  onEnd(listener: () => void): void;
+  /** Whether the user's client has ended (see `onEnd`). */
+  hasEnded(): boolean;
   /** Opens the library's own subscriber (a connection of the client's kind, which the adapter closes). */
   openSubscriber(mode: PubSubMode, events: SubscriberEvents): Subscriber;
   /** Removes every listener the adapter put on the user's client (the client itself stays open). */

@@ -55,6 +55,8 @@ export class IoredisAdapter implements RedisAdapter {
   readonly #client: Client;
   /** Connections WAIT went to, with how often each closed (listeners removed by `dispose()`). */
   readonly #connections = new Map<Redis, MasterConnection & { readonly listener: () => void }>();
+  /** The user's client's 'end' listener (removed by `dispose()`). */
+  #onEnd: (() => void) | undefined;
 
   constructor(client: Client, argument: string) {
     this.#client = client;
@@ -165,7 +167,20 @@ export class IoredisAdapter implements RedisAdapter {
     return new IoredisSubscriber(this.#client, mode, events);
   }
 
+  /** ioredis emits 'end' after quit() and disconnect(), and when its retry strategy gives up. */
+  onEnd(listener: () => void): void {
+    if (this.#onEnd) this.#client.off('end', this.#onEnd);
+    this.#onEnd = listener;
+    this.#client.on('end', listener);
+  }
+
+  hasEnded(): boolean {
+    return this.#client.status === 'end';
+  }
+
   dispose(): void {
+    if (this.#onEnd) this.#client.off('end', this.#onEnd);
+    this.#onEnd = undefined;
     for (const [connection, { listener }] of this.#connections) connection.off('close', listener);
     this.#connections.clear();
   }
@@ -214,6 +229,10 @@ class IoredisSubscriber implements Subscriber {
     // those would only resend the first subscription and wake its waiters for nothing.
     connection.on('subscribersReady', () => {
       if (this.#confirmed) void this.#restore();
+    });
+    // Closed (the server died, the network failed): its subscriptions are gone until it is ready again.
+    connection.on('close', () => {
+      if (!this.#closed) events.lost();
     });
     let connectedBefore = false;
     connection.on('ready', () => {

@@ -285,6 +285,15 @@ export class NodeRedisAdapter implements RedisAdapter {
     }));
   }
 
+  /** A client and a sentinel emit 'end' once closed (close(), destroy(), quit()), a cluster 'disconnect'. */
+  onEnd(listener: () => void): void {
+    this.#listen(this.#client, this.topology === 'cluster' ? 'disconnect' : 'end', listener);
+  }
+
+  hasEnded(): boolean {
+    return !this.#client.isOpen;
+  }
+
   openSubscriber(mode: PubSubMode, events: SubscriberEvents): Subscriber {
     return new NodeRedisSubscriber(this.#client, this.topology, mode, events);
   }
@@ -352,6 +361,12 @@ class NodeRedisSubscriber implements Subscriber {
       if (readyBefore) this.#restored(0);
       readyBefore = true;
     });
+    // A client or sentinel reconnecting has lost its subscriptions until its next 'ready'.
+    if (topology !== 'cluster') {
+      this.#listen('reconnecting', () => {
+        if (!this.#closed) this.#events.lost();
+      });
+    }
     for (const event of ['node-reconnecting', 'sharded-channel-moved-error', 'sharded-shannel-moved-error']) {
       this.#listen(event, () => this.#restored(RESTORE_DELAY_MS));
     }

@@ -145,6 +145,7 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     const subscriber = adapter.openSubscriber(sharded, {
       message: (ch, message) => messages.push([ch, message]),
       restored: () => undefined,
+      lost: () => undefined,
     });
     await subscriber.subscribe([channel]);
     // Subscribing again is harmless: one message is reported once.
@@ -175,6 +176,7 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
       const subscriber = adapter.openSubscriber('classic', {
         message: (_ch, message) => messages.push(message),
         restored: (subscribed) => restored.push(subscribed),
+        lost: () => undefined,
       });
       cleanups.push(() => Promise.resolve(subscriber.close()));
       await subscriber.subscribe([channel]);

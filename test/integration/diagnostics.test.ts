@@ -7,7 +7,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createQuorumLockClient, type HoldEndMessage, type LockClient } from '../../src/index.js';
 import { recordDiagnostics, type DiagnosticsRecorder } from '../support/diagnostics-recorder.js';
-import { onNodeRedis } from '../support/clients.js';
 import { onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -296,19 +295,19 @@ describe('loss reasons, produced by real faults', () => {
   it.skipIf(onCluster)('a CLIENT PAUSE shorter than the lease: a renewal error, and no loss', async () => {
     // ioredis and iovalkey time a sent command out (commandTimeout, 300 ms here) while the connection stays
     // up: the renewal sent during the pause fails, the next one after it succeeds. node-redis times out only
-    // commands not yet written (its command timeout), so there the renewal waits out the pause and succeeds.
-    const locks = redis.locks({ watchdogTimeout: 6000 }, { ioredis: { commandTimeout: 300 } });
+    // commands not yet written (its command timeout): there the renewal sent during the pause goes
+    // unanswered for longer than the library's bound (half the 3 s renewal period), which reports it. The
+    // pause (2 s to 5 s) holds up the renewal due at 3 s for 2 s, and is over a second before the next.
+    const locks = redis.locks({ watchdogTimeout: 9000 }, { ioredis: { commandTimeout: 300 } });
     const name = uniqueName();
     const rec = record();
     const lease = await locks.getLock(name).acquire();
-    // Paused from right after the acquire for half the lease: the first renewal (2 s in) falls inside the
-    // pause with a second or more on either side, and the next one (4 s) after it, well before the deadline.
-    const pausedAt = performance.now();
+    // The scenario's own timing: the pause starts a second before the renewal due at 3 s and ends a second
+    // before the next one (6 s), both far from the 9 s deadline.
+    await sleep(2000);
     const renewsBefore = rec.of('tracing:flowlock:renew:asyncEnd').length;
     await redis.admin.call('CLIENT', 'PAUSE', '3000', 'WRITE');
-    if (!onNodeRedis) {
-      await until(() => rec.of('tracing:flowlock:renew:error').length > 0, 'a renewal timed out in the pause');
-    }
+    await until(() => rec.of('tracing:flowlock:renew:error').length > 0, 'a renewal failed or went unanswered');
     await until(
       () =>
         rec
@@ -317,10 +316,6 @@ describe('loss reasons, produced by real faults', () => {
           .some((c) => c['renewed'] === 1),
       'a renewal succeeded after the pause',
     );
-    if (onNodeRedis) {
-      expect(rec.of('tracing:flowlock:renew:error')).toEqual([]);
-      expect(performance.now() - pausedAt).toBeGreaterThan(1000);
-    }
     expect(rec.of('flowlock:hold:end')).toEqual([]);
     expect(lease.signal.aborted).toBe(false);
     expect(locks.holds()).toMatchObject([{ name, renewing: true }]);

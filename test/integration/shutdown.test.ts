@@ -1,0 +1,133 @@
+// Shutting down (issue 22, items 9, 10 and 11): a process that quits its Redis client without close() still
+// exits, and its lock client behaves as closed; close() after that names the holds it could not release and
+// when they expire; close({ timeout }) bounds how long close() waits while Redis is down.
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createLockClient, LockClientClosedError, LocksNotReleasedError } from '../../src/index.js';
+import { quitClient } from '../support/clients.js';
+import { onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
+
+let server: LocalRedis | undefined;
+const redis = useRedis(async () => (server = await startRedisServer()));
+const root = join(import.meta.dirname, '..', '..');
+
+// The admin connection reconnects while the server is down: its errors are expected here.
+beforeAll(() => {
+  redis.admin.on('error', () => undefined);
+});
+
+describe('shutting down (issue 22, items 9, 10, 11)', () => {
+  // The child process connects a standalone client by redis.server's URL: no such server on a cluster.
+  it.skipIf(onCluster)(
+    'a process that quits its Redis client without close() exits; the lock client is closed',
+    async () => {
+      expect(existsSync(join(root, 'dist', 'index.js')), 'run `npm run build` first').toBe(true);
+      const name = uniqueName('exit-quit');
+      const child = fork(join(root, 'test', 'fixtures', 'exit-after-quit.mjs'), [redis.server.url, name], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
+      try {
+        const [message] = (await once(child, 'message')) as [
+          { waited: boolean; closed: boolean; leaseAborted: boolean; closedAt: number },
+        ];
+        expect(message).toMatchObject({ waited: false, closed: true, leaseAborted: true });
+        const exited = once(child, 'exit') as Promise<[number | null]>;
+        const outcome = await Promise.race([exited, sleep(5000, ['still running'])]);
+        expect(outcome[0]).toBe(0);
+        expect(Date.now() - message.closedAt).toBeLessThan(5000);
+      } finally {
+        if (child.exitCode === null) child.kill('SIGKILL');
+      }
+    },
+  );
+
+  it('the lock client closes by itself once its Redis client ends: calls reject, hold signals abort', async () => {
+    const client = redis.client();
+    const locks = createLockClient(client);
+    const name = uniqueName('ended');
+    const lease = await locks.getLock(name).acquire();
+    await quitClient(client);
+    await until(
+      () =>
+        locks
+          .getLock(name)
+          .isLocked()
+          .then(
+            () => false,
+            (error: unknown) => error instanceof LockClientClosedError,
+          ),
+      'calls reject with LockClientClosedError',
+      5000,
+    );
+    expect(lease.signal.aborted).toBe(true);
+    expect(locks.holds()).toEqual([]);
+    await expect(locks.close()).rejects.toBeInstanceOf(LocksNotReleasedError);
+  });
+
+  it('close() after the Redis client was quit rejects, naming each hold left in Redis and when it expires', async () => {
+    const client = redis.client();
+    const locks = createLockClient(client, { watchdogTimeout: 10_000 });
+    const name = uniqueName('quit-first');
+    const before = Date.now();
+    const lease = await locks.getLock(name).acquire();
+    await quitClient(client);
+    const error = await locks.close().then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    expect(error).toBeInstanceOf(LocksNotReleasedError);
+    const notReleased = error as LocksNotReleasedError;
+    expect(notReleased).toMatchObject({ name: 'LocksNotReleasedError', code: 'LOCKS_NOT_RELEASED' });
+    expect(notReleased.holds).toMatchObject([{ name, key: name }]);
+    const expiresBy = notReleased.holds[0]?.expiresBy.getTime() ?? 0;
+    expect(expiresBy).toBeGreaterThanOrEqual(before + 10_000 - 20);
+    expect(expiresBy).toBeLessThanOrEqual(Date.now() + 10_000);
+    expect(notReleased.message).toContain(name);
+    expect(notReleased.message).toContain('close the lock client first');
+    // Asked again, it says the same; the client is closed and the hold's signal aborted.
+    await expect(locks.close()).rejects.toBeInstanceOf(LocksNotReleasedError);
+    expect(lease.signal.aborted).toBe(true);
+    await expect(locks.run(() => locks.getLock(name).tryLock())).rejects.toBeInstanceOf(LockClientClosedError);
+    expect(await redis.admin.pttl(name)).toBeGreaterThan(0);
+  });
+
+  it.skipIf(onCluster)(
+    'close({ timeout }) while Redis is down settles within its bound, naming the holds left',
+    async () => {
+      if (!server) throw new Error('no local server');
+      const local = server;
+      const locks = redis.locks(); // watchdogTimeout 30 s: close() alone would wait up to that
+      const name = uniqueName('down-close');
+      await locks.getLock(name).acquire();
+      await local.kill();
+      try {
+        const start = performance.now();
+        const closing = locks.close({ timeout: 300 }).then(
+          () => undefined,
+          (thrown: unknown) => thrown,
+        );
+        const outcome = await Promise.race([closing, sleep(5000, 'still closing')]);
+        const elapsed = performance.now() - start;
+        expect(outcome).toBeInstanceOf(LocksNotReleasedError);
+        expect((outcome as LocksNotReleasedError).holds).toMatchObject([{ name }]);
+        expect((outcome as LocksNotReleasedError).message).toContain('did not answer within 300 ms');
+        expect(elapsed).toBeLessThan(2000);
+        await closing;
+      } finally {
+        await local.restart();
+      }
+    },
+  );
+
+  it('close({ timeout }) checks its options before anything else', async () => {
+    const locks = redis.locks();
+    await expect(locks.close({ timeout: -1 })).rejects.toBeInstanceOf(RangeError);
+    await expect(locks.close({ timeot: 5 } as never)).rejects.toBeInstanceOf(TypeError);
+    await locks.close({ timeout: 1000 });
+  });
+});
