@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { LockLostError, LockNotHeldError, type LockLostEvent } from '../../src/index.js';
+import { LockLostError, LockNotHeldError, LocksNotReleasedError, type LockLostEvent } from '../../src/index.js';
 import { dropClient } from '../support/clients.js';
 import { elapsedSince, uniqueName, until, useRedis } from '../support/fixture.js';
 
@@ -87,6 +87,10 @@ describe('leases, the watchdog and loss', () => {
     expect(elapsedSince(diedAt)).toBeLessThanOrEqual(1000 + 700);
     // The holder learns it by its own deadline, whatever its timers' lateness.
     await until(() => lease.signal.aborted, 'the cut-off holder noticed its loss', 2000);
-    await holder.close();
+    // Its Redis client is gone: close() may name the hold as left in Redis until a moment that its own clock
+    // has not quite reached (it counts from the grant's reply), which is what LocksNotReleasedError is for.
+    await holder.close().catch((error: unknown) => {
+      if (!(error instanceof LocksNotReleasedError)) throw error;
+    });
   });
 });
