@@ -10,7 +10,7 @@ const root = join(import.meta.dirname, '..', '..');
 
 describe('a process using the library', () => {
   // The child process connects a standalone ioredis client by redis.server's URL: no such server on a cluster.
-  it.skipIf(onCluster)('exits by itself within 1 s of close(), leaving no keys or channels', async () => {
+  it.skipIf(onCluster)('exits by itself within 1.8 s of close(), leaving no keys or channels', async () => {
     expect(existsSync(join(root, 'dist', 'index.js')), 'run `npm run build` first').toBe(true);
     const name = uniqueName('exit');
     const child = fork(join(root, 'test', 'fixtures', 'exit-after-close.mjs'), [redis.server.url, name], {
@@ -19,7 +19,9 @@ describe('a process using the library', () => {
     const [message] = (await once(child, 'message')) as [{ waited: boolean; watchdogLost: boolean; closedAt: number }];
     const [code] = (await once(child, 'exit')) as [number | null];
     expect(code).toBe(0);
-    expect(Date.now() - message.closedAt).toBeLessThan(1000);
+    // Below LINGER_MS (2 s), the shortest library timer that could keep the process alive if it lost its
+    // unref(); the rest is room for a loaded machine.
+    expect(Date.now() - message.closedAt).toBeLessThan(1800);
     expect(message.waited).toBe(false);
     expect(message.watchdogLost).toBe(true);
     expect(await redis.admin.exists(name, `${name}:watchdog`)).toBe(0);

@@ -4,11 +4,11 @@
 // loses the subscription without a word; the adapter must notice). Lost replies (resend or rejection) are
 // T7 in network.test.ts, which runs on the client under test.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createLockClient, type LockClient, type LockClientOptions } from '../../../src/index.js';
 import { keySlot, lockKeys } from '../../../src/redis/keys.js';
 import { newTestClient, type ClientKind, type ClientOptions } from '../../support/clients.js';
-import { channelSubscribers, isCluster, onCluster, uniqueName, useRedis } from '../../support/fixture.js';
+import { channelSubscribers, isCluster, onCluster, uniqueName, until, useRedis } from '../../support/fixture.js';
 import { recordFigures } from '../../support/figures.js';
 import { clusterMasters, migrateSlot, slotOwner } from '../../support/redis-cluster.js';
 
@@ -29,6 +29,8 @@ const cleanups: (() => Promise<unknown>)[] = [];
 async function cleanUp(): Promise<void> {
   for (const step of cleanups.splice(0).reverse()) await step().catch(() => undefined);
 }
+// Also after a failed test: its clients and their waiting calls must not leak into the next one.
+afterEach(cleanUp);
 
 /**
  * Subscribers of `channel`: on a standalone server PUBSUB NUMSUB; on a cluster SHARDNUMSUB on the slot's
@@ -77,25 +79,29 @@ describe('a client keyPrefix', () => {
         expect(await redis.admin.exists(name)).toBe(0);
         expect(await waiter.run(() => waiter.getLock(name).tryLock(0, 5000))).toBe(false);
         const waiting = waiter.run(() => waiter.getLock(name).tryLock(10_000, 5000));
+        waiting.catch(() => undefined); // awaited below
         // The waiter's subscription is on the prefixed channel, as the server names it.
         const channel = lockKeys('app:', name, onCluster).channel;
         await expect.poll(() => subscribers(channel, !classicOnly), { timeout: 5000, interval: 20 }).toBe(1);
-        await sleep(50);
-        // The lease is 30 s: only the release message can wake the waiter this soon.
+        // The waiter knows it is subscribed too (no 1 s re-check of a pending subscription is left).
+        await until(() => waiter.waits()[0]?.subscription === 'active', 'the waiter subscribed');
+        // The lease is 30 s (and a cluster's re-check 2 s): only the release message can wake the waiter
+        // within the bound below.
         delays.push(await wakeDelay(() => lease.release(), waiting));
         expect(await waiting).toBe(true);
         await waiter.getLock(name).forceUnlock();
       }
       recordFigures(`client keyPrefix wake-ups (${kind})`, { maxMs: Math.max(...delays) });
-      for (const delay of delays) expect(delay).toBeLessThan(500);
+      for (const delay of delays) expect(delay).toBeLessThan(1000);
       // A semaphore's permits and its wake-ups too.
       const semaphore = prefixed.getSemaphore(name);
       expect(await semaphore.trySetPermits(1)).toBe(true);
       expect(await redis.admin.get(`app:${name}`)).toBe('1');
       await semaphore.acquire();
       const waitingPermit = nodeRedis.getSemaphore(name).tryAcquire({ waitTime: 10_000 });
-      await sleep(200);
-      expect(await wakeDelay(() => semaphore.release(), waitingPermit)).toBeLessThan(500);
+      waitingPermit.catch(() => undefined); // awaited below
+      await until(() => nodeRedis.waits()[0]?.subscription === 'active', 'the permit waiter subscribed');
+      expect(await wakeDelay(() => semaphore.release(), waitingPermit)).toBeLessThan(1000);
       await cleanUp();
     },
     30_000,
@@ -128,6 +134,7 @@ describe('a shard channel’s slot migrates while a waiter waits', () => {
       };
       const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });
       const waiting = waiter.run(() => waiter.getLock(name).tryLock(25_000, 5000));
+      waiting.catch(() => undefined); // awaited below
       if (sharded) await expect.poll(() => subscribersOn(from.port), { timeout: 5000, interval: 20 }).toBe(1);
       else await expect.poll(() => subscribers(channel, false), { timeout: 5000, interval: 20 }).toBe(1);
       await sleep(50);

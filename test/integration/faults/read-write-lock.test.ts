@@ -18,7 +18,9 @@ import type { SectionReport } from '../../fixtures/lock-worker.ts';
 import { readWriteLockKeys } from '../../../src/redis/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: a dead holder's lease, read or write
+const R = L / 3; // renewal period: a dead holder's last renewal came at most R before its kill
 
+// A test that starts worker processes gets 120 s: on a loaded machine their start alone can take 20 s.
 const servers = useFaultServers({ resource: true });
 
 const writersKey = (name: string): string => readWriteLockKeys('', name).writersKey;
@@ -158,11 +160,11 @@ describe('RW1: 6 processes x 2 flows mix readers (70 %) and writers on one read-
     expectConsistent(run);
     expect(readers).toBeGreaterThanOrEqual(2);
     expect(await leftovers(servers.admin, name)).toEqual({ keys: [], channels: [] });
-  });
+  }, 120_000);
 });
 
 describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes want it', () => {
-  it('a dead reader holds back the waiting writer (and the readers behind it) for at most L + 300 ms', async () => {
+  it('a dead reader holds back the waiting writer (and the readers behind it) for at most about L (L + R)', async () => {
     const name = uniqueName('rw2r');
     const reader = holder(name, 'read');
     await reader.next('acquired');
@@ -171,9 +173,9 @@ describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes wa
     // that dies is alone in the lock, as when the only reading process crashes. Nobody's release will
     // clean up after it: only its lease can.
     const [writer] = rwCounters(name, 1, { kind: 'write', count: 10 * soak }, 'w');
-    await until(async () => (await servers.admin.zcard(writersKey(name))) > 0, 'the writer waiting');
+    await until(async () => (await servers.admin.zcard(writersKey(name))) > 0, 'the writer waiting', 30_000); // includes a process start
     const counters = [writer!, ...rwCounters(name, 3, { kind: 'rw', readRatio: 0.5, count: 25 * soak })];
-    await until(async () => (await waitingProcesses(name)) === 4, 'all 4 processes waiting');
+    await until(async () => (await waitingProcesses(name)) === 4, 'all 4 processes waiting', 30_000); // includes process starts
     expect(await readHolds(name)).toBe(1);
     const killedAt = process.hrtime.bigint();
     await reader.kill();
@@ -203,20 +205,23 @@ describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes wa
       rwOverlaps: rwOverlaps(run.sections).length,
     });
     expect(ms(killedAt, firstWrite)).toBeGreaterThan(0);
-    expect(ms(killedAt, firstWrite)).toBeLessThanOrEqual(L + 300);
+    // About L (the dead reader's lease from its last renewal); nothing else would ever free the lock.
+    expect(ms(killedAt, firstWrite)).toBeLessThanOrEqual(L + R);
     expect(stalled).toHaveLength(4);
-    expect(Math.max(...stalled.map((s) => ms(killedAt, s.enter)))).toBeLessThanOrEqual(L + 500);
+    // The last of them comes after the sections before it (4 processes, one after the other, on a loaded
+    // machine); one left behind the dead holder would wait for good.
+    expect(Math.max(...stalled.map((s) => ms(killedAt, s.enter)))).toBeLessThanOrEqual(L + R + 1500);
     expect(run.sections).toHaveLength(10 * soak + 3 * 25 * soak);
     expectConsistent(run);
-  });
+  }, 120_000);
 
-  it('a dead writer holds back readers and writers for at most L + 300 ms', async () => {
+  it('a dead writer holds back readers and writers for at most about L (L + R)', async () => {
     const name = uniqueName('rw2w');
     const writer = holder(name, 'write');
     const held = await writer.next<{ id: string; type: string; token: bigint }>('acquired');
     const start = performance.now();
     const counters = rwCounters(name, 4, { kind: 'rw', readRatio: 0.5, count: 25 * soak });
-    await until(async () => (await waitingProcesses(name)) === 4, 'all 4 processes waiting');
+    await until(async () => (await waitingProcesses(name)) === 4, 'all 4 processes waiting', 30_000); // includes process starts
     const killedAt = process.hrtime.bigint();
     await writer.kill();
     const run = await collect(name, counters, start);
@@ -229,23 +234,24 @@ describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes wa
       rwOverlaps: rwOverlaps(run.sections).length,
     });
     expect(ms(killedAt, firstEnter)).toBeGreaterThan(0);
-    expect(ms(killedAt, firstEnter)).toBeLessThanOrEqual(L + 300);
+    // About L (the dead writer's lease from its last renewal); nothing else would ever free the lock.
+    expect(ms(killedAt, firstEnter)).toBeLessThanOrEqual(L + R);
     expect(stalled).toHaveLength(4);
-    expect(Math.max(...stalled.map((s) => ms(killedAt, s.enter)))).toBeLessThanOrEqual(L + 500);
+    expect(Math.max(...stalled.map((s) => ms(killedAt, s.enter)))).toBeLessThanOrEqual(L + R + 1500);
     expect(run.sections).toHaveLength(4 * 25 * soak);
     expectConsistent(run);
     expect(run.sections.filter((s) => s.kind === 'write').every((s) => s.token > held.token)).toBe(true);
-  });
+  }, 120_000);
 });
 
 describe('RW3: one writer among 3 processes x 3 flows of readers that overlap without pause', () => {
-  it('the writer is never starved: each write waits < 400 ms beyond the readers’ 40 ms holds', async () => {
+  it('the writer is never starved: each write waits < 800 ms beyond the readers’ 40 ms holds', async () => {
     const name = uniqueName('rw3');
     const readHoldMs = 40;
     const start = performance.now();
     const readers = rwCounters(name, 3, { kind: 'read', flows: 3, durationMs: 60_000, sleepMs: readHoldMs }, 'r');
     // Readers in full flow before the writer comes.
-    await until(async () => (await readHolds(name)) >= 3, 'readers holding together');
+    await until(async () => (await readHolds(name)) >= 3, 'readers holding together', 30_000); // includes 3 process starts
     const writes = 20 * soak;
     const [writer] = rwCounters(name, 1, { kind: 'write', count: writes, sleepMs: 2, pauseMs: 100 }, 'w');
     const written = await collect(name, [writer!], start);
@@ -279,8 +285,10 @@ describe('RW3: one writer among 3 processes x 3 flows of readers that overlap wi
     expect(writeSections).toHaveLength(writes);
     expect(contended.length).toBeGreaterThanOrEqual(writes / 2);
     expect(maxConcurrent(run.sections.filter((s) => s.kind === 'read'))).toBeGreaterThanOrEqual(3);
-    expect(percentile(writeWaits, 50)).toBeLessThanOrEqual(readHoldMs + 150);
-    expect(Math.max(...writeWaits)).toBeLessThanOrEqual(readHoldMs + 400);
+    // Starvation would show as waits of seconds (up to the readers' 60 s run). A missed wake-up is retried at
+    // the read holds' PTTL (renewed every 500 ms of 1500): at >= 1000 ms, which 800 ms still tells apart.
+    expect(percentile(writeWaits, 50)).toBeLessThanOrEqual(readHoldMs + 300);
+    expect(Math.max(...writeWaits)).toBeLessThanOrEqual(readHoldMs + 800);
     expectConsistent(run);
-  });
+  }, 120_000);
 });

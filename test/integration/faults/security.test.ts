@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient } from '../../../src/index.js';
 import { freePort, startRedisServer, type LocalRedis } from '../../support/redis-server.js';
-import { newRedis, type Redis } from '../../support/fixture.js';
+import { newRedis, type Redis, until } from '../../support/fixture.js';
 import { newTestClient } from '../../support/clients.js';
 
 /** The README's least-privilege rule for keyPrefix `app:`. */
@@ -171,20 +171,25 @@ describe('least privilege over TLS', () => {
         nodeRedis: { ...credentials, socket: { tls: true, ...tls } },
       },
     );
-    const locks = createLockClient(redis.client, { keyPrefix: 'app:', watchdogTimeout: 300 });
+    // A lease of 1.5 s (renewed every 500 ms): the holds below outlast it, so only renewals keep them, and a
+    // stall of the loaded machine shorter than about a second does not lose them.
+    const locks = createLockClient(redis.client, { keyPrefix: 'app:', watchdogTimeout: 1500 });
     const lock = locks.getLock('order:42');
     await lock.withLock(async () => {
       await lock.withLock(async () => {
         expect(await lock.getHoldCount()).toBe(2);
       });
-      await sleep(400); // the watchdog renews at least once
+      await sleep(2000); // longer than the lease: held now only if the watchdog renewed it
       expect(await lock.remainTimeToLive()).toBeGreaterThan(0);
     });
     const held = await lock.acquire();
     const waiting = locks.run(() => lock.tryLock(5000));
-    await sleep(100);
-    const clients = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
-    expect(clients).toMatch(/user=locker/);
+    waiting.catch(() => undefined); // awaited below; a failure before that must not go unhandled
+    // The subscriber connection (a new TLS connection: handshake, AUTH, SUBSCRIBE) runs as the ACL user.
+    await until(
+      async () => /user=locker/.test(String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'))),
+      'the TLS subscriber connection up as user locker',
+    );
     await held.release();
     expect(await waiting).toBe(true);
     await lock.forceUnlock();
@@ -219,7 +224,8 @@ describe('least privilege over TLS', () => {
     await expirable.trySetPermits(1);
     const permit = await expirable.acquire();
     const expirableWaiting = expirable.acquire({ waitTime: 5000 });
-    await sleep(400); // renewed by the watchdog meanwhile
+    expirableWaiting.catch(() => undefined); // awaited below
+    await sleep(2000); // longer than the lease: the permit is still ours only if the watchdog renewed it
     await permit.release();
     await (await expirableWaiting).release();
     const latch = locks.getCountDownLatch('boot');

@@ -22,6 +22,7 @@ const L = 1000; // the workers' watchdogTimeout: an expirable permit's lease wit
 const PERMITS = 3;
 const script = fixturePath('semaphore-worker.ts');
 
+// A test that starts worker processes gets 120 s: on a loaded machine their start alone can take 20 s.
 const servers = useFaultServers({ clientOptions: { watchdogTimeout: L } });
 
 const ms = (from: bigint, to: bigint): number => Number(to - from) / 1e6;
@@ -34,7 +35,8 @@ async function workers(ids: readonly string[], watchdogTimeout = L): Promise<Wor
     return new Worker(config, script);
   });
   servers.cleanup(() => Promise.all(started.map((worker) => worker.kill())));
-  await Promise.all(started.map((worker) => worker.next('ready')));
+  // 60 s: several processes starting at once on a loaded machine.
+  await Promise.all(started.map((worker) => worker.next('ready', 60_000)));
   return started;
 }
 
@@ -182,9 +184,10 @@ describe.each<[SemaphoreKind]>([['semaphore'], ['expirable']])(
       expect(flushes).toBeGreaterThanOrEqual(10);
       await expectCounted(kind, name, 8 * 150 * soak, run, figures);
       // A wake-up lost to a kill is recovered when the subscriber is back (ioredis reconnects after 50 ms,
-      // node-redis at once; then every waiter re-checks): no stretch with a waiter beside a free permit may
-      // outlast that by far.
-      expect(figures['stallMaxMs']).toBeLessThanOrEqual(1500);
+      // node-redis at once; then every waiter re-checks), or by a pending subscription's 1 s re-check (a
+      // waiter that came while its subscriber was away): no stretch with a waiter beside a free permit may
+      // outlast that by far (a lost wake-up left alone would stall until the end of the run).
+      expect(figures['stallMaxMs']).toBeLessThanOrEqual(3000);
     }, 120_000);
   },
 );
@@ -247,27 +250,33 @@ describe.each<[SemaphoreKind]>([['semaphore'], ['expirable']])(
       // The releases' messages went out while the waiters' subscribers were away.
       expect(figures.missedRelease).toBeGreaterThanOrEqual(1);
       expect(grants.every((g) => g.ok)).toBe(true);
-      expect(figures.thirdGrantAfterLaterMs).toBeLessThanOrEqual(500);
+      // The re-check after the reconnect, with room for 8 processes on a loaded machine: an expirable
+      // waiter's own retry would come 10 s late, a plain one's never.
+      expect(figures.thirdGrantAfterLaterMs).toBeLessThanOrEqual(2000);
       expect(await servers.client().getSemaphore(name).availablePermits()).toBe(PERMITS);
       if (kind === 'expirable') expect(await servers.admin.zcard(timeoutKeyOf(name))).toBe(0);
       expect(await Promise.all([h!, ...waiters].map((worker) => worker.close()))).toEqual([h, ...waiters].map(() => 0));
-    });
+    }, 120_000);
   },
 );
 
-describe('S3a: a holder of an expirable permit (watchdog mode, L = 1000 ms) is SIGKILLed', () => {
-  it('its permit comes back within L + 500 ms, and a waiter elsewhere gets it without any release', async () => {
+// A lease of 2 s here: the live holders must keep their permits through two leases' worth of time, and a
+// shorter lease would be lost to a stall of a worker on a loaded machine.
+const S3A_L = 2000;
+
+describe('S3a: a holder of an expirable permit (watchdog mode, L = 2000 ms) is SIGKILLed', () => {
+  it('its permit comes back within L + 1000 ms, and a waiter elsewhere gets it without any release', async () => {
     const name = uniqueName('s3a');
     const locks = servers.client();
     expect(await locks.getPermitExpirableSemaphore(name).trySetPermits(PERMITS)).toBe(true);
-    const [h0, h1, h2, w] = await workers(['H0', 'H1', 'H2', 'W']);
+    const [h0, h1, h2, w] = await workers(['H0', 'H1', 'H2', 'W'], S3A_L);
     const holders = [h0!, h1!, h2!];
     for (const holder of holders) holder.send({ cmd: 'acquire', ref: 'p', kind: 'expirable', name });
     for (const holder of holders) expect(await holder.next('acquired', { ref: 'p' })).toMatchObject({ ok: true });
     w!.send({ cmd: 'acquire', ref: 'p', kind: 'expirable', name });
     await until(() => waiting(['W']), 'W waiting (subscribed)');
     // Two leases' worth of time: only the watchdog's renewals keep the live holders' permits out.
-    await sleep(2 * L);
+    await sleep(2 * S3A_L);
     expect(w!.messages.filter((m) => m.type === 'acquired')).toEqual([]);
     expect(holders.flatMap((h) => h.messages.filter((m) => m.type === 'lost'))).toEqual([]);
     const killedAt = process.hrtime.bigint();
@@ -282,17 +291,18 @@ describe('S3a: a holder of an expirable permit (watchdog mode, L = 1000 ms) is S
     for (const worker of [h1!, h2!, w!]) worker.send({ cmd: 'release', ref: 'p' });
     const releases = await Promise.all([h1!, h2!, w!].map((worker) => worker.next('released', { ref: 'p' })));
     const lost = [h1!, h2!, w!].flatMap((worker) => worker.messages.filter((m) => m.type === 'lost'));
-    recordFigures('S3a expirable, SIGKILLed holder (watchdog)', { backAfterKillMs, watchdogTimeout: L });
+    recordFigures('S3a expirable, SIGKILLed holder (watchdog)', { backAfterKillMs, watchdogTimeout: S3A_L });
     expect(got.ok).toBe(true);
     expect(backAfterKillMs).toBeGreaterThan(0);
-    expect(backAfterKillMs).toBeLessThanOrEqual(L + 500);
+    // About L (W retries at the lease end it saw; a waiter that missed it would wait forever).
+    expect(backAfterKillMs).toBeLessThanOrEqual(S3A_L + 1000);
     expect(afterTakeover).toEqual({ available: 0, out: PERMITS });
     expect(releases.every((r) => r['ok'] === true)).toBe(true);
     expect(lost).toEqual([]);
     expect(await locks.getPermitExpirableSemaphore(name).availablePermits()).toBe(PERMITS);
     expect(await servers.admin.zcard(timeoutKeyOf(name))).toBe(0);
     expect(await Promise.all([h1!, h2!, w!].map((worker) => worker.close()))).toEqual([0, 0, 0]);
-  });
+  }, 120_000);
 });
 
 describe('S3b: a holder of 2 of the 3 permits of an RSemaphore is SIGKILLed', () => {
@@ -302,8 +312,8 @@ describe('S3b: a holder of 2 of the 3 permits of an RSemaphore is SIGKILLed', ()
     const semaphore = locks.getSemaphore(name);
     expect(await semaphore.trySetPermits(PERMITS)).toBe(true);
     // The waiter's watchdogTimeout is the default (30 s): whatever it re-attempts on its own (a waiter for
-    // several permits refreshes its place every third of it) comes seconds late, so a grant within 500 ms
-    // of addPermits is the pub/sub wake-up's doing.
+    // several permits refreshes its place every third of it) comes 10 s late, so a grant within 3 s of
+    // addPermits is the pub/sub wake-up's doing.
     const [h] = await workers(['H'], L);
     const [w] = await workers(['W'], 30_000);
     h!.send({ cmd: 'acquire', ref: 'p', kind: 'semaphore', name, permits: 2 });
@@ -339,12 +349,12 @@ describe('S3b: a holder of 2 of the 3 permits of an RSemaphore is SIGKILLed', ()
     expect(leaked).toBe(PERMITS - 2);
     expect(bounded.ok).toBe(false);
     expect(ms(bounded.requested, bounded.at)).toBeGreaterThanOrEqual(waitTime - 10);
-    expect(ms(bounded.requested, bounded.at)).toBeLessThanOrEqual(waitTime + 500);
+    expect(ms(bounded.requested, bounded.at)).toBeLessThanOrEqual(waitTime + 1000);
     expect(stillLeaked).toBe(PERMITS - 2);
     expect(waitingBeforeRepair).toBe(false);
     expect(got.ok).toBe(true);
-    expect(grantedAfterRepairMs).toBeLessThanOrEqual(500);
+    expect(grantedAfterRepairMs).toBeLessThanOrEqual(3000);
     expect(await semaphore.availablePermits()).toBe(PERMITS);
     expect(await w!.close()).toBe(0);
-  });
+  }, 120_000);
 });
