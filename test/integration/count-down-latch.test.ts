@@ -11,6 +11,7 @@ import {
   onCluster,
   uniqueName,
   until,
+  untilQuiet,
   useRedis,
 } from '../support/fixture.js';
 import { recordFigures } from '../support/figures.js';
@@ -72,13 +73,7 @@ describe('RCountDownLatch', () => {
       () => clients.every((locks) => locks.waits().some((w) => w.waiters > 0 && w.subscription === 'active')),
       'every client parked on an active subscription',
     );
-    let before = await gets();
-    let quietSince = performance.now();
-    await until(async () => {
-      const now = await gets();
-      if (now !== before) [before, quietSince] = [now, performance.now()];
-      return performance.now() - quietSince >= 100;
-    }, 'no GET for 100 ms');
+    const before = await untilQuiet(gets, 'GET calls');
     await counter.countDown(); // "1" left: nobody wakes, nobody asks
     await sleep(300);
     expect((await gets()) - before).toBe(0);

@@ -12,11 +12,12 @@ import { fairLockKeys } from '../../src/redis/keys.js';
 import { dropClient } from '../support/clients.js';
 import {
   channelSubscribers,
-  commandCalls,
   elapsedSince,
   onCluster,
+  scriptCalls,
   uniqueName,
   until,
+  untilQuiet,
   useRedis,
 } from '../support/fixture.js';
 import { RedissonFairLock } from '../support/redisson.js';
@@ -31,21 +32,7 @@ async function timeoutsOf(name: string): Promise<number> {
   return redis.admin.zcard(fairLockKeys('', name, onCluster).timeoutKey);
 }
 
-async function evalshaCalls(): Promise<number> {
-  const calls = await commandCalls(redis.admin);
-  return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
-}
-
-/** Waits until no script has run for `quietMs` (the asks that subscribing set off are answered). */
-async function scriptsQuiet(quietMs = 100): Promise<void> {
-  let last = await evalshaCalls();
-  let since = performance.now();
-  await until(async () => {
-    const calls = await evalshaCalls();
-    if (calls !== last) [last, since] = [calls, performance.now()];
-    return performance.now() - since >= quietMs;
-  }, `no script for ${quietMs} ms`);
-}
+const evalshaCalls = (): Promise<number> => scriptCalls(redis.admin);
 
 describe('RFairLock', () => {
   it("has RLock's interface: re-entry per flow, hold count, TTL, force unlock, fencing tokens", async () => {
@@ -104,7 +91,7 @@ describe('RFairLock', () => {
     for (const locks of clients) {
       await until(() => locks.waits()[0]?.subscription === 'active', `${locks.clientId} subscribed`);
     }
-    await scriptsQuiet();
+    await untilQuiet(evalshaCalls, 'script calls');
     const quietFrom = performance.now();
     const before = await evalshaCalls();
     await sleep(300);

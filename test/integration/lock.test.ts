@@ -2,7 +2,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import { LockLostError, LockNotHeldError, NoFlowError } from '../../src/index.js';
 import { lockKeys } from '../../src/redis/keys.js';
-import { commandCalls, elapsedSince, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import {
+  commandCalls,
+  elapsedSince,
+  onCluster,
+  scriptCalls,
+  uniqueName,
+  until,
+  untilQuiet,
+  useRedis,
+} from '../support/fixture.js';
 import { recordFigures } from '../support/figures.js';
 
 const redis = useRedis();
@@ -329,17 +338,7 @@ describe('RLock: regressions found in review', () => {
       () => locks.waits().some((w) => w.waiters === 1 && w.subscription === 'active'),
       'the first waiter parked on an active subscription',
     );
-    const scriptCalls = async (): Promise<number> => {
-      const calls = await commandCalls(redis.admin);
-      return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
-    };
-    let calls = await scriptCalls();
-    let quietSince = performance.now();
-    await until(async () => {
-      const now = await scriptCalls();
-      if (now !== calls) [calls, quietSince] = [now, performance.now()];
-      return performance.now() - quietSince >= 200;
-    }, 'no script call for 200 ms');
+    await untilQuiet(() => scriptCalls(redis.admin), 'script calls', 200);
     await redis.admin.del(name); // freed silently: the parked waiter is not woken
     expect(await locks.run(() => locks.getLock(name).tryLock())).toBe(true);
     await locks.run(() => locks.getLock(name).forceUnlock());

@@ -5,14 +5,15 @@ import { semaphoreKeys } from '../../src/redis/keys.js';
 import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
 import {
   channelSubscribers,
-  commandCalls,
   elapsedSince,
   everyNode,
   onCluster,
   publishRelease,
+  scriptCalls,
   uniqueName,
-  useRedis,
   until,
+  untilQuiet,
+  useRedis,
 } from '../support/fixture.js';
 import { idleTestClient } from '../support/clients.js';
 import { listenerFor, RedissonSemaphore } from '../support/redisson.js';
@@ -30,21 +31,7 @@ const SOON = 10_000;
 
 const keysOf = (name: string) => semaphoreKeys('', name, onCluster);
 
-async function scriptCalls(): Promise<number> {
-  const calls = await commandCalls(redis.admin);
-  return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
-}
-
-/** Waits until no script has run for `quietMs` (the asks that subscribing set off are answered). */
-async function scriptsQuiet(quietMs = 100): Promise<void> {
-  let last = await scriptCalls();
-  let since = performance.now();
-  await until(async () => {
-    const calls = await scriptCalls();
-    if (calls !== last) [last, since] = [calls, performance.now()];
-    return performance.now() - since >= quietMs;
-  }, `no script for ${quietMs} ms`);
-}
+const scriptCallsNow = (): Promise<number> => scriptCalls(redis.admin);
 
 /** Settles `promise` into a record of when (ms after `start`) and how it settled. */
 function track<T>(promise: Promise<T>): { done: boolean; value?: T; error?: unknown } {
@@ -120,11 +107,11 @@ describe('RSemaphore', () => {
     // The client counts the subscription active once it read the reply, and the waiter then asks once
     // more: wait for that, and for that ask to be answered.
     await until(() => waiting.waits()[0]?.subscription === 'active', 'the subscription active', SOON);
-    await scriptsQuiet();
+    await untilQuiet(scriptCallsNow, 'script calls');
     const quietFrom = performance.now();
-    const before = await scriptCalls();
+    const before = await scriptCallsNow();
     await sleep(300);
-    const calls = (await scriptCalls()) - before;
+    const calls = (await scriptCallsNow()) - before;
     // Under sharded pub/sub a parked waiter re-checks every 2 s (a slot migration drops subscriptions
     // silently): one ask per 2 s begun there; none on a standalone server.
     expect(calls).toBeLessThanOrEqual(onCluster ? Math.ceil(elapsedSince(quietFrom) / 2000) : 0);
@@ -160,7 +147,7 @@ describe('RSemaphore', () => {
     // The client counts the subscription active once it read the reply, and its waiters then ask once more:
     // wait for that, and for those asks to be answered.
     await until(() => locks.waits()[0]?.subscription === 'active', 'the subscription active', SOON);
-    await scriptsQuiet();
+    await untilQuiet(scriptCallsNow, 'script calls');
     const contexts = rec.of('tracing:flowlock:acquire:start') as unknown as AcquireTraceContext[];
     expect(contexts).toHaveLength(5);
     const counted = (c: AcquireTraceContext) => ({ attempts: c.attempts, ...c.wakeups });
@@ -174,7 +161,7 @@ describe('RSemaphore', () => {
         timeout: now.timeout - then.timeout,
       };
     };
-    const before = await scriptCalls();
+    const before = await scriptCallsNow();
     await redis.locks().getSemaphore(name).release(3);
     await until(() => order.length === 3, 'three waiters served', SOON);
     await sleep(100);
@@ -191,7 +178,7 @@ describe('RSemaphore', () => {
       expect(served).toEqual(Array.from({ length: 3 }, () => ({ attempts: 1, message: 1, timeout: 0 })));
       expect(parked).toEqual(Array.from({ length: 2 }, () => ({ attempts: 0, message: 0, timeout: 0 })));
       // The release and the three woken waiters' attempts: no other script ran.
-      expect((await scriptCalls()) - before).toBe(4);
+      expect((await scriptCallsNow()) - before).toBe(4);
     }
     await redis.locks().getSemaphore(name).release(2);
     await Promise.all(waiters);

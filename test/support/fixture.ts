@@ -197,6 +197,27 @@ export async function commandCalls(redis: Client): Promise<Record<string, number
   return calls;
 }
 
+/** EVALSHA and EVAL calls so far, from `INFO commandstats` (added up over the masters on a cluster). */
+export async function scriptCalls(redis: Client): Promise<number> {
+  const calls = await commandCalls(redis);
+  return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+}
+
+/**
+ * Resolves with `count()`'s value once it has not changed for `quietMs`: for example once the asks that
+ * settling subscriptions set off are answered, before a test counts what a step costs.
+ */
+export async function untilQuiet(count: () => Promise<number>, what: string, quietMs = 100): Promise<number> {
+  let last = await count();
+  let since = performance.now();
+  await until(async () => {
+    const now = await count();
+    if (now !== last) [last, since] = [now, performance.now()];
+    return performance.now() - since >= quietMs;
+  }, `${what} unchanged for ${quietMs} ms`);
+  return last;
+}
+
 /** The connection to the master that owns `key`'s slot (a cluster's sharded channels live there). */
 export function masterOf(cluster: Cluster, key: string): Redis {
   const address = cluster.slots[keySlot(key)]?.[0];
