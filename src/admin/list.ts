@@ -64,7 +64,7 @@ export interface LockListing extends AsyncIterable<LockInfo> {
  * More fields than any lock hash has (a holder and its three side fields each, for a thousand readers of a
  * read-write lock): a larger hash is not read.
  */
-const MAX_LOCK_FIELDS = 4096;
+export const MAX_LOCK_FIELDS = 4096;
 
 /** Redis ≥ 6 filters SCAN by TYPE; Redis 5 answers the option with a syntax error. */
 function isTypeOptionRefused(error: unknown): boolean {
@@ -72,7 +72,7 @@ function isTypeOptionRefused(error: unknown): boolean {
 }
 
 /** The keys one SCAN over `node` returns, batch by batch. */
-async function* scanNode(
+export async function* scanNode(
   node: Redis,
   pattern: string,
   type: 'hash' | 'string',
@@ -108,7 +108,7 @@ async function* scanNode(
 }
 
 /** This library's own keys of one lock that `all` lists names from: the word in their name, and their type. */
-const OWN_KEYS = [
+export const OWN_KEYS = [
   { word: 'hold', type: 'hash', of: (keys: LockKeys) => keys.holdKey },
   { word: 'fence', type: 'string', of: (keys: LockKeys) => keys.legacyFenceKey },
 ] as const;
@@ -118,7 +118,7 @@ const OWN_KEYS = [
  * undefined for a key that is not one. Read back from the key's name and confirmed by building it again
  * with keys.ts (so only keys.ts knows how it is built).
  */
-function nameOfOwnKey(target: AdminTarget, key: string, own: (typeof OWN_KEYS)[number]): string | undefined {
+export function nameOfOwnKey(target: AdminTarget, key: string, own: (typeof OWN_KEYS)[number]): string | undefined {
   const head = `${target.prefix}flowlock:${own.word}:{`;
   if (!key.startsWith(head)) return undefined;
   const close = key.indexOf('}', head.length);

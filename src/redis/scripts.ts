@@ -38,6 +38,7 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'count-down-latch/try-set-count': 2,
   'count-down-latch/count-down': 3,
   'watchdog/renew': 'variadic',
+  'admin/retire-legacy-fence': 2,
 };
 
 export type AcquireReply =

@@ -639,6 +639,7 @@ describe('checkServer', () => {
       'replicas',
       'keyspace-events',
       'clock',
+      'legacy-layout',
     ]);
     expect(report.checks.find((check) => check.id === 'eviction')?.status).toBe('ok');
     expect(report.checks.find((check) => check.id === 'clock')?.status).toBe('ok');

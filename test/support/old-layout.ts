@@ -115,18 +115,18 @@ return releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs,
 /** A plain lock of the previous layout on `name`, held by `owner`. */
 export class OldLayoutLock {
   readonly #redis: Client;
-  readonly #name: string;
+  readonly name: string;
   readonly owner: string;
 
   constructor(redis: Client, name: string, owner = `old-${randomUUID()}:1`) {
     this.#redis = redis;
-    this.#name = name;
+    this.name = name;
     this.owner = owner;
   }
 
   /** The per-name fencing counter of the previous layout. */
   get fenceKey(): string {
-    return lockKeys('', this.#name, onCluster).legacyFenceKey;
+    return lockKeys('', this.name, onCluster).legacyFenceKey;
   }
 
   /** One acquire: the token when acquired (or re-entered), else undefined. */
@@ -134,7 +134,7 @@ export class OldLayoutLock {
     const reply = (await this.#redis.eval(
       OLD_ACQUIRE,
       2,
-      this.#name,
+      this.name,
       this.fenceKey,
       leaseMs,
       randomUUID(),
@@ -146,12 +146,12 @@ export class OldLayoutLock {
 
   /** Drops one hold; the remaining count, or -1 when `owner` held nothing. */
   async release(): Promise<number> {
-    const { channel, releaseMemoPrefix } = lockKeys('', this.#name, onCluster);
+    const { channel, releaseMemoPrefix } = lockKeys('', this.name, onCluster);
     const requestId = randomUUID();
     const reply = (await this.#redis.eval(
       OLD_RELEASE,
       3,
-      this.#name,
+      this.name,
       channel,
       releaseMemoPrefix + requestId,
       requestId,
