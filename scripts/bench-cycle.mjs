@@ -1,10 +1,10 @@
 /**
- * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R]`: the uncontended lock +
+ * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info]`: the uncontended lock +
  * unlock cycle of flowlock's RLock against `SET NX PX` + a Lua compare-and-delete, interleaved rounds on
  * one throwaway redis-server and one ioredis connection each. Per cycle: wall time, this process's CPU
  * (`process.cpuUsage`) and the server's CPU (`INFO cpu`, user + sys), medians over the rounds, and each as a
  * multiple of the baseline's. `--dist` loads another build of flowlock (e.g. a copy of main's `dist/`), so
- * that two layouts are compared by the same script.
+ * that two layouts are compared by the same script; `--no-holder-info` turns holder info off.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -32,7 +32,7 @@ for (let tries = 0; ; tries++) {
   }
 }
 const { createLockClient } = await import(pathToFileURL(`${dist}/index.js`).href);
-const locks = createLockClient(redis);
+const locks = createLockClient(redis, argv.includes('--no-holder-info') ? { holderInfo: false } : {});
 const lock = locks.getLock('bench:cycle');
 
 const CAD = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";

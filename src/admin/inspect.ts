@@ -444,9 +444,9 @@ function choose(s: Snapshot, kind: LockKind | undefined): [LockKind | null, Lock
 
 /**
  * Everything Redis knows about `name`: its kind, holders (with holder info: since when, which host and
- * process), TTL, fencing counter, waiters queued in Redis and subscriber connections on its channels,
+ * process), TTL, fencing token, waiters queued in Redis and subscriber connections on its channels,
  * permits or count, and where it lives (slot, node). A name with no keys reads as free (`kind` null when
- * nothing of the family was ever there). Read only.
+ * nothing of the family is there). Read only.
  */
 export async function inspectLock(client: IoredisClient, name: string, options?: InspectOptions): Promise<LockInfo> {
   checkLockName(name);
