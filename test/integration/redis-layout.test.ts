@@ -9,6 +9,7 @@ import { createLockClient } from '../../src/index.js';
 import { fairLockKeys, keySlot, lockKeys, readWriteLockKeys } from '../../src/redis/keys.js';
 import { newRedis, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { OldLayoutLock } from '../support/old-layout.js';
+import { clusterMasters, migrateSlot, redisCli, slotOwner } from '../support/redis-cluster.js';
 import { startRedisServer } from '../support/redis-server.js';
 import { RedissonFairLock, RedissonReadWriteLock, unlockLatch } from '../support/redisson.js';
 
@@ -200,6 +201,27 @@ describe('fencing tokens from a shared counter', () => {
       client.disconnect();
       await server.stop();
     }
+  });
+
+  it.runIf(onCluster)('keep rising when the slot moves to another master: its counter moves with it', async () => {
+    const locks = redis.locks();
+    const name = uniqueName('fence');
+    const keys = lockKeys('', name, true);
+    const slot = keySlot(name);
+    const target = redis.target;
+    const seed = target.topology === 'cluster' ? (target.nodes[0]?.port ?? 0) : 0;
+    const before = await locks.getLock(name).withLock((_s, lease) => lease.fencingToken);
+    const from = slotOwner(seed, slot);
+    const to = clusterMasters(seed).find((master) => master.id !== from.id);
+    if (!to) throw new Error('no second master');
+    // Far ahead of the clock: only the migrated counter can make the next token exceed it.
+    const ahead = BigInt(Date.now() + 3_600_000) * 1000n;
+    await redis.admin.set(keys.fenceKey, ahead.toString());
+    await migrateSlot(slot, from, to);
+    expect(redisCli(to.port, 'get', keys.fenceKey)).toBe(ahead.toString());
+    const after = await locks.getLock(name).withLock((_s, lease) => lease.fencingToken);
+    expect(after).toBe(ahead + 1n);
+    expect(after).toBeGreaterThan(before);
   });
 
   it('mixed with clients of the previous layout: they exclude each other and tokens keep rising', async () => {
