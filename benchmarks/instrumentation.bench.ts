@@ -8,6 +8,7 @@
  * and adapter.bench.ts; this one loads the built package, dist/) writes them to INSTRUMENTATION-OVERHEAD.md;
  * (i) in RESULTS.md shows the same variants on a real server, where a cycle also waits for two round trips.
  */
+import { EventEmitter } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { context } from '@opentelemetry/api';
@@ -36,19 +37,21 @@ const ROUNDS = 11;
 /** An ioredis-shaped client (the adapter's detection) whose lock scripts succeed at once: no I/O at all. */
 function instantClient(): object {
   let token = 1;
-  return {
+  // An EventEmitter like ioredis' client: the lock client listens for its end (it closes with it).
+  return Object.assign(new EventEmitter(), {
     status: 'ready',
     options: {},
-    // The lock's acquire script has 2 keys (reply: acquired, token, hold count 1, owner 1); its release 3
-    // (reply: free, owner 1, no subscriber woken).
-    evalsha: (_sha: string, keys: number) => Promise.resolve(keys === 2 ? [1, token++, 1, 1] : [0, 1, 0]),
+    // The lock's acquire script has 4 keys (reply: acquired, token, hold count 1, owner 1); its release 4
+    // as well, told apart by their arguments' count: the acquire's 4th is the owner, the release's its mode.
+    evalsha: (_sha: string, _keys: number, ...rest: unknown[]) =>
+      Promise.resolve(rest.length === 8 ? [1, token++, 1, 1] : [0, 1, 0]),
     eval: () => Promise.reject(new Error('not used')),
     call: () => Promise.resolve(''),
     duplicate: () => {
       throw new Error('not used');
     },
     info: () => Promise.resolve('maxmemory_policy:noeviction\r\n'),
-  };
+  });
 }
 
 /** An instrumentation on its own SDK providers (in-memory exporters, dropped every 100 ms), disabled. */
