@@ -19,6 +19,7 @@ import { startTestRedis, type TestRedis } from '../test/support/redis-server.ts'
 const acquire = luaSources['lock/acquire'];
 const release = luaSources['lock/release'];
 const keys = lockKeys('', 'bench:adapter');
+const acquireKeys = [keys.lockKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey];
 const owner = 'bench-client:1';
 let server: TestRedis;
 let ioredis: Redis;
@@ -31,10 +32,10 @@ let request = 0;
 type Send = (source: { sha1: string; source: string }, keys: string[], args: (string | number)[]) => Promise<unknown>;
 async function cycle(send: Send): Promise<void> {
   const id = `r${request++}`;
-  await send(acquire, [keys.lockKey, keys.fenceKey], [30_000, id, '', owner]);
+  await send(acquire, acquireKeys, [30_000, id, '', owner]);
   await send(
     release,
-    [keys.lockKey, keys.channel, keys.releaseMemoPrefix + id],
+    [keys.lockKey, keys.channel, keys.holdKey, keys.releaseMemoPrefix + id],
     [id, 30_000, 'one', '', 'PUBLISH', owner],
   );
 }
@@ -47,10 +48,10 @@ beforeAll(async () => {
   viaIoredis = adaptClient(ioredis, 'redis');
   viaNodeRedis = adaptClient(nodeRedis, 'redis');
   // Load the scripts once, so that every measured call is an EVALSHA.
-  await viaIoredis.evalScript(acquire, [keys.lockKey, keys.fenceKey], [1, 'warm', '', owner], true);
+  await viaIoredis.evalScript(acquire, acquireKeys, [1, 'warm', '', owner], true);
   await viaIoredis.evalScript(
     release,
-    [keys.lockKey, keys.channel, `${keys.releaseMemoPrefix}warm`],
+    [keys.lockKey, keys.channel, keys.holdKey, `${keys.releaseMemoPrefix}warm`],
     ['warm', 1, 'all', '', 'PUBLISH', owner],
     true,
   );

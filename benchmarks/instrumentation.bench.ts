@@ -41,9 +41,10 @@ function instantClient(): object {
   return Object.assign(new EventEmitter(), {
     status: 'ready',
     options: {},
-    // The lock's acquire script has 2 keys (reply: acquired, token, hold count 1, owner 1); its release 3
-    // (reply: free, owner 1, no subscriber woken).
-    evalsha: (_sha: string, keys: number) => Promise.resolve(keys === 2 ? [1, token++, 1, 1] : [0, 1, 0]),
+    // The lock's acquire script has 4 keys (reply: acquired, token, hold count 1, owner 1); its release 4
+    // as well, told apart by their arguments' count: the acquire's 4th is the owner, the release's its mode.
+    evalsha: (_sha: string, _keys: number, ...rest: unknown[]) =>
+      Promise.resolve(rest.length === 8 ? [1, token++, 1, 1] : [0, 1, 0]),
     eval: () => Promise.reject(new Error('not used')),
     call: () => Promise.resolve(''),
     duplicate: () => {

@@ -20,6 +20,7 @@ import diagnostics from 'node:diagnostics_channel';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createLockClient } from '../dist/index.js';
+import { inspectLock } from '../dist/admin.js';
 
 const WORKERS = 4;
 const ROUNDS = 3;
@@ -502,16 +503,19 @@ async function observeScene(redis) {
       'holds()',
       `${hold.name} holdCount=${hold.holdCount} renewing=${hold.renewing} lease left ${Math.round(hold.leaseRemainingMs)} ms`,
     );
-    const info = await redis.hget('demo:orders:42', `${hold.owner}:info`);
-    log('redis', 'HGET :info', info ?? '(none)');
+    // What `flowlock inspect` shows: the holder info the acquire wrote beside the lock (not in Redisson's hash).
+    const [holder] = (await inspectLock(redis, 'demo:orders:42')).owners;
+    log('admin', 'inspectLock', `${holder?.owner} since ${holder?.since} by ${holder?.who}`);
     await redis.del('demo:orders:42');
     log('admin', 'DEL', 'demo:orders:42 (as an eviction or an operator would)');
     await once(lease.signal, 'abort');
     const end = events.find((m) => m.reason !== undefined);
     console.log();
     check(
-      /^#\d{16} .+ pid \d+ \(demo\)$/.test(info ?? ''),
-      'the hold recorded when (server µs) and where (host, pid, app) it began',
+      holder?.owner === hold.owner &&
+        /^\d{4}-\d\d-\d\dT/.test(holder.since ?? '') &&
+        /.+ pid \d+ \(demo\)$/.test(holder.who ?? ''),
+      'the hold recorded when (server clock) and where (host, pid, app) it began',
     );
     check(
       end?.reason === 'lost' && end.lossReason === 'renewal_rejected',

@@ -23,6 +23,9 @@ const clusterFiles = [
   'diagnostics',
   'admin',
   'cli',
+  'redis-layout',
+  'footprint',
+  'legacy-layout',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

@@ -35,9 +35,10 @@ export interface LockClientOptions {
    */
   readonly syncReplicas?: SyncReplicas;
   /**
-   * What a fresh hold records about its holder in the lock hash (`<owner>:info`: when the hold began, by the
-   * server's clock, and this host and pid, plus `app`), for `flowlock inspect` and `list`. Written by the
-   * acquire script itself: no extra command. `false`: record nothing.
+   * What a fresh hold records about its holder beside the lock (`<owner>:info` in its hold key: when the hold
+   * began, by the server's clock, and this host and pid, plus `app`), for `flowlock inspect` and `list`.
+   * Written by the acquire script in the command that writes the hold's memo: no extra command. `false`:
+   * record nothing.
    * @default {} (host and pid, no app label)
    */
   readonly holderInfo?: HolderInfo | false;
@@ -90,9 +91,10 @@ export interface QuorumLockOptions {
    */
   readonly keyPrefix?: string;
   /**
-   * What a fresh hold records about its holder in the lock hash (`<owner>:info`: when the hold began, by the
-   * server's clock, and this host and pid, plus `app`), for `flowlock inspect` and `list`. Written by the
-   * acquire script itself: no extra command. `false`: record nothing.
+   * What a fresh hold records about its holder beside the lock (`<owner>:info` in its hold key: when the hold
+   * began, by the server's clock, and this host and pid, plus `app`), for `flowlock inspect` and `list`.
+   * Written by the acquire script in the command that writes the hold's memo: no extra command. `false`:
+   * record nothing.
    * @default {} (host and pid, no app label)
    */
   readonly holderInfo?: HolderInfo | false;

@@ -2,16 +2,17 @@
   acquire: take a free fair lock when the caller's waiter is first in line (or nobody waits), re-enter it
   for an owner of the calling flow chain, or else keep the caller's place in the FIFO of waiters.
 
-  KEYS[1] lockKey     hash: field <owner> = hold count, field <owner>:acq = id of the owner's last acquire;
-                      PEXPIRE = lease (RLock's layout)
+  KEYS[1] lockKey     hash: field <owner> = hold count; PEXPIRE = lease (RLock's layout, nothing else)
   KEYS[2] queueKey    list "redisson_lock_queue:{<name>}": waiter ids, first come first served
   KEYS[3] timeoutKey  sorted set "redisson_lock_timeout:{<name>}": waiter id -> deadline in epoch ms after
                       which the waiter is presumed gone (Redisson's entries use their client's clock)
-  KEYS[4] fenceKey    string counter: the fencing token (see lock/acquire.lua)
+  KEYS[4] holdKey         hash of this library's side fields of the holds (see lock/acquire.lua)
+  KEYS[5] fenceKey        string: the shared fencing counter (see lock/acquire.lua)
+  KEYS[6] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua)
 
   ARGV[1] leaseMs        integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId      string: unique per call; a resend re-entering its own grant is answered from the
-                         memo field instead of counting twice
+                         memo field in holdKey instead of counting twice
   ARGV[3] waiterId       string "<clientId>:w<n>": the caller's place in the queue; "" for a single
                          attempt, which never queues (tryLock without a wait time)
   ARGV[4] waiterLeaseMs  integer > 0, milliseconds: how long the waiter's entry lives unless a later
@@ -32,10 +33,10 @@
     first, every head entry whose deadline has passed (or that has none) is dropped from both keys (the
     caller's own entry excepted: it is alive)
     free -> held: LPOP queueKey when the caller was first; ZREM timeoutKey waiterId; fencing token as in
-                  lock/acquire.lua; HSET lockKey owners[1] 1, the memo field and the holder info field (as
-                  lock/acquire.lua); PEXPIRE lockKey leaseMs.
+                  lock/acquire.lua; HSET lockKey owners[1] 1; PEXPIRE lockKey leaseMs; the memo, token and
+                  holder info fields in holdKey, PEXPIRE holdKey leaseMs (as lock/acquire.lua).
                   Unlike Redisson, other waiters' deadlines are not shortened (they stay valid longer)
-    re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
+    re-entry:     HINCRBY lockKey owner 1; HSET the memo field; PEXPIRE only when that lengthens a TTL
     requeue:      LPUSH queueKey waiterId and ZADD its deadline when it has no entry (before the rest)
     queued:       RPUSH queueKey waiterId if absent, with deadline now + waiterLeaseMs, or the latest
                   deadline of a Redisson waiter ahead + waiterLeaseMs; a queued waiter's deadline is raised
@@ -44,7 +45,9 @@
 local lockKey = KEYS[1]
 local queueKey = KEYS[2]
 local timeoutKey = KEYS[3]
-local fenceKey = KEYS[4]
+local holdKey = KEYS[4]
+local fenceKey = KEYS[5]
+local legacyFenceKey = KEYS[6]
 local leaseMs = tonumber(ARGV[1])
 local requestId = ARGV[2]
 local waiterId = ARGV[3]
@@ -82,13 +85,16 @@ if pttl == -2 then
     if head then redis.call('LPOP', queueKey) end
     -- Also when nobody is in line: a deadline whose list entry was lost (an eviction) must not stay.
     if waiterId ~= '' then redis.call('ZREM', timeoutKey, waiterId) end
-    local token = nextToken(fenceKey, clock)
-    redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId, holderInfo(owners[1], info, clock))
+    local token = nextToken(fenceKey, legacyFenceKey, clock)
+    local owner = owners[1]
+    redis.call('HSET', lockKey, owner, 1)
     redis.call('PEXPIRE', lockKey, leaseMs)
-    return {1, token, 1, 1}
+    redis.call('HSET', holdKey, owner .. ':acq', requestId, owner .. ':token', token, holderInfo(owner, info, clock))
+    redis.call('PEXPIRE', holdKey, leaseMs)
+    return {1, tonumber(token), 1, 1}
   end
 else
-  local reentered = reenter(lockKey, fenceKey, owners, requestId, leaseMs)
+  local reentered = reenter(lockKey, holdKey, owners, requestId, leaseMs)
   if reentered then return reentered end
 end
 

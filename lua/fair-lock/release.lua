@@ -2,12 +2,13 @@
   release: drop one hold (or all holds) of the nearest owner in the calling flow chain that holds the fair
   lock; when that frees it, wake the first waiter in line, and only that one.
 
-  KEYS[1] lockKey      hash: field <owner> = hold count, <owner>:rel = id of the owner's last release
+  KEYS[1] lockKey      hash: field <owner> = hold count (RLock's layout)
   KEYS[2] queueKey     list of waiter ids (see fair-lock/acquire.lua)
   KEYS[3] timeoutKey   sorted set waiter id -> deadline (epoch ms)
   KEYS[4] channelBase  "redisson_lock__channel:{<name>}" (prefixed): the first waiter is woken on
                        "<channelBase>:<waiter id>" (Redisson's per-waiter channel; in the lock's slot)
-  KEYS[5] requestKey   string: memo of a release that freed the lock, so a resend is answered, not re-run
+  KEYS[5] holdKey      hash of this library's side fields (see lock/release.lua)
+  KEYS[6] requestKey   string: memo of a release that freed the lock, so a resend is answered, not re-run
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -23,8 +24,8 @@
                              if the lock is free (it expired), the first waiter is woken all the same
 
   Side effects
-    count > 0 left:  HINCRBY lockKey owner -1; HSET <owner>:rel (and clear <owner>:acq for "undo")
-    count reaches 0: DEL lockKey; drop head entries whose deadline passed; PUBLISH (or SPUBLISH)
+    count > 0 left:  HINCRBY lockKey owner -1; HSET holdKey <owner>:rel (and clear <owner>:acq for "undo")
+    count reaches 0: DEL lockKey and holdKey; drop head entries whose deadline passed; PUBLISH (or SPUBLISH)
                      "<channelBase>:<head>" "0" when a waiter is left; SET requestKey PX memoMs
     replay:          nothing
 ]]
@@ -32,7 +33,8 @@ local lockKey = KEYS[1]
 local queueKey = KEYS[2]
 local timeoutKey = KEYS[3]
 local channelBase = KEYS[4]
-local requestKey = KEYS[5]
+local holdKey = KEYS[5]
+local requestKey = KEYS[6]
 local requestId = ARGV[1]
 local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
@@ -44,11 +46,11 @@ local owners = {unpack(ARGV, 6)}
 --- @include "fair-queue"
 
 local function dropLast()
-  redis.call('DEL', lockKey)
+  redis.call('DEL', lockKey, holdKey)
   return wakeFirst(queueKey, timeoutKey, channelBase, publish)
 end
 
-local reply = releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast)
+local reply = releaseHold(lockKey, holdKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast)
 if reply then return reply end
 -- Not held by the chain: if the lock is free (its lease ran out), the waiter first in line may go.
 if redis.call('EXISTS', lockKey) == 0 then

@@ -1,21 +1,36 @@
 --- @include "server-time"
--- nextToken(fenceKey, clock): the fencing token of a free -> held transition: max(counter + 1, server clock in
--- microseconds), stored back. The clock floor keeps tokens rising when the counter is lost or stale: missing
--- after a restart without persistence or an eviction, or behind on a promoted replica that missed the last
--- grants (a failover takes seconds, far more than the microseconds between tokens), as long as the servers'
--- clocks agree and do not step back. `clock`: serverTime()'s second result, if the caller has it already.
-local function nextToken(fenceKey, clock)
-  if not clock then
-    local _, now = serverTime()
-    clock = now
-  end
-  -- One command in the usual case: the clock has moved past the last token.
+-- nextToken(fenceKey, legacyFenceKey, clock): the fencing token of a free -> held transition, as a decimal
+-- string: max(shared counter + 1, server clock in microseconds, legacy per-name counter + 1), stored back in
+-- the shared counter. The counter is shared by every lock of the key prefix (of the slot, on a Cluster), so
+-- a lock that sat free for a month keeps no key of its own and still draws a higher token than it ever did.
+-- The clock floor keeps tokens rising when the counter is lost or stale: missing after a restart without
+-- persistence or an eviction, or behind on a promoted replica that missed the last grants (a failover takes
+-- seconds, far more than the microseconds between tokens), as long as the servers' clocks agree and do not
+-- step back. The legacy key is what clients of earlier versions count on: while they share the locks during
+-- a rolling upgrade, a token here must exceed every token they drew, and theirs must exceed ours, so a
+-- legacy key that exists is moved up to the token too (none is ever created). `clock`: serverTime()'s
+-- second result.
+local function nextToken(fenceKey, legacyFenceKey, clock)
+  -- One write in the usual case: the clock has moved past the last token.
   local previous = tonumber(redis.call('SET', fenceKey, clock, 'GET') or '0')
-  if previous < tonumber(clock) then
-    return tonumber(clock)
+  local legacy = tonumber(redis.call('GET', legacyFenceKey) or '0')
+  local last = math.max(previous, legacy)
+  local token = clock
+  if last >= tonumber(clock) then
+    -- Several grants within one microsecond, a clock that stepped back, or a legacy counter ahead: count on
+    -- from the last token (formatted in full: Lua would print a number this large in exponent form).
+    token = string.format('%.0f', last + 1)
+    redis.call('SET', fenceKey, token)
   end
-  -- Several grants within one microsecond, or a clock that stepped back: count on from the last token
-  -- (formatted in full: Lua would print a number this large in exponent form).
-  redis.call('SET', fenceKey, string.format('%.0f', previous + 1))
-  return previous + 1
+  if legacy > 0 then
+    redis.call('SET', legacyFenceKey, token)
+  end
+  return token
+end
+
+-- lastToken(fenceKey, legacyFenceKey): a token no lower than any drawn for the lock so far and lower than
+-- any it will draw (a read hold's: what the reader sees was written under a token no higher).
+local function lastToken(fenceKey, legacyFenceKey)
+  local counter = tonumber(redis.call('GET', fenceKey) or '0')
+  return math.max(counter, tonumber(redis.call('GET', legacyFenceKey) or '0'))
 end

@@ -1,14 +1,16 @@
 --[[
   acquire: take a free lock, or re-enter it for an owner of the calling flow chain.
 
-  KEYS[1] lockKey   hash: field <owner> = hold count, field <owner>:acq = id of the owner's last acquire;
-                    PEXPIRE = lease. Same layout and fields as Redisson's RLock, plus the memo field.
-  KEYS[2] fenceKey  string counter: the fencing token, never expires. Every free -> held transition takes
-                    max(counter + 1, server clock in microseconds). The clock floor keeps tokens rising when
-                    the counter is lost or stale: missing after a restart without persistence or an eviction,
-                    or behind on a promoted replica that missed the last grants (a failover takes seconds,
-                    far more than the microseconds between tokens), as long as the servers' clocks agree
-                    and do not step back.
+  KEYS[1] lockKey         hash: field <owner> = hold count; PEXPIRE = lease. Redisson's RLock layout, and
+                          nothing else
+  KEYS[2] holdKey         hash of this library's side fields of the hold (see includes/hold-key.lua):
+                          <owner>:acq = id of the owner's last acquire, <owner>:token, <owner>:info;
+                          PEXPIRE >= the lease
+  KEYS[3] fenceKey        string: the fencing counter shared by the key prefix (per slot on a Cluster), never
+                          expires; every free -> held transition takes max(counter + 1, server clock in
+                          microseconds, legacy counter + 1) (see includes/fencing-token.lua)
+  KEYS[4] legacyFenceKey  string: the per-name counter of earlier versions (rolling upgrades): read, and
+                          moved up to a new token when it exists; never created
 
   ARGV[1] leaseMs    integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId  string: unique per call; a resend of the same call (ioredis after a reconnect) is
@@ -22,15 +24,18 @@
     {0, pttl}                          held by another owner; pttl in ms, -1 when the holder set no expiry
 
   Side effects
-    free -> held: INCR fenceKey, or SET fenceKey <TIME in us> when that is larger;
-                  HSET lockKey owners[1] 1, the memo field and (unless info is "") <owner>:info =
-                  "#<server time in us> <info>"; PEXPIRE lockKey leaseMs
-    re-entry:     HINCRBY lockKey owner 1; HSET memo field; PEXPIRE only when that lengthens the TTL
-                  (an inner hold never shortens an outer one)
+    free -> held: SET fenceKey <token> (and legacyFenceKey, when it exists); HSET lockKey owners[1] 1;
+                  PEXPIRE lockKey leaseMs;
+                  HSET holdKey <owner>:acq, <owner>:token and (unless info is "") <owner>:info =
+                  "#<server time in us> <info>"; PEXPIRE holdKey leaseMs
+    re-entry:     HINCRBY lockKey owner 1; HSET holdKey memo field; PEXPIRE of either key only when that
+                  lengthens its TTL (an inner hold never shortens an outer one)
     replay:       nothing
 ]]
 local lockKey = KEYS[1]
-local fenceKey = KEYS[2]
+local holdKey = KEYS[2]
+local fenceKey = KEYS[3]
+local legacyFenceKey = KEYS[4]
 local leaseMs = tonumber(ARGV[1])
 local requestId = ARGV[2]
 local info = ARGV[3]
@@ -42,10 +47,13 @@ local owners = {unpack(ARGV, 4)}
 
 if redis.call('EXISTS', lockKey) == 0 then
   local _, clock = serverTime()
-  local token = nextToken(fenceKey, clock)
-  redis.call('HSET', lockKey, owners[1], 1, owners[1] .. ':acq', requestId, holderInfo(owners[1], info, clock))
+  local token = nextToken(fenceKey, legacyFenceKey, clock)
+  local owner = owners[1]
+  redis.call('HSET', lockKey, owner, 1)
   redis.call('PEXPIRE', lockKey, leaseMs)
-  return {1, token, 1, 1}
+  redis.call('HSET', holdKey, owner .. ':acq', requestId, owner .. ':token', token, holderInfo(owner, info, clock))
+  redis.call('PEXPIRE', holdKey, leaseMs)
+  return {1, tonumber(token), 1, 1}
 end
 
-return reenter(lockKey, fenceKey, owners, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}
+return reenter(lockKey, holdKey, owners, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}

@@ -1,9 +1,11 @@
 --[[
   release: drop one hold (or all holds) of the nearest owner in the calling flow chain that holds the lock.
 
-  KEYS[1] lockKey     hash: field <owner> = hold count, field <owner>:rel = id of the owner's last release
+  KEYS[1] lockKey     hash: field <owner> = hold count (Redisson's layout)
   KEYS[2] channel     release channel "redisson_lock__channel:{<name>}" (prefixed); gets "0" when freed
-  KEYS[3] requestKey  string: memo of a release that freed the lock, so a resend is answered, not re-run
+  KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua): <owner>:rel = id of
+                      the owner's last release, <owner>:acq = of its last acquire
+  KEYS[4] requestKey  string: memo of a release that freed the lock, so a resend is answered, not re-run
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -24,17 +26,17 @@
                              took it last with undoId); nothing changed
 
   Side effects
-    count > 0 left: HINCRBY lockKey owner -1; HSET memo field <owner>:rel (and, for "undo", clear
+    count > 0 left: HINCRBY lockKey owner -1; HSET holdKey <owner>:rel (and, for "undo", clear
                      <owner>:acq, so that the same acquire is never undone twice)
-    count reaches 0: DEL lockKey (the last hold is dropped without a decrement); PUBLISH (or SPUBLISH)
-                     channel "0";
-                     SET requestKey "<ownerIndex>" PX memoMs
+    count reaches 0: DEL lockKey and holdKey (the last hold is dropped without a decrement); PUBLISH (or
+                     SPUBLISH) channel "0"; SET requestKey "<ownerIndex>" PX memoMs
     replay:          nothing (a resend is recognised by the memo field, or by requestKey once the
                      lock was freed)
 ]]
 local lockKey = KEYS[1]
 local channel = KEYS[2]
-local requestKey = KEYS[3]
+local holdKey = KEYS[3]
+local requestKey = KEYS[4]
 local requestId = ARGV[1]
 local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
@@ -46,8 +48,9 @@ local owners = {unpack(ARGV, 6)}
 
 -- The last hold is dropped without a decrement: the lock is free.
 local function dropLast()
-  redis.call('DEL', lockKey)
+  redis.call('DEL', lockKey, holdKey)
   return redis.call(publish, channel, '0')
 end
 
-return releaseHold(lockKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast) or {-1, 0}
+return releaseHold(lockKey, holdKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast)
+  or {-1, 0}

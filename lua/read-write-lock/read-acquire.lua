@@ -3,14 +3,17 @@
   while the lock is free or read-held (unless a writer of this library waits), or one beside the chain's
   own write hold (a downgrade).
 
-  KEYS[1] lockKey      hash (Redisson's layout): "mode" = "read" | "write"; <owner> = read hold count;
-                       <owner>:write = write hold count; plus this library's memo fields <owner>:acq and
-                       <owner>:rel (values start with "#", so Redisson's scans, which read numbers, skip
-                       them); PEXPIRE = the longest lease of any hold
-  KEYS[2] timeoutBase  prefix of the per-read-hold keys "<timeoutBase>:<owner>:rwlock_timeout:<k>" (string
-                       "1", PEXPIRE = that hold's lease; Redisson's readers judge each other by them)
-  KEYS[3] writersKey   sorted set of this library's waiting writers: write field -> deadline (epoch ms)
-  KEYS[4] fenceKey     string counter of write grants: a read hold reports its current value
+  KEYS[1] lockKey         hash (Redisson's layout, nothing else): "mode" = "read" | "write"; <owner> = read
+                          hold count; <owner>:write = write hold count; PEXPIRE = the longest lease of any
+                          hold
+  KEYS[2] timeoutBase     prefix of the per-read-hold keys "<timeoutBase>:<owner>:rwlock_timeout:<k>"
+                          (string "1", PEXPIRE = that hold's lease; Redisson's readers judge each other by
+                          them)
+  KEYS[3] writersKey      sorted set of this library's waiting writers: write field -> deadline (epoch ms)
+  KEYS[4] holdKey         hash of this library's side fields (see includes/hold-key.lua): <owner>:acq,
+                          <owner>:rel, <owner>:info of the read holds, and the write holds' fields
+  KEYS[5] fenceKey        string: the shared fencing counter (see lock/acquire.lua), read only here
+  KEYS[6] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua), read only
 
   ARGV[1] leaseMs    integer > 0, milliseconds: this hold's lease
   ARGV[2] requestId  string: unique per call; a resend is answered from the memo field
@@ -19,29 +22,34 @@
   ARGV[4..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
-    {1, token, holdCount, ownerIndex}  acquired; token = the latest write grant's fencing token (0: none)
+    {1, token, holdCount, ownerIndex}  acquired; token = the last token drawn (see lastToken in
+                                       includes/fencing-token.lua): no lower than the latest write grant's,
+                                       lower than any later one; 0 when none was ever drawn
     {0, waitMs}                        a writer holds it (waitMs = PTTL, -1: no expiry), or a writer of
                                        this library waits (waitMs = until it would give up, at most PTTL)
 
   Side effects
-    a hold:  HINCRBY lockKey owner 1 (HSET mode read when the lock was free); HSET <owner>:acq; with the
-             owner's first read hold, HSET <owner>:info (as lock/acquire.lua);
+    a hold:  HINCRBY lockKey owner 1 (HSET mode read when the lock was free); HSET holdKey <owner>:acq;
+             with the owner's first read hold, HSET holdKey <owner>:info (as lock/acquire.lua);
              SET "<timeoutBase>:<owner>:rwlock_timeout:<count>" 1 PX leaseMs;
-             PEXPIRE lockKey max(PTTL, leaseMs)
+             PEXPIRE lockKey max(PTTL, leaseMs); PEXPIRE holdKey likewise
     always:  ZREMRANGEBYSCORE writersKey of writers whose deadline passed
     replay:  nothing
 ]]
 local lockKey = KEYS[1]
 local timeoutBase = KEYS[2]
 local writersKey = KEYS[3]
-local fenceKey = KEYS[4]
+local holdKey = KEYS[4]
+local fenceKey = KEYS[5]
+local legacyFenceKey = KEYS[6]
 local leaseMs = tonumber(ARGV[1])
-local memo = '#' .. ARGV[2]
+local memo = ARGV[2]
 local info = ARGV[3]
 local owners = {unpack(ARGV, 4)}
 
---- @include "server-time"
+--- @include "fencing-token"
 --- @include "holder-info"
+--- @include "hold-key"
 
 -- One more read hold of `owner`, with its own timeout key (Redisson's readers judge each other by them).
 local function grant(owner, index, fresh)
@@ -49,9 +57,9 @@ local function grant(owner, index, fresh)
   if count == 1 then
     -- The owner's first read hold: its memo, and when and where it began, in one command.
     local _, clock = serverTime()
-    redis.call('HSET', lockKey, owner .. ':acq', memo, holderInfo(owner, info, clock))
+    redis.call('HSET', holdKey, owner .. ':acq', memo, holderInfo(owner, info, clock))
   else
-    redis.call('HSET', lockKey, owner .. ':acq', memo)
+    redis.call('HSET', holdKey, owner .. ':acq', memo)
   end
   if fresh then redis.call('HSET', lockKey, 'mode', 'read') end
   redis.call('SET', timeoutBase .. ':' .. owner .. ':rwlock_timeout:' .. count, 1, 'PX', leaseMs)
@@ -60,16 +68,17 @@ local function grant(owner, index, fresh)
   if fresh or (pttl >= 0 and pttl < leaseMs) then
     redis.call('PEXPIRE', lockKey, leaseMs)
   end
-  return {1, tonumber(redis.call('GET', fenceKey) or '0'), count, index}
+  extendHold(holdKey, leaseMs)
+  return {1, lastToken(fenceKey, legacyFenceKey), count, index}
 end
 
 local mode = redis.call('HGET', lockKey, 'mode')
 if mode then
   for index, owner in ipairs(owners) do
-    local held = redis.call('HMGET', lockKey, owner, owner .. ':acq')
-    if held[1] then
-      if held[2] == memo then
-        return {1, tonumber(redis.call('GET', fenceKey) or '0'), tonumber(held[1]), index}
+    local count = tonumber(redis.call('HGET', lockKey, owner))
+    if count then
+      if redis.call('HGET', holdKey, owner .. ':acq') == memo then
+        return {1, lastToken(fenceKey, legacyFenceKey), count, index}
       end
       return grant(owner, index, false)
     end

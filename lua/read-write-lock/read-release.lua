@@ -5,7 +5,8 @@
   KEYS[1] lockKey      the read-write lock hash (see read-write-lock/read-acquire.lua)
   KEYS[2] channel      "redisson_rwlock:{<name>}" (prefixed): gets "0" when the last reader frees the lock
   KEYS[3] timeoutBase  prefix of the per-read-hold timeout keys
-  KEYS[4] requestKey   string: memo of a release that dropped an owner's last read hold
+  KEYS[4] holdKey      hash of this library's side fields (see includes/hold-key.lua)
+  KEYS[5] requestKey   string: memo of a release that dropped an owner's last read hold
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -21,22 +22,24 @@
     {-1, 0}                  no owner of the chain has a read hold (or none took it last with undoId)
 
   Side effects
-    one hold less:   HINCRBY -1; DEL its timeout key "<timeoutBase>:<owner>:rwlock_timeout:<count>"
-    last hold:       HDEL the owner's fields and DEL all its timeout keys; SET requestKey PX memoMs; then
-                     if a write hold or a live read hold (a timeout key with TTL left) remains: PEXPIRE
-                     lockKey to the longest live read hold (unless a write hold is there); otherwise DEL
-                     lockKey (with the fields of readers whose holds ran out) and PUBLISH (or SPUBLISH)
-                     channel "0"
+    one hold less:   HINCRBY -1; DEL its timeout key "<timeoutBase>:<owner>:rwlock_timeout:<count>";
+                     HSET holdKey <owner>:rel
+    last hold:       HDEL the owner's field, HDEL its side fields in holdKey, DEL all its timeout keys;
+                     SET requestKey PX memoMs; then if a write hold or a live read hold (a timeout key with
+                     TTL left) remains: PEXPIRE lockKey to the longest live read hold (unless a write hold
+                     is there); otherwise DEL lockKey (with the fields of readers whose holds ran out) and
+                     holdKey, and PUBLISH (or SPUBLISH) channel "0"
     replay:          nothing
 ]]
 local lockKey = KEYS[1]
 local channel = KEYS[2]
 local timeoutBase = KEYS[3]
-local requestKey = KEYS[4]
-local memo = '#' .. ARGV[1]
+local holdKey = KEYS[4]
+local requestKey = KEYS[5]
+local memo = ARGV[1]
 local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
-local undoMemo = '#' .. ARGV[4]
+local undoMemo = ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 local owners = {unpack(ARGV, 6)}
 
@@ -52,7 +55,8 @@ end
 
 local function dropLast(owner, count)
   for k = 1, count do redis.call('DEL', timeoutKey(owner, k)) end
-  redis.call('HDEL', lockKey, owner, owner .. ':acq', owner .. ':rel', owner .. ':info')
+  redis.call('HDEL', lockKey, owner)
+  redis.call('HDEL', holdKey, owner .. ':acq', owner .. ':rel', owner .. ':info')
   local longest = 0
   local hash = redis.call('HGETALL', lockKey)
   for f = 1, #hash, 2 do
@@ -71,8 +75,9 @@ local function dropLast(owner, count)
     redis.call('PEXPIRE', lockKey, longest)
     return 0
   end
-  redis.call('DEL', lockKey)
+  redis.call('DEL', lockKey, holdKey)
   return redis.call(publish, channel, '0')
 end
 
-return releaseHold(lockKey, requestKey, owners, mode, memo, undoMemo, memoMs, dropOne, dropLast) or {-1, 0}
+return releaseHold(lockKey, holdKey, requestKey, owners, mode, memo, undoMemo, memoMs, dropOne, dropLast)
+  or {-1, 0}

@@ -4,9 +4,12 @@
   instead of waiting for itself; a writer that will wait registers, so that this library's new readers
   let it in first.
 
-  KEYS[1] lockKey     the read-write lock hash (see read-write-lock/read-acquire.lua)
-  KEYS[2] writersKey  sorted set of this library's waiting writers: write field -> deadline (epoch ms)
-  KEYS[3] fenceKey    string counter: the fencing token, taken on every write grant (see lock/acquire.lua)
+  KEYS[1] lockKey         the read-write lock hash (see read-write-lock/read-acquire.lua)
+  KEYS[2] writersKey      sorted set of this library's waiting writers: write field -> deadline (epoch ms)
+  KEYS[3] holdKey         hash of this library's side fields (see includes/hold-key.lua)
+  KEYS[4] fenceKey        string: the shared fencing counter, drawn on every write grant (see
+                          lock/acquire.lua)
+  KEYS[5] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua)
 
   ARGV[1] leaseMs        integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId      string: unique per call; a resend is answered from the memo field
@@ -22,17 +25,19 @@
     {2}                                the chain holds the lock for reading only: an upgrade, refused
 
   Side effects
-    free -> held: fencing token as in lock/acquire.lua; HSET mode write, fields[1] 1, its memo field and
-                  its holder info field "<owner>:write:info" (as lock/acquire.lua);
-                  PEXPIRE lockKey leaseMs; ZREM writersKey fields[1]
-    re-entry:     HINCRBY; HSET memo field; PEXPIRE only when that lengthens the TTL
+    free -> held: fencing token as in lock/acquire.lua; HSET lockKey mode write, fields[1] 1;
+                  PEXPIRE lockKey leaseMs; HSET holdKey "<owner>:write:acq", ":token" and ":info" (as
+                  lock/acquire.lua), PEXPIRE holdKey leaseMs; ZREM writersKey fields[1]
+    re-entry:     HINCRBY; HSET memo field; PEXPIRE only when that lengthens a TTL
     not granted:  with waitingMs > 0, ZADD writersKey now + waitingMs fields[1] (never lowering it)
 ]]
 local lockKey = KEYS[1]
 local writersKey = KEYS[2]
-local fenceKey = KEYS[3]
+local holdKey = KEYS[3]
+local fenceKey = KEYS[4]
+local legacyFenceKey = KEYS[5]
 local leaseMs = tonumber(ARGV[1])
-local memo = '#' .. ARGV[2]
+local memo = ARGV[2]
 local waitingMs = tonumber(ARGV[3])
 local info = ARGV[4]
 local fields = {unpack(ARGV, 5)}
@@ -44,15 +49,18 @@ local fields = {unpack(ARGV, 5)}
 local mode = redis.call('HGET', lockKey, 'mode')
 if not mode then
   local _, clock = serverTime()
-  local token = nextToken(fenceKey, clock)
-  redis.call('HSET', lockKey, 'mode', 'write', fields[1], 1, fields[1] .. ':acq', memo, holderInfo(fields[1], info, clock))
+  local token = nextToken(fenceKey, legacyFenceKey, clock)
+  local field = fields[1]
+  redis.call('HSET', lockKey, 'mode', 'write', field, 1)
   redis.call('PEXPIRE', lockKey, leaseMs)
-  redis.call('ZREM', writersKey, fields[1])
-  return {1, token, 1, 1}
+  redis.call('HSET', holdKey, field .. ':acq', memo, field .. ':token', token, holderInfo(field, info, clock))
+  extendHold(holdKey, leaseMs)
+  redis.call('ZREM', writersKey, field)
+  return {1, tonumber(token), 1, 1}
 end
 
 if mode == 'write' then
-  local reentered = reenter(lockKey, fenceKey, fields, memo, leaseMs)
+  local reentered = reenter(lockKey, holdKey, fields, memo, leaseMs)
   if reentered then return reentered end
 else
   for _, field in ipairs(fields) do

@@ -5,7 +5,8 @@
 
   KEYS[1] lockKey     the read-write lock hash (see read-write-lock/read-acquire.lua)
   KEYS[2] channel     "redisson_rwlock:{<name>}" (prefixed)
-  KEYS[3] requestKey  string: memo of a release that dropped an owner's last write hold
+  KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua)
+  KEYS[4] requestKey  string: memo of a release that dropped an owner's last write hold
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -20,36 +21,40 @@
     {-1, 0}                  no owner of the chain has a write hold (or none took it last with undoId)
 
   Side effects
-    one hold less:  HINCRBY -1; HSET memo field (and clear the acquire memo for "undo")
-    last hold:      HDEL the field, its memo fields and its holder info; SET requestKey PX memoMs; then, when no other
-                    hold is left, DEL lockKey and PUBLISH (or SPUBLISH) channel "1"; otherwise (the
-                    owner's read holds) HSET mode read and PUBLISH "0" (Redisson publishes nothing here)
+    one hold less:  HINCRBY -1; HSET holdKey memo field (and clear the acquire memo for "undo")
+    last hold:      HDEL the field, and its side fields in holdKey; SET requestKey PX memoMs; then, when
+                    no other hold is left, DEL lockKey and holdKey and PUBLISH (or SPUBLISH) channel "1";
+                    otherwise (the owner's read holds) HSET mode read and PUBLISH "0" (Redisson publishes
+                    nothing here)
     replay:         nothing
 ]]
 local lockKey = KEYS[1]
 local channel = KEYS[2]
-local requestKey = KEYS[3]
-local memo = '#' .. ARGV[1]
+local holdKey = KEYS[3]
+local requestKey = KEYS[4]
+local memo = ARGV[1]
 local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
-local undoMemo = '#' .. ARGV[4]
+local undoMemo = ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 local fields = {unpack(ARGV, 6)}
 
 --- @include "release-hold"
 
 local function dropLast(field)
-  redis.call('HDEL', lockKey, field, field .. ':acq', field .. ':rel', field .. ':info')
+  redis.call('HDEL', lockKey, field)
   local hash = redis.call('HGETALL', lockKey)
   for f = 1, #hash, 2 do
     if hash[f] ~= 'mode' and tonumber(hash[f + 1]) then
       -- The owner's own read holds remain (a downgrade).
+      redis.call('HDEL', holdKey, field .. ':acq', field .. ':rel', field .. ':info', field .. ':token')
       redis.call('HSET', lockKey, 'mode', 'read')
       return redis.call(publish, channel, '0')
     end
   end
-  redis.call('DEL', lockKey)
+  redis.call('DEL', lockKey, holdKey)
   return redis.call(publish, channel, '1')
 end
 
-return releaseHold(lockKey, requestKey, fields, mode, memo, undoMemo, memoMs, nil, dropLast) or {-1, 0}
+return releaseHold(lockKey, holdKey, requestKey, fields, mode, memo, undoMemo, memoMs, nil, dropLast)
+  or {-1, 0}

@@ -2,11 +2,14 @@
   renew: the watchdog's batch renewal of every kind of hold (locks, expirable permits); extends each hold
   only while its owner still has it.
 
-  KEYS[1..n] pairs   KEYS[2i-1] lockKey: the hash of hold i (plain, fair or read-write lock), or for a
-                     permit the sorted set "{<name>}:timeout" of its semaphore; one Cluster slot per call;
-                     KEYS[2i] timeoutBase: for a read hold, the prefix of its per-hold timeout keys
-                     "<timeoutBase>:<field>:rwlock_timeout:<k>" (Redisson's layout); for any other hold
-                     the first key again (unused)
+  KEYS[1..n] triples  KEYS[3i-2] lockKey: the hash of hold i (plain, fair or read-write lock), or for a
+                      permit the sorted set "{<name>}:timeout" of its semaphore; one Cluster slot per call;
+                      KEYS[3i-1] timeoutBase: for a read hold, the prefix of its per-hold timeout keys
+                      "<timeoutBase>:<field>:rwlock_timeout:<k>" (Redisson's layout); for any other hold
+                      the first key again (unused);
+                      KEYS[3i] holdKey: for a lock's hold, the hash of this library's side fields (see
+                      includes/hold-key.lua), which must live as long as the hold; for a permit the first
+                      key again (unused)
 
   ARGV[1] leaseMs       integer > 0, milliseconds: the TTL each held lock gets
   ARGV[2i], ARGV[2i+1]  field of hold i in its hash (owner id; write holds "<owner>:write"; a permit's
@@ -14,24 +17,27 @@
                         or "permit"
 
   Returns
-    array of n/2 integers: 1 the field is still in its hash (its TTL is now at least leaseMs), or the
+    array of n/3 integers: 1 the field is still in its hash (its TTL is now at least leaseMs), or the
     permit's lease has not ended (it now ends leaseMs from now, server time); 0 otherwise
 
   Side effects
-    PEXPIRE lockKey leaseMs when the field is there and the TTL is shorter; for a read hold also PEXPIRE of
-    its own timeout keys 1..count; for a permit ZADD XX of its new lease end. Never touches another owner's hold (other readers' timeout keys
-    included: a dead reader's keys run out, Redisson #7098) and never creates a key
+    PEXPIRE lockKey leaseMs when the field is there and the TTL is shorter, and PEXPIRE holdKey likewise;
+    for a read hold also PEXPIRE of its own timeout keys 1..count; for a permit ZADD XX of its new lease
+    end. Never touches another owner's hold (other readers' timeout keys included: a dead reader's keys
+    run out, Redisson #7098) and never creates a key
 ]]
 local leaseMs = tonumber(ARGV[1])
 local firstEntry = 2
 
 --- @include "server-time"
+--- @include "hold-key"
 
 local now
 local results = {}
-for i = 1, #KEYS / 2 do
-  local lockKey = KEYS[2 * i - 1]
-  local timeoutBase = KEYS[2 * i]
+for i = 1, #KEYS / 3 do
+  local lockKey = KEYS[3 * i - 2]
+  local timeoutBase = KEYS[3 * i - 1]
+  local holdKey = KEYS[3 * i]
   local field = ARGV[firstEntry + 2 * (i - 1)]
   local kind = ARGV[firstEntry + 2 * (i - 1) + 1]
   if kind == 'permit' then
@@ -55,6 +61,7 @@ for i = 1, #KEYS / 2 do
       if pttl >= 0 and pttl < leaseMs then
         redis.call('PEXPIRE', lockKey, leaseMs)
       end
+      extendHold(holdKey, leaseMs)
       results[i] = 1
     else
       results[i] = 0

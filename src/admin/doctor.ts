@@ -6,13 +6,14 @@
  */
 import type { Redis } from 'ioredis';
 import type { IoredisClient } from '../options.js';
+import { findLegacyLayout, type LegacyLayout } from './legacy.js';
 import { address, adminTarget, configGet, masters, notifiesExpiry, timeReply } from './target.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'unknown';
 
 /** One check: its verdict in a line, and what it means for locks when it is not `ok`. */
 export interface ServerCheck {
-  readonly id: 'server' | 'eviction' | 'persistence' | 'replicas' | 'keyspace-events' | 'clock';
+  readonly id: 'server' | 'eviction' | 'persistence' | 'replicas' | 'keyspace-events' | 'clock' | 'legacy-layout';
   readonly status: CheckStatus;
   readonly summary: string;
   readonly detail: string | null;
@@ -221,11 +222,28 @@ function clockCheck(nodes: readonly NodeFacts[]): ServerCheck {
   };
 }
 
+function legacyLayoutCheck(legacy: LegacyLayout): ServerCheck {
+  if (legacy.fenceKeys === 0 && legacy.lockHashes === 0) {
+    return { id: 'legacy-layout', status: 'ok', summary: 'no keys of the per-name layout', detail: null };
+  }
+  return {
+    id: 'legacy-layout',
+    status: 'warn',
+    summary:
+      `${legacy.fenceKeys} per-name fencing counter${legacy.fenceKeys === 1 ? '' : 's'} (flowlock:fence:…, no ` +
+      `expiry) and ${legacy.fields} side field${legacy.fields === 1 ? '' : 's'} in ${legacy.lockHashes} lock ` +
+      `hash${legacy.lockHashes === 1 ? '' : 'es'} left by the previous layout`,
+    detail:
+      'the per-name counters grow with every name ever locked; once no client of the previous version runs, ' +
+      '`flowlock cleanup --yes` removes them (their values move into the shared counter)',
+  };
+}
+
 /**
  * Checks the server settings that decide lock safety, on every master: version and pub/sub mode, eviction
  * policy (any but noeviction fails: lock keys could be evicted), persistence, replicas (asynchronous:
- * a failover may lose a grant), keyspace notifications (for `watch --events`) and the clock offset between
- * this process and the server. Read only.
+ * a failover may lose a grant), keyspace notifications (for `watch --events`), the clock offset between
+ * this process and the server, and the keys the previous layout left (a SCAN: O(keys)). Read only.
  */
 export async function checkServer(client: IoredisClient): Promise<ServerReport> {
   const target = adminTarget(client, undefined);
@@ -245,6 +263,7 @@ export async function checkServer(client: IoredisClient): Promise<ServerReport> 
     replicasCheck(nodes),
     keyspaceEventsCheck(nodes),
     clockCheck(nodes),
+    legacyLayoutCheck(await findLegacyLayout(client)),
   ];
   return { ok: checks.every((check) => check.status !== 'fail'), server, checks };
 }

@@ -22,6 +22,8 @@ export type {
   WatchOptions,
 } from './watch.js';
 export { checkServer } from './doctor.js';
+export { findLegacyLayout, removeLegacyLayout } from './legacy.js';
+export type { LegacyLayout, LegacyOptions, LegacyRemoval } from './legacy.js';
 export type { CheckStatus, ServerCheck, ServerReport } from './doctor.js';
 export { PreconditionError } from './target.js';
 export type { Holder, LockKind } from './shape.js';

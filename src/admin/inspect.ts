@@ -1,6 +1,7 @@
 /**
  * `inspectLock`: everything Redis knows about one name of the lock family, read in one MULTI (every key of
- * a name shares its slot): the key's type, TTL and content, the fencing counter, the fair lock's queue,
+ * a name shares its slot): the key's type, TTL and content, the holds' side fields (fencing token, holder
+ * info) and an earlier version's per-name fencing counter, the fair lock's queue,
  * the read-write lock's waiting writers, the semaphores' permit leases and queue. The kind is told by the
  * keys' shapes, since the hash and string layouts are Redisson's and carry no marker; what the keys cannot
  * tell apart is said in `alsoMatches` (a held lock with no waiters looks the same as a fair one).
@@ -80,7 +81,11 @@ export interface LockInfo {
   readonly held: boolean;
   /** The key's remaining TTL; null when it has none or does not exist. */
   readonly ttlMs: number | null;
-  /** The last fencing token drawn for the name (decimal string); null for the semaphores and the latch. */
+  /**
+   * The fencing token of the current plain, fair or write hold (decimal string); for a hold of an earlier
+   * version, its per-name counter. null when free, read-held or held by a Java client, and for the
+   * semaphores and the latch.
+   */
   readonly fencingToken: string | null;
   /** A read-write lock's mode; null otherwise. */
   readonly mode: 'read' | 'write' | null;
@@ -149,7 +154,10 @@ interface Snapshot {
   readonly pttl: number;
   readonly hash: Readonly<Record<string, string>>;
   readonly value: string | null;
-  readonly fence: string | null;
+  /** The lock's hold key: this library's side fields of the holds (`<field>:token`, `<field>:info`, …). */
+  readonly side: Readonly<Record<string, string>>;
+  /** An earlier version's per-name fencing counter. */
+  readonly legacyFence: string | null;
   readonly fairQueue: readonly string[];
   readonly fairQueueLength: number;
   readonly fairDeadlines: ReadonlyMap<string, number>;
@@ -169,18 +177,19 @@ const READS = {
   pttl: 1,
   hash: 2,
   value: 3,
-  fence: 4,
-  fairQueueLength: 5,
-  fairQueue: 6,
-  fairDeadlines: 7,
-  writersLength: 8,
-  writers: 9,
-  leasesLength: 10,
-  leases: 11,
-  permitQueueLength: 12,
-  permitQueue: 13,
-  permitDeadlines: 14,
-  time: 15,
+  side: 4,
+  legacyFence: 5,
+  fairQueueLength: 6,
+  fairQueue: 7,
+  fairDeadlines: 8,
+  writersLength: 9,
+  writers: 10,
+  leasesLength: 11,
+  leases: 12,
+  permitQueueLength: 13,
+  permitQueue: 14,
+  permitDeadlines: 15,
+  time: 16,
 } as const;
 
 function readCommands({ lock, fair, readWrite, semaphore }: FamilyKeys): Command[] {
@@ -192,7 +201,8 @@ function readCommands({ lock, fair, readWrite, semaphore }: FamilyKeys): Command
     ['PTTL', key],
     ['HGETALL', key],
     ['GET', key],
-    ['GET', lock.fenceKey],
+    ['HGETALL', lock.holdKey],
+    ['GET', lock.legacyFenceKey],
     ['LLEN', fair.queueKey],
     ['LRANGE', fair.queueKey, 0, last],
     ['ZRANGE', fair.timeoutKey, 0, 10 * MAX_ENTRIES, 'WITHSCORES'],
@@ -240,7 +250,7 @@ async function snapshot(target: AdminTarget, name: string): Promise<Snapshot> {
   const replies = await transaction(target.client, readCommands(keys), new Set([READS.leases]));
   const hash = hashOf(valueOf(replies[READS.hash]));
   const text = valueOf(replies[READS.value]);
-  const fence = valueOf(replies[READS.fence]);
+  const legacyFence = valueOf(replies[READS.legacyFence]);
   const base: Omit<Snapshot, 'readLeases'> = {
     name,
     keys,
@@ -249,7 +259,8 @@ async function snapshot(target: AdminTarget, name: string): Promise<Snapshot> {
     pttl: integer(replies[READS.pttl]),
     hash,
     value: typeof text === 'string' ? text : null,
-    fence: typeof fence === 'string' ? fence : null,
+    side: hashOf(valueOf(replies[READS.side])),
+    legacyFence: typeof legacyFence === 'string' ? legacyFence : null,
     fairQueue: strings(replies[READS.fairQueue]),
     fairQueueLength: integer(replies[READS.fairQueueLength]),
     fairDeadlines: new Map(scored<string>(replies[READS.fairDeadlines])),
@@ -310,12 +321,12 @@ function detectKinds(s: Snapshot): LockKind[] {
       if (s.permitQueueLength > 0) return permitKinds;
       return [...permitKinds, 'count-down-latch'];
     case 'none':
-      // Waiters or leases left behind name the kind; a fencing counter is shared by the three locks.
+      // Waiters or leases left behind name the kind; side fields and counters are shared by the three locks.
       if (s.fairQueueLength > 0) return ['fair-lock'];
       if (s.writersLength > 0) return ['read-write-lock'];
       if (s.leasesLength > 0) return ['permit-expirable-semaphore'];
       if (s.permitQueueLength > 0) return permitKinds;
-      return s.fence === null ? [] : ['lock', 'fair-lock', 'read-write-lock'];
+      return s.legacyFence === null && Object.keys(s.side).length === 0 ? [] : ['lock', 'fair-lock', 'read-write-lock'];
     default:
       return [];
   }
@@ -354,7 +365,8 @@ function describe(
   waiting: { readonly connections: number | null; readonly channels: readonly string[] },
 ): LockInfo {
   const isLock = kind !== null && HASH_KINDS.has(kind);
-  const owners = isLock && s.type === 'hash' ? parseHolders(s.hash, s.nowMs, s.readLeases) : [];
+  const owners = isLock && s.type === 'hash' ? parseHolders(s.hash, s.nowMs, s.readLeases, s.side) : [];
+  const exclusive = owners.find((holder) => holder.mode !== 'read');
   const untilDeadline = (score: number | undefined): number | null =>
     score === undefined ? null : Math.round(score - s.nowMs);
   let queue: QueueEntry[] = [];
@@ -394,7 +406,7 @@ function describe(
     alsoMatches,
     held: isLock ? owners.length > 0 : expirable && s.leasesLength > 0,
     ttlMs: s.pttl >= 0 ? s.pttl : null,
-    fencingToken: isLock ? s.fence : null,
+    fencingToken: exclusive ? (s.side[`${exclusive.owner}:token`] ?? s.legacyFence) : null,
     mode: mode === 'read' || mode === 'write' ? mode : null,
     owners,
     queue,
@@ -432,9 +444,9 @@ function choose(s: Snapshot, kind: LockKind | undefined): [LockKind | null, Lock
 
 /**
  * Everything Redis knows about `name`: its kind, holders (with holder info: since when, which host and
- * process), TTL, fencing counter, waiters queued in Redis and subscriber connections on its channels,
+ * process), TTL, fencing token, waiters queued in Redis and subscriber connections on its channels,
  * permits or count, and where it lives (slot, node). A name with no keys reads as free (`kind` null when
- * nothing of the family was ever there). Read only.
+ * nothing of the family is there). Read only.
  */
 export async function inspectLock(client: IoredisClient, name: string, options?: InspectOptions): Promise<LockInfo> {
   checkLockName(name);

@@ -3,12 +3,14 @@
  * (a Cluster's keys are spread over them, and SCAN sees one node only), keeping the hashes of a lock's shape.
  * There is no index of held locks to read instead: one would be cross-slot on a Cluster and cost a write per
  * acquire and release. SCAN walks the whole keyspace of each master, so a listing costs O(keys in the
- * database), in batches of `count` keys per call. With `all`, the names come from the fencing counters
- * (`<prefix>flowlock:fence:…`, never deleted), i.e. every lock this library ever took, held or not.
+ * database), in batches of `count` keys per call. With `all`, the names come from this library's own keys
+ * of each lock: its hold keys (`<prefix>flowlock:hold:…`, which live as long as a hold, and until a lock
+ * freed by another client runs out its lease), and the per-name fencing counters an earlier version left
+ * (`<prefix>flowlock:fence:…`), so held or not.
  */
 import type { Redis } from 'ioredis';
 import type { IoredisClient } from '../options.js';
-import { lockKeys } from '../redis/keys.js';
+import { lockKeys, type LockKeys } from '../redis/keys.js';
 import { readLock, type LockInfo } from './inspect.js';
 import { escapeGlob, globToRegExp, isLockShaped } from './shape.js';
 import {
@@ -28,7 +30,10 @@ export interface ListOptions {
   readonly prefix?: string;
   /** A Redis glob on lock names (without the prefix). @default '*' */
   readonly match?: string;
-  /** Every name this library ever locked (from the fencing counters), held or not. @default false */
+  /**
+   * Also the names this library's own keys show, held or not: hold keys of the current and recent holds,
+   * and the per-name fencing counters of earlier versions. @default false
+   */
   readonly all?: boolean;
   /** SCAN's COUNT: keys examined per call on a node (larger: fewer round trips, longer calls). @default 1000 */
   readonly count?: number;
@@ -59,7 +64,7 @@ export interface LockListing extends AsyncIterable<LockInfo> {
  * More fields than any lock hash has (a holder and its three side fields each, for a thousand readers of a
  * read-write lock): a larger hash is not read.
  */
-const MAX_LOCK_FIELDS = 4096;
+export const MAX_LOCK_FIELDS = 4096;
 
 /** Redis ≥ 6 filters SCAN by TYPE; Redis 5 answers the option with a syntax error. */
 function isTypeOptionRefused(error: unknown): boolean {
@@ -67,7 +72,7 @@ function isTypeOptionRefused(error: unknown): boolean {
 }
 
 /** The keys one SCAN over `node` returns, batch by batch. */
-async function* scanNode(
+export async function* scanNode(
   node: Redis,
   pattern: string,
   type: 'hash' | 'string',
@@ -102,24 +107,31 @@ async function* scanNode(
   } while (cursor !== '0');
 }
 
+/** This library's own keys of one lock that `all` lists names from: the word in their name, and their type. */
+export const OWN_KEYS = [
+  { word: 'hold', type: 'hash', of: (keys: LockKeys) => keys.holdKey },
+  { word: 'fence', type: 'string', of: (keys: LockKeys) => keys.legacyFenceKey },
+] as const;
+
 /**
- * The lock name a fencing counter belongs to, or undefined for a key that is not one. Read back from the
- * counter's name and confirmed by building it again with keys.ts (so only keys.ts knows how it is built).
+ * The lock name an own key of a lock (`<prefix>flowlock:<word>:{<tag>}[:<lock key>]`) belongs to, or
+ * undefined for a key that is not one. Read back from the key's name and confirmed by building it again
+ * with keys.ts (so only keys.ts knows how it is built).
  */
-function nameOfFence(target: AdminTarget, fenceKey: string): string | undefined {
-  const head = `${target.prefix}flowlock:fence:{`;
-  if (!fenceKey.startsWith(head)) return undefined;
-  const close = fenceKey.indexOf('}', head.length);
+export function nameOfOwnKey(target: AdminTarget, key: string, own: (typeof OWN_KEYS)[number]): string | undefined {
+  const head = `${target.prefix}flowlock:${own.word}:{`;
+  if (!key.startsWith(head)) return undefined;
+  const close = key.indexOf('}', head.length);
   if (close === -1) return undefined;
-  const tag = fenceKey.slice(head.length, close);
-  const rest = fenceKey.slice(close + 1);
+  const tag = key.slice(head.length, close);
+  const rest = key.slice(close + 1);
   const lockKey = rest === '' ? tag : rest.slice(1);
   if (!lockKey.startsWith(target.prefix)) return undefined;
   const name = lockKey.slice(target.prefix.length);
-  return name !== '' && lockKeys(target.prefix, name, target.cluster).fenceKey === fenceKey ? name : undefined;
+  return name !== '' && own.of(lockKeys(target.prefix, name, target.cluster)) === key ? name : undefined;
 }
 
-/** The names one node's keys show, batch by batch: lock-shaped hashes, or fencing counters. */
+/** The names one node's keys show, batch by batch: lock-shaped hashes, or this library's own keys. */
 async function* namesOn(
   target: AdminTarget,
   node: Redis,
@@ -131,9 +143,17 @@ async function* namesOn(
   const fresh = (key: string): boolean => !seen.has(key) && Boolean(seen.add(key));
   if (options.all) {
     const wanted = globToRegExp(options.match);
-    for await (const keys of scanNode(node, `${escapeGlob(prefix)}flowlock:fence:*`, 'string', options.count, stats)) {
-      const names = keys.filter(fresh).map((key) => nameOfFence(target, key));
-      yield names.filter((name): name is string => name !== undefined && wanted.test(name));
+    const named = new Set<string>();
+    for (const own of OWN_KEYS) {
+      const pattern = `${escapeGlob(prefix)}flowlock:${own.word}:*`;
+      for await (const keys of scanNode(node, pattern, own.type, options.count, stats)) {
+        const names = keys.filter(fresh).map((key) => nameOfOwnKey(target, key, own));
+        // A name with both kinds of key is listed once.
+        yield names.filter(
+          (name): name is string =>
+            name !== undefined && wanted.test(name) && !named.has(name) && Boolean(named.add(name)),
+        );
+      }
     }
     return;
   }

@@ -1,9 +1,11 @@
 /**
  * Reading a lock hash: which fields are holders, what they hold, and since when. Holders are the fields
  * with an integer value (Redisson's layout: `<clientId>:<flowId>` = hold count, `<…>:write` for a write
- * hold), except `mode` and the fields this library keeps beside each holder: `<field>:acq` and
- * `<field>:rel` (request-id memos) and `<field>:info` (`#<server time µs> <label>`, written with a fresh
- * hold). Java clients write no `:info`: their holders show no age and no label.
+ * hold), except `mode`. This library keeps its side fields of each holder in a hash of its own (the hold
+ * key): `<field>:acq` and `<field>:rel` (request-id memos), `<field>:token`, and `<field>:info`
+ * (`#<server time µs> <label>`, written with a fresh hold); earlier versions kept them in the lock hash
+ * itself, where they are still recognised (a rolling upgrade). Java clients write no `:info`: their holders
+ * show no age and no label.
  */
 
 /** The members of the lock family, as `inspectLock` tells them apart. */
@@ -42,6 +44,7 @@ export interface Holder {
   readonly leaseMs: number | null;
 }
 
+/** Side fields earlier versions kept in the lock hash. */
 const SIDE_FIELDS = [':acq', ':rel', ':info'] as const;
 const WRITE_SUFFIX = ':write';
 const INTEGER = /^-?\d+$/;
@@ -83,12 +86,13 @@ function parseInfo(value: string | undefined): { readonly sinceMs: number; reado
 
 /**
  * The holders of a lock hash, at server time `nowMs`; `leases` gives read holds' remaining leases by
- * field. Sorted by age, oldest first, holders without info last.
+ * field; `side` is the lock's hold key (holder info). Sorted by age, oldest first, holders without info last.
  */
 export function parseHolders(
   hash: Readonly<Record<string, string>>,
   nowMs: number,
   leases: ReadonlyMap<string, number> = new Map(),
+  side: Readonly<Record<string, string>> = {},
 ): Holder[] {
   const readWrite = hash['mode'] !== undefined;
   const holders: Holder[] = [];
@@ -97,7 +101,7 @@ export function parseHolders(
     const write = readWrite && field.endsWith(WRITE_SUFFIX);
     const id = write ? field.slice(0, -WRITE_SUFFIX.length) : field;
     const colon = id.lastIndexOf(':');
-    const info = parseInfo(hash[`${field}:info`]);
+    const info = parseInfo(side[`${field}:info`] ?? hash[`${field}:info`]);
     holders.push({
       owner: field,
       clientId: colon === -1 ? id : id.slice(0, colon),

@@ -61,18 +61,23 @@ function releaseAll(target: AdminTarget, name: string, kind: LockKind, owner: st
   const { scripts } = target;
   const keys = familyKeys(target, name);
   if (kind === 'fair-lock') {
-    const { lockKey, queueKey, timeoutKey, channel, releaseMemoPrefix } = keys.fair;
-    return scripts.releaseBy('fair-lock/release', [lockKey, queueKey, timeoutKey, channel], releaseMemoPrefix, 'all', [
-      owner,
-    ]);
+    const { lockKey, queueKey, timeoutKey, channel, holdKey, releaseMemoPrefix } = keys.fair;
+    const fairKeys = [lockKey, queueKey, timeoutKey, channel, holdKey];
+    return scripts.releaseBy('fair-lock/release', fairKeys, releaseMemoPrefix, 'all', [owner]);
   }
   if (kind === 'read-write-lock') {
-    const { lockKey, channel, timeoutBase, releaseMemoPrefix } = keys.readWrite;
+    const { lockKey, channel, timeoutBase, holdKey, releaseMemoPrefix } = keys.readWrite;
     return owner.endsWith(':write')
-      ? scripts.releaseBy('read-write-lock/write-release', [lockKey, channel], releaseMemoPrefix, 'all', [owner])
-      : scripts.releaseBy('read-write-lock/read-release', [lockKey, channel, timeoutBase], releaseMemoPrefix, 'all', [
+      ? scripts.releaseBy('read-write-lock/write-release', [lockKey, channel, holdKey], releaseMemoPrefix, 'all', [
           owner,
-        ]);
+        ])
+      : scripts.releaseBy(
+          'read-write-lock/read-release',
+          [lockKey, channel, timeoutBase, holdKey],
+          releaseMemoPrefix,
+          'all',
+          [owner],
+        );
   }
   return scripts.release(keys.lock, 'all', [owner]);
 }
@@ -136,16 +141,18 @@ export async function forceUnlock(client: IoredisClient, name: string, options?:
   const keys = familyKeys(target, name);
   const { scripts } = target;
   if (kind === 'fair-lock') {
-    const { lockKey, queueKey, timeoutKey, channel } = keys.fair;
-    const freed = await scripts.runAnnouncing('fair-lock/force-unlock', [lockKey, queueKey, timeoutKey, channel], []);
+    const { lockKey, queueKey, timeoutKey, channel, holdKey } = keys.fair;
+    const fairKeys = [lockKey, queueKey, timeoutKey, channel, holdKey];
+    const freed = await scripts.runAnnouncing('fair-lock/force-unlock', fairKeys, []);
     return { ...result, released: Number(freed) === 1 };
   }
   if (kind === 'read-write-lock') {
     // The script frees only a lock held in the mode it is told (Redisson's read and write forceUnlock): a
     // mode that changed since it was read is read again, once.
     for (let attempt = 0; attempt < 2 && info.mode !== null; attempt++) {
-      const { lockKey, channel } = keys.readWrite;
-      if (Number(await scripts.runAnnouncing('read-write-lock/force-unlock', [lockKey, channel], [info.mode])) === 1) {
+      const { lockKey, channel, holdKey } = keys.readWrite;
+      const rwKeys = [lockKey, channel, holdKey];
+      if (Number(await scripts.runAnnouncing('read-write-lock/force-unlock', rwKeys, [info.mode])) === 1) {
         return { ...result, released: true };
       }
       info = await readLock(target, name, kind);

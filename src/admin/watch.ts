@@ -14,9 +14,9 @@
  *   off by default: a `notice` event says so.
  * A hold that began and ended between two reads of its name (its holder was never read) is still reported,
  * as a `brief` event without a holder, when a read finds its trace: a plain lock's release message (one per
- * ended hold), or a fencing counter that moved (every fresh hold of a lock, fair lock or write lock draws a
- * token) with no new holder to account for it. What a lost message hides, the next poll shows, as far as the
- * fencing counter can tell.
+ * ended hold), or, for a name that still has an earlier version's per-name fencing counter (a rolling
+ * upgrade), a counter that moved with no new holder to account for it. A free lock keeps nothing else: a fair
+ * lock's brief hold with nobody waiting publishes nothing and is seen only through keyspace events.
  */
 import type { Redis } from 'ioredis';
 import { checkLockName, type IoredisClient } from '../options.js';
@@ -78,7 +78,7 @@ export interface AcquiredEvent extends EventBase {
   readonly name: string;
   readonly kind: LockKind | null;
   readonly holder: Holder;
-  /** The name's fencing counter when the holder was seen: the new hold's token unless it is a read hold. */
+  /** The new hold's fencing token (null for a read hold). */
   readonly fencingToken: string | null;
 }
 
@@ -112,9 +112,9 @@ export interface BriefEvent extends EventBase {
   readonly kind: LockKind | null;
   /** At least this many holds (1 or more). */
   readonly holds: number;
-  /** The name's fencing counter when the read found them: the last such hold's token unless a read hold. */
+  /** The fencing token a read found for the name (an earlier version's per-name counter), if any. */
   readonly fencingToken: string | null;
-  /** `message`: release messages with no holder read to match them; `fencing`: the fencing counter moved. */
+  /** `message`: release messages with no holder read to match them; `fencing`: a per-name counter moved. */
   readonly proof: 'message' | 'fencing';
 }
 
@@ -152,7 +152,7 @@ class Watcher {
   readonly #released = new Set<string>();
   /** Release messages on a plain lock's channel since the name's last read: one per ended hold. */
   readonly #releaseMessages = new Map<string, number>();
-  /** The fencing counter of each name at its last read that had one (free names included). */
+  /** The fencing token of each name at its last read that had one. */
   readonly #tokens = new Map<string, string>();
   /** Names with a read queued and not started: more signals before it need no read of their own. */
   readonly #queued = new Set<string>();

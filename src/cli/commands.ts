@@ -1,5 +1,5 @@
 /**
- * The five commands, each over one admin function: data to stdout (for people, or as JSON with `--json`),
+ * The six commands, each over one admin function: data to stdout (for people, or as JSON with `--json`),
  * messages to stderr, and the exit code: 0 done, 3 precondition not met (a lock not held, an owner that
  * does not match, a refused unlock, a failing doctor check). Errors (1) and usage errors (2) are thrown.
  */
@@ -7,10 +7,12 @@ import { createInterface } from 'node:readline/promises';
 import type { Cluster, Redis } from 'ioredis';
 import {
   checkServer,
+  findLegacyLayout,
   forceUnlock,
   inspectLock,
   listLocks,
   releaseOwner,
+  removeLegacyLayout,
   watchLocks,
   PreconditionError,
   type LockInfo,
@@ -197,4 +199,33 @@ export async function doctor(context: Context): Promise<number> {
   const report = await checkServer(context.client);
   print(context, context.json ? json(report) : doctorReport(report, context.paint.out));
   return report.ok ? 0 : 3;
+}
+
+/**
+ * Removes the previous layout's keys under `--prefix` with `--yes`; without it, says what it would remove
+ * and refuses (3), like `unlock`.
+ */
+export async function cleanup(context: Context, yes: boolean): Promise<number> {
+  const options = { prefix: context.prefix ?? '' };
+  if (!yes) {
+    const found = await findLegacyLayout(context.client, options);
+    print(
+      context,
+      context.json
+        ? json(found)
+        : `${found.fenceKeys} per-name fencing counters, ${found.fields} side fields in ${found.lockHashes} lock hashes` +
+            found.examples.map((key) => `\n  ${key}`).join(''),
+    );
+    tell(context, 'Nothing removed: pass --yes once no client of the previous version runs.');
+    return 3;
+  }
+  const removed = await removeLegacyLayout(context.client, options);
+  print(
+    context,
+    context.json
+      ? json(removed)
+      : `removed ${removed.fenceKeys} per-name fencing counters (carried into the shared counters) and ` +
+          `${removed.fields} side fields from ${removed.lockHashes} lock hashes`,
+  );
+  return 0;
 }

@@ -13,6 +13,7 @@ import type { LockKind } from '../admin/index.js';
 import { checkKind, PreconditionError } from '../admin/target.js';
 import { checkLockName, resolveClientOptions } from '../options.js';
 import {
+  cleanup,
   doctor,
   inspect,
   list,
@@ -48,6 +49,7 @@ const COMMAND_OPTIONS = {
     limit: { type: 'string' },
   },
   doctor: {},
+  cleanup: { yes: { type: 'boolean' } },
 } as const satisfies Record<string, ParseArgsOptionsConfig>;
 
 type Command = keyof typeof COMMAND_OPTIONS;
@@ -62,6 +64,7 @@ Commands:
   unlock <name>           release a holder (--owner) or the whole lock (--force)
   watch [<name|glob>...]  live log of acquisitions, releases and expirations
   doctor                  check the server settings that decide lock safety
+  cleanup                 remove the keys the previous (per-name) layout left (--yes)
 
 Global options:
   --url <url>        redis[s]://[user:password@]host[:port][/db]; repeat for Cluster seeds
@@ -90,7 +93,7 @@ Held locks, oldest first, from SCAN MATCH <prefix><glob> TYPE hash on every mast
 whole keyspace of each master (the summary on stderr says how many keys). Keep lock keys under a
 --prefix to make the match selective.
 --match <glob>  Redis glob on lock names (default *)
---all           every name flowlock ever locked (from its fencing counters), held or not
+--all           also names only flowlock's own keys show (hold keys, old per-name counters)
 --limit <n>     stop after n locks
 --count <n>     SCAN COUNT: keys examined per call (default 1000)`,
   unlock: `Usage: flowlock unlock <name> (--owner <id> | --force) [--yes] [--kind <kind>]
@@ -116,7 +119,16 @@ counters and reads every --interval; globs are scanned each time (O(keys)).
 
 Checks on every master: version and pub/sub mode, maxmemory-policy (anything but noeviction fails),
 persistence, replicas, notify-keyspace-events (? when CONFIG is denied), clock offset.
+Also counts the keys the previous layout left (per-name fencing counters, side fields in lock
+hashes): a SCAN of every master, O(keys in the database).
 Exits 3 when a check fails (✖).`,
+  cleanup: `Usage: flowlock cleanup [--yes]
+
+Removes what the previous Redis layout left under --prefix: the per-name fencing counters
+(flowlock:fence:…, no expiry; each value first moves into the shared counter, so fencing tokens keep
+rising) and the side fields (<owner>:acq, :rel, :info) in the hashes of locks its clients hold.
+Run it once no client of the previous version runs. SCANs every master: O(keys in the database).
+--yes  remove; without it, cleanup shows what it would remove and refuses (exit 3)`,
 };
 
 /** The longest duration a flag takes: Node's timers fire at once for anything longer (about 24.8 days). */
@@ -165,6 +177,7 @@ interface Invocation {
   readonly list: ListFlags;
   readonly unlock: UnlockFlags;
   readonly watch: WatchFlags;
+  readonly yes: boolean;
 }
 
 /** The invocation; help or the version (printed: undefined); a usage error (CliError 2). */
@@ -183,7 +196,7 @@ function invocation(argv: readonly string[]): Invocation | undefined {
     process.stdout.write(`${command ? COMMAND_HELP[command] : GLOBAL_HELP}\n`);
     return undefined;
   }
-  if (!command) throw new CliError(2, 'a command is needed: inspect, list, unlock, watch or doctor');
+  if (!command) throw new CliError(2, 'a command is needed: inspect, list, unlock, watch, doctor or cleanup');
   const allowed = new Set([...Object.keys(GLOBAL_OPTIONS), ...Object.keys(COMMAND_OPTIONS[command])]);
   for (const token of tokens) {
     if (token.kind === 'option' && !allowed.has(token.name)) {
@@ -194,7 +207,7 @@ function invocation(argv: readonly string[]): Invocation | undefined {
   const flag = (option: string): boolean => values[option] === true;
   const needsName = command === 'inspect' || command === 'unlock';
   if (needsName && operands.length !== 1) throw new CliError(2, `${command} takes one lock name`);
-  if ((command === 'list' || command === 'doctor') && operands.length > 0) {
+  if ((command === 'list' || command === 'doctor' || command === 'cleanup') && operands.length > 0) {
     throw new CliError(2, `${command} takes no operands (flowlock ${command} --help)`);
   }
   if (command === 'unlock' && string('owner') !== undefined && flag('force')) {
@@ -235,6 +248,7 @@ function invocation(argv: readonly string[]): Invocation | undefined {
       durationMs: duration('duration'),
       limit,
     },
+    yes: flag('yes'),
   };
 }
 
@@ -268,6 +282,8 @@ async function run(argv: readonly string[]): Promise<number> {
         return await watch(context, asked.watch);
       case 'doctor':
         return await doctor(context);
+      case 'cleanup':
+        return await cleanup(context, asked.yes);
     }
   } finally {
     await connection.close();

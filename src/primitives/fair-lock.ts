@@ -90,23 +90,23 @@ class FairProtocol implements LockProtocol {
     fields: readonly string[],
     ticket?: WaitTicket,
   ): Promise<AcquireReply> {
-    const { lockKey, queueKey, timeoutKey, fenceKey } = this.keys;
+    const { lockKey, queueKey, timeoutKey, holdKey, fenceKey, legacyFenceKey } = this.keys;
     // An entry that is gone although an earlier attempt made one was purged while first in line.
     const requeue = ticket?.sent === true ? '1' : '0';
     if (ticket) ticket.sent = true;
     const reply = await this.#scripts.run(
       'fair-lock/acquire',
-      [lockKey, queueKey, timeoutKey, fenceKey],
+      [lockKey, queueKey, timeoutKey, holdKey, fenceKey, legacyFenceKey],
       [leaseMs, requestId, ticket?.id ?? '', this.#waiterLeaseMs, requeue, this.#scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);
   }
 
   release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
-    const { lockKey, queueKey, timeoutKey, channel, releaseMemoPrefix } = this.keys;
+    const { lockKey, queueKey, timeoutKey, channel, holdKey, releaseMemoPrefix } = this.keys;
     return this.#scripts.releaseBy(
       'fair-lock/release',
-      [lockKey, queueKey, timeoutKey, channel],
+      [lockKey, queueKey, timeoutKey, channel, holdKey],
       releaseMemoPrefix,
       mode,
       fields,
@@ -115,10 +115,9 @@ class FairProtocol implements LockProtocol {
   }
 
   async forceUnlock(): Promise<boolean> {
-    const { lockKey, queueKey, timeoutKey, channel } = this.keys;
-    return (
-      (await this.#scripts.runAnnouncing('fair-lock/force-unlock', [lockKey, queueKey, timeoutKey, channel], [])) === 1
-    );
+    const { lockKey, queueKey, timeoutKey, channel, holdKey } = this.keys;
+    const keys = [lockKey, queueKey, timeoutKey, channel, holdKey];
+    return (await this.#scripts.runAnnouncing('fair-lock/force-unlock', keys, [])) === 1;
   }
 
   async isLocked(): Promise<boolean> {

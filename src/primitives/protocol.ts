@@ -85,7 +85,7 @@ export class PlainProtocol implements LockProtocol {
   }
 
   renewEntry(field: string): RenewEntry {
-    return { lockKey: this.keys.lockKey, field };
+    return { lockKey: this.keys.lockKey, field, holdKey: this.keys.holdKey };
   }
 
   acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {

@@ -319,7 +319,10 @@ class QuorumNodes {
       this.#nodes.map(async (node): Promise<NodeExtension> => {
         if (!node.isUp()) return 'unanswered';
         const renewAndReassert = async (): Promise<NodeExtension> => {
-          const [renewed] = await node.scripts.renew([{ lockKey: keys.lockKey, field: owner }], lease);
+          const [renewed] = await node.scripts.renew(
+            [{ lockKey: keys.lockKey, field: owner, holdKey: keys.holdKey }],
+            lease,
+          );
           if (renewed) return 'held';
           // Released or lost while the renewal was out: its release may have run here already, and a key
           // taken again now would outlive the hold.

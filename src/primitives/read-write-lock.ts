@@ -56,8 +56,9 @@ abstract class ReadWriteProtocol implements LockProtocol {
   abstract isLocked(): Promise<boolean>;
 
   async forceUnlock(): Promise<boolean> {
-    const { lockKey, channel } = this.keys;
-    return (await this.scripts.runAnnouncing('read-write-lock/force-unlock', [lockKey, channel], [this.kind])) === 1;
+    const { lockKey, channel, holdKey } = this.keys;
+    const keys = [lockKey, channel, holdKey];
+    return (await this.scripts.runAnnouncing('read-write-lock/force-unlock', keys, [this.kind])) === 1;
   }
 }
 
@@ -70,24 +71,25 @@ class ReadProtocol extends ReadWriteProtocol {
   }
 
   renewEntry(field: string): RenewEntry {
-    return { lockKey: this.keys.lockKey, field, kind: 'read', timeoutBase: this.keys.timeoutBase };
+    const { lockKey, timeoutBase, holdKey } = this.keys;
+    return { lockKey, field, kind: 'read', timeoutBase, holdKey };
   }
 
   async acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {
-    const { lockKey, timeoutBase, writersKey, fenceKey } = this.keys;
+    const { lockKey, timeoutBase, writersKey, holdKey, fenceKey, legacyFenceKey } = this.keys;
     const reply = await this.scripts.run(
       'read-write-lock/read-acquire',
-      [lockKey, timeoutBase, writersKey, fenceKey],
+      [lockKey, timeoutBase, writersKey, holdKey, fenceKey, legacyFenceKey],
       [leaseMs, requestId, this.scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);
   }
 
   release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
-    const { lockKey, channel, timeoutBase, releaseMemoPrefix } = this.keys;
+    const { lockKey, channel, timeoutBase, holdKey, releaseMemoPrefix } = this.keys;
     return this.scripts.releaseBy(
       'read-write-lock/read-release',
-      [lockKey, channel, timeoutBase],
+      [lockKey, channel, timeoutBase, holdKey],
       releaseMemoPrefix,
       mode,
       fields,
@@ -120,7 +122,7 @@ class WriteProtocol extends ReadWriteProtocol {
   }
 
   renewEntry(field: string): RenewEntry {
-    return { lockKey: this.keys.lockKey, field };
+    return { lockKey: this.keys.lockKey, field, holdKey: this.keys.holdKey };
   }
 
   /** A waiting writer's registration: its write field, for `watchdogTimeout` past each attempt. */
@@ -151,21 +153,21 @@ class WriteProtocol extends ReadWriteProtocol {
     fields: readonly string[],
     ticket?: WaitTicket,
   ): Promise<AcquireReply> {
-    const { lockKey, writersKey, fenceKey } = this.keys;
+    const { lockKey, writersKey, holdKey, fenceKey, legacyFenceKey } = this.keys;
     if (ticket) ticket.sent = true;
     const reply = await this.scripts.run(
       'read-write-lock/write-acquire',
-      [lockKey, writersKey, fenceKey],
+      [lockKey, writersKey, holdKey, fenceKey, legacyFenceKey],
       [leaseMs, requestId, ticket ? this.context.watchdogTimeout : 0, this.scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);
   }
 
   release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
-    const { lockKey, channel, releaseMemoPrefix } = this.keys;
+    const { lockKey, channel, holdKey, releaseMemoPrefix } = this.keys;
     return this.scripts.releaseBy(
       'read-write-lock/write-release',
-      [lockKey, channel],
+      [lockKey, channel, holdKey],
       releaseMemoPrefix,
       mode,
       fields,

@@ -11,8 +11,18 @@ export interface LockKeys {
   readonly lockKey: string;
   /** Where the release script publishes `0` when the lock becomes free. */
   readonly channel: string;
-  /** Persistent fencing counter, incremented on every free -> held transition. */
+  /**
+   * Hash of this library's side fields of the holds (`<field>:acq`, `<field>:rel`, `<field>:info`,
+   * `<field>:token`), kept out of Redisson's hash; its TTL follows the holds' leases.
+   */
+  readonly holdKey: string;
+  /**
+   * The fencing counter shared by every lock of the key prefix (of the lock's Cluster slot on a Cluster): the
+   * last token drawn there. The one key without an expiry.
+   */
   readonly fenceKey: string;
+  /** The per-name fencing counter of earlier versions: read (never written) so that tokens keep rising. */
+  readonly legacyFenceKey: string;
   /** Prefix of the short-lived keys that remember a release which freed the lock (append the request id). */
   readonly releaseMemoPrefix: string;
 }
@@ -110,9 +120,47 @@ function inLockSlot(base: NameBase, name: string, extended: boolean): boolean {
   return keySlot(name) === slot && (!extended || keySlot(`${name}:x`) === slot);
 }
 
-function ownKeys(base: NameBase): Pick<LockKeys, 'fenceKey' | 'releaseMemoPrefix'> {
+/**
+ * For each Cluster slot, the shortest decimal number that hashes to it, so that one fencing counter per slot
+ * (`flowlock:fencing:{<n>}`) can serve every lock of the slot. Built once, at the first Cluster lock: about
+ * 170 000 CRCs of short strings.
+ */
+let slotTags: string[] | undefined;
+
+function slotTagOf(slot: number): string {
+  if (!slotTags) {
+    const tags: string[] = new Array<string>(SLOTS);
+    for (let i = 0, found = 0; found < SLOTS; i++) {
+      const candidate = String(i);
+      const at = crc16(candidate) % SLOTS;
+      if (tags[at] === undefined) {
+        tags[at] = candidate;
+        found++;
+      }
+    }
+    slotTags = tags;
+  }
+  return slotTags[slot] ?? '';
+}
+
+/**
+ * The shared fencing counter of the lock's prefix: one key on a server, one per slot on a Cluster (where a
+ * script may only touch keys of the lock's slot). A prefix with a hash tag of its own puts every lock of
+ * the prefix in one slot, and the counter with them; one whose braces derail the per-slot tag falls back
+ * to the lock's own tag.
+ */
+function sharedFenceKey(base: NameBase): string {
+  if (!base.cluster) return `${base.keyPrefix}flowlock:fencing`;
+  const slot = keySlot(base.lockKey);
+  const key = `${base.keyPrefix}flowlock:fencing:{${slotTagOf(slot)}}`;
+  return keySlot(key) === slot ? key : `${base.keyPrefix}flowlock:fencing:{${base.tag}}`;
+}
+
+function ownKeys(base: NameBase): Pick<LockKeys, 'holdKey' | 'fenceKey' | 'legacyFenceKey' | 'releaseMemoPrefix'> {
   return {
-    fenceKey: `${base.keyPrefix}flowlock:fence:{${base.tag}}${base.suffix}`,
+    holdKey: `${base.keyPrefix}flowlock:hold:{${base.tag}}${base.suffix}`,
+    fenceKey: sharedFenceKey(base),
+    legacyFenceKey: `${base.keyPrefix}flowlock:fence:{${base.tag}}${base.suffix}`,
     releaseMemoPrefix: `${base.keyPrefix}flowlock:released:{${base.tag}}:`,
   };
 }
@@ -217,7 +265,7 @@ export function semaphoreKeys(keyPrefix: string, name: string, cluster = false):
     deadlinesKey: `${keyPrefix}flowlock:permit-deadlines:{${base.tag}}${base.suffix}`,
     wakePrefix: `${keyPrefix}flowlock:permit-wake:{${base.tag}}${base.suffix}:`,
     acquireMemoPrefix: `${keyPrefix}flowlock:acquired:{${base.tag}}:`,
-    releaseMemoPrefix: ownKeys(base).releaseMemoPrefix,
+    releaseMemoPrefix: `${keyPrefix}flowlock:released:{${base.tag}}:`,
   };
 }
 

@@ -12,20 +12,20 @@ import { monotonicNow } from '../machinery/time.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
 export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'>> = {
-  'lock/acquire': 2,
-  'lock/release': 3,
-  'lock/force-unlock': 2,
+  'lock/acquire': 4,
+  'lock/release': 4,
+  'lock/force-unlock': 3,
   'lock/hold-count': 1,
-  'fair-lock/acquire': 4,
-  'fair-lock/release': 5,
+  'fair-lock/acquire': 6,
+  'fair-lock/release': 6,
   'fair-lock/leave': 4,
-  'fair-lock/force-unlock': 4,
-  'read-write-lock/read-acquire': 4,
-  'read-write-lock/read-release': 4,
-  'read-write-lock/write-acquire': 3,
-  'read-write-lock/write-release': 3,
+  'fair-lock/force-unlock': 5,
+  'read-write-lock/read-acquire': 6,
+  'read-write-lock/read-release': 5,
+  'read-write-lock/write-acquire': 5,
+  'read-write-lock/write-release': 4,
   'read-write-lock/leave': 3,
-  'read-write-lock/force-unlock': 2,
+  'read-write-lock/force-unlock': 3,
   'semaphore/acquire': 6,
   'semaphore/available-permits': 5,
   'semaphore/release': 5,
@@ -38,6 +38,7 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'count-down-latch/try-set-count': 2,
   'count-down-latch/count-down': 3,
   'watchdog/renew': 'variadic',
+  'admin/retire-legacy-fence': 2,
 };
 
 export type AcquireReply =
@@ -46,11 +47,14 @@ export type AcquireReply =
 
 /**
  * One hold for the watchdog's renewal: its hash and field (for a permit: its semaphore's sorted set and the
- * permit's raw id), and for a read hold its timeout keys' prefix.
+ * permit's raw id), for a lock's hold the hash of its side fields, and for a read hold its timeout keys'
+ * prefix.
  */
 export interface RenewEntry {
   readonly lockKey: string;
   readonly field: string | Buffer;
+  /** The lock's hold key (side fields, whose TTL follows the hold's); omitted for a permit. */
+  readonly holdKey?: string;
   /** Omitted for a hold that is a hash field (plain, fair and write locks). */
   readonly kind?: 'read' | 'permit';
   readonly timeoutBase?: string;
@@ -231,7 +235,11 @@ export class LockScripts {
 
   async acquire(keys: LockKeys, leaseMs: number, requestId: string, owners: readonly string[]): Promise<AcquireReply> {
     return acquireReply(
-      await this.run('lock/acquire', [keys.lockKey, keys.fenceKey], [leaseMs, requestId, this.holderInfo, ...owners]),
+      await this.run(
+        'lock/acquire',
+        [keys.lockKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey],
+        [leaseMs, requestId, this.holderInfo, ...owners],
+      ),
     );
   }
 
@@ -246,7 +254,14 @@ export class LockScripts {
     owners: readonly string[],
     options: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
-    return this.releaseBy('lock/release', [keys.lockKey, keys.channel], keys.releaseMemoPrefix, mode, owners, options);
+    return this.releaseBy(
+      'lock/release',
+      [keys.lockKey, keys.channel, keys.holdKey],
+      keys.releaseMemoPrefix,
+      mode,
+      owners,
+      options,
+    );
   }
 
   /**
@@ -275,7 +290,11 @@ export class LockScripts {
 
   /** Renews each hold of `entries` for its field; resolves to whether each is still held. One slot per call. */
   async renew(entries: readonly RenewEntry[], leaseMs: number): Promise<boolean[]> {
-    const keys = entries.flatMap((entry) => [entry.lockKey, entry.timeoutBase ?? entry.lockKey]);
+    const keys = entries.flatMap((entry) => [
+      entry.lockKey,
+      entry.timeoutBase ?? entry.lockKey,
+      entry.holdKey ?? entry.lockKey,
+    ]);
     const args = entries.flatMap((entry) => [entry.field, entry.kind ?? 'hash']);
     // Not resent: the watchdog's next period retries, and a renewal held up in resends would hold up the
     // renewals of every other slot (one renewal round runs at a time).
@@ -307,7 +326,7 @@ export class LockScripts {
   }
 
   async forceUnlock(keys: LockKeys): Promise<boolean> {
-    return (await this.runAnnouncing('lock/force-unlock', [keys.lockKey, keys.channel], [])) === 1;
+    return (await this.runAnnouncing('lock/force-unlock', [keys.lockKey, keys.channel, keys.holdKey], [])) === 1;
   }
 
   /** Hold count of the nearest owner of the chain that holds the lock (0 if none). */

@@ -135,20 +135,23 @@ describe('inspectLock', () => {
     await (await waiting).release();
   });
 
-  it('reads a free lock as free with its last fencing token, and a name never used as nothing', async () => {
+  it('reads a freed lock as nothing (no key of it outlives it), an old per-name counter as a lock', async () => {
     const locks = redis.locks();
     const name = uniqueName('inspect');
     const lease = await locks.getLock(name).acquire();
     await lease.release();
-    const info = await inspectLock(redis.redis(), name);
-    expect(info).toMatchObject({
+    expect(await inspectLock(redis.redis(), name)).toMatchObject({
       type: 'none',
-      kind: 'lock',
+      kind: null,
       held: false,
       ttlMs: null,
       owners: [],
-      fencingToken: lease.fencingToken.toString(),
+      fencingToken: null,
     });
+    // An earlier version's per-name fencing counter names the lock kinds.
+    await redis.admin.set(lockKeys('', name, onCluster).legacyFenceKey, lease.fencingToken.toString());
+    const info = await inspectLock(redis.redis(), name);
+    expect(info).toMatchObject({ type: 'none', kind: 'lock', held: false, fencingToken: null });
     expect(info.alsoMatches).toEqual(['fair-lock', 'read-write-lock']);
     const never = await inspectLock(redis.redis(), uniqueName('never'));
     expect(never).toMatchObject({ type: 'none', kind: null, held: false, fencingToken: null, owners: [] });
@@ -404,10 +407,13 @@ describe('listLocks', () => {
     expect(listing.stats.keys).toBeGreaterThanOrEqual(names.length);
     expect(listing.stats.elapsedMs).toBeGreaterThan(0);
     if (onCluster) expect(new Set(found.map((info) => info.node)).size).toBe(3);
-    // Every name ever locked, from the fencing counters: the free one too.
+    // With `all`, the names this library's own keys show: the held ones (hold keys), and a free one an
+    // earlier version left a per-name fencing counter for; the free one of this version left nothing.
+    const old = uniqueName(label);
+    await redis.admin.set(lockKeys('', old, onCluster).legacyFenceKey, '1');
     const all: string[] = [];
     for await (const info of listLocks(redis.redis(), { match: `test:${label}:*`, all: true })) all.push(info.name);
-    expect(all.sort()).toEqual([...names, free].sort());
+    expect(all.sort()).toEqual([...names, old].sort());
     const limited: string[] = [];
     for await (const info of listLocks(redis.redis(), { match: `test:${label}:*`, limit: 2 })) limited.push(info.name);
     expect(limited).toHaveLength(2);
@@ -657,6 +663,7 @@ describe('checkServer', () => {
       'replicas',
       'keyspace-events',
       'clock',
+      'legacy-layout',
     ]);
     expect(report.checks.find((check) => check.id === 'eviction')?.status).toBe('ok');
     expect(report.checks.find((check) => check.id === 'clock')?.status).toBe('ok');

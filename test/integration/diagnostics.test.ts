@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createQuorumLockClient, type HoldEndMessage, type LockClient } from '../../src/index.js';
 import { recordDiagnostics, type DiagnosticsRecorder } from '../support/diagnostics-recorder.js';
 import { onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { lockKeys, readWriteLockKeys } from '../../src/redis/keys.js';
 
 const redis = useRedis();
 let recorder: DiagnosticsRecorder | undefined;
@@ -353,38 +354,41 @@ describe('what is held and waited for', () => {
     const locks = redis.locks({ holderInfo: { app: 'billing' } });
     const name = uniqueName();
     const lock = locks.getLock(name);
+    // Kept beside Redisson's hash, in the lock's hold key.
+    const holdKey = lockKeys('', name, onCluster).holdKey;
     await locks.run(async () => {
       await lock.lock();
       const owner = locks.holds()[0]?.owner ?? '';
-      const info = await redis.admin.hget(name, `${owner}:info`);
+      const info = await redis.admin.hget(holdKey, `${owner}:info`);
       expect(info).toMatch(new RegExp(`^#\\d{16} \\S+ pid ${process.pid} \\(billing\\)$`));
       const since = Number(/^#(\d+)/.exec(info ?? '')?.[1]) / 1000;
       expect(Math.abs(since - Date.now())).toBeLessThan(10_000);
       await sleep(5);
       await lock.lock();
-      expect(await redis.admin.hget(name, `${owner}:info`)).toBe(info);
+      expect(await redis.admin.hget(holdKey, `${owner}:info`)).toBe(info);
       await lock.unlock();
       await lock.unlock();
     });
     const rw = locks.getReadWriteLock(uniqueName('rw'));
+    const rwHoldKey = readWriteLockKeys('', rw.name, onCluster).holdKey;
     await rw.writeLock().withLock(async () => {
       const owner = locks.holds()[0]?.owner ?? '';
       expect(owner).toMatch(/:write$/);
-      expect(await redis.admin.hget(rw.name, `${owner}:info`)).toMatch(/^#\d{16} .+\(billing\)$/);
-      // A read hold beside the write hold (a downgrade) has its own, and both are counted as holds only.
+      expect(await redis.admin.hget(rwHoldKey, `${owner}:info`)).toMatch(/^#\d{16} .+\(billing\)$/);
+      // A read hold beside the write hold (a downgrade) has its own.
       await rw.readLock().withLock(async () => {
-        const fields = Object.keys(await redis.admin.hgetall(rw.name));
+        const fields = Object.keys(await redis.admin.hgetall(rwHoldKey));
         expect(fields.filter((f) => f.endsWith(':info'))).toHaveLength(2);
       });
     });
-    expect(await redis.admin.exists(rw.name)).toBe(0);
+    expect(await redis.admin.exists(rw.name, rwHoldKey)).toBe(0);
   });
 
   it('holderInfo: false records nothing, and bad holderInfo is refused before any I/O', async () => {
     const locks = redis.locks({ holderInfo: false });
     const name = uniqueName();
     await locks.getLock(name).withLock(async () => {
-      const fields = Object.keys(await redis.admin.hgetall(name));
+      const fields = Object.keys(await redis.admin.hgetall(lockKeys('', name, onCluster).holdKey));
       expect(fields.some((f) => f.endsWith(':info'))).toBe(false);
     });
     expect(() => redis.locks({ holderInfo: { app: '' } })).toThrow(RangeError);

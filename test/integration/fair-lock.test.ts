@@ -280,7 +280,14 @@ describe('RFairLock', () => {
   it('answers a resent acquire or release from its memo instead of counting twice', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = fairLockKeys('', uniqueName('fair'), onCluster);
-    const acquireKeys = [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.fenceKey];
+    const acquireKeys = [
+      keys.lockKey,
+      keys.queueKey,
+      keys.timeoutKey,
+      keys.holdKey,
+      keys.fenceKey,
+      keys.legacyFenceKey,
+    ];
     const acquire = (id: string): Promise<unknown> =>
       scripts.run('fair-lock/acquire', acquireKeys, [10_000, id, '', 1000, '0', '', 'c:1']);
     await acquire('a1');
@@ -289,7 +296,7 @@ describe('RFairLock', () => {
     const release = (id: string): Promise<unknown> =>
       scripts.releaseBy(
         'fair-lock/release',
-        [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.channel],
+        [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.channel, keys.holdKey],
         keys.releaseMemoPrefix,
         'one',
         ['c:1'],

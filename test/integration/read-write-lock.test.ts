@@ -269,7 +269,7 @@ describe('RReadWriteLock', () => {
     const read = (id: string): Promise<unknown> =>
       scripts.run(
         'read-write-lock/read-acquire',
-        [keys.lockKey, keys.timeoutBase, keys.writersKey, keys.fenceKey],
+        [keys.lockKey, keys.timeoutBase, keys.writersKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey],
         [10_000, id, '', 'c:1'],
       );
     await read('a1');
@@ -278,7 +278,7 @@ describe('RReadWriteLock', () => {
     const readRelease = (id: string): ReturnType<LockScripts['releaseBy']> =>
       scripts.releaseBy(
         'read-write-lock/read-release',
-        [keys.lockKey, keys.channel, keys.timeoutBase],
+        [keys.lockKey, keys.channel, keys.timeoutBase, keys.holdKey],
         keys.releaseMemoPrefix,
         'one',
         ['c:1'],
@@ -292,7 +292,7 @@ describe('RReadWriteLock', () => {
     const write = (id: string): Promise<unknown> =>
       scripts.run(
         'read-write-lock/write-acquire',
-        [keys.lockKey, keys.writersKey, keys.fenceKey],
+        [keys.lockKey, keys.writersKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey],
         [10_000, id, 0, '', 'c:1:write'],
       );
     await write('w1');

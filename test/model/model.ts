@@ -420,10 +420,10 @@ export class Model {
       }
       hold = new Hold(op.lock, job.actor, job.client, owner, outcome.at);
       hold.count = 1;
-      const fence = verified ? await this.world.fence(op.lock) : undefined;
+      const fence = verified ? await this.world.fence(op.lock, hold.field) : undefined;
       hold.token = frame.lease?.fencingToken ?? fence;
       if (frame.lease && fence !== undefined && frame.lease.fencingToken !== fence) {
-        throw this.violation(`${what}: lease fencing token ${frame.lease.fencingToken}, but the counter is ${fence}`);
+        throw this.violation(`${what}: lease fencing token ${frame.lease.fencingToken}, but its hold records ${fence}`);
       }
       const last = this.lastToken[op.lock];
       if (hold.token !== undefined && last !== undefined && hold.token <= last) {

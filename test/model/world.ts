@@ -616,8 +616,9 @@ export class World {
     return { owners, exists: Object.keys(fields).length > 0, pttl, sentAt, at };
   }
 
-  async fence(lock: number): Promise<bigint | undefined> {
-    const value = await this.admin.get(this.keys[lock]?.fenceKey ?? '');
+  /** The fencing token Redis recorded with `owner`'s hold of `lock` (in the lock's hold key). */
+  async fence(lock: number, owner: string): Promise<bigint | undefined> {
+    const value = await this.admin.hget(this.keys[lock]?.holdKey ?? '', `${owner}:token`);
     return value === null ? undefined : BigInt(value);
   }
 

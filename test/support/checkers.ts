@@ -138,7 +138,8 @@ export function staleReads(sections: readonly KindedSection[]): KindedSection[] 
 
 /**
  * The fair lock's queue and fencing counter read atomically (MULTI: LRANGE redisson_lock_queue:{name},
- * GET flowlock:fence:{name}): `fence` is the token of the latest grant made before the snapshot.
+ * GET of the shared fencing counter): `fence` is the token of the latest grant made before the snapshot (the
+ * run locks one name on its server).
  */
 export interface QueueSnapshot {
   readonly queue: readonly string[];

@@ -111,11 +111,17 @@ if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]
 end
 return redis.call('pttl', KEYS[1])`;
 
-/** Redisson's read unlock: KEYS N, channel, "{N}:<owner>:rwlock_timeout", "{N}"; ARGV owner, publish. */
+/**
+ * Redisson's read unlock: KEYS N, channel, "{N}:<owner>:rwlock_timeout", "{N}", unlock latch; ARGV owner,
+ * publish, latch TTL. The latch remembers the outcome, so that a resend is answered, not run again.
+ */
 const READ_UNLOCK = `
+local memo = redis.call('get', KEYS[5])
+if memo ~= false then return tonumber(memo) end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   redis.call(ARGV[2], KEYS[2], 0)
+  redis.call('set', KEYS[5], 1, 'px', ARGV[3])
   return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end
@@ -134,12 +140,17 @@ if redis.call('hlen', KEYS[1]) > 1 then
   end
   if maxRemain > 0 then
     redis.call('pexpire', KEYS[1], maxRemain)
+    redis.call('set', KEYS[5], 0, 'px', ARGV[3])
     return 0
   end
-  if mode == 'write' then return 0 end
+  if mode == 'write' then
+    redis.call('set', KEYS[5], 0, 'px', ARGV[3])
+    return 0
+  end
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], 0)
+redis.call('set', KEYS[5], 1, 'px', ARGV[3])
 return 1`;
 
 /** Redisson's write acquire: KEYS N; ARGV lease, owner:write. */
@@ -158,16 +169,20 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 return redis.call('pttl', KEYS[1])`;
 
-/** Redisson's write unlock: KEYS N, channel; ARGV lease, owner:write, publish. */
+/** Redisson's write unlock: KEYS N, channel, unlock latch; ARGV lease, owner:write, publish, latch TTL. */
 const WRITE_UNLOCK = `
+local memo = redis.call('get', KEYS[3])
+if memo ~= false then return tonumber(memo) end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   redis.call(ARGV[3], KEYS[2], 1)
+  redis.call('set', KEYS[3], 1, 'px', ARGV[4])
   return 1
 end
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
   redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('set', KEYS[3], 0, 'px', ARGV[4])
   return 0
 end
 redis.call('hdel', KEYS[1], ARGV[2])
@@ -177,7 +192,22 @@ if redis.call('hlen', KEYS[1]) == 1 then
 else
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
+redis.call('set', KEYS[3], 1, 'px', ARGV[4])
 return 1`;
+
+/** Redisson's read lock isLocked: KEYS N. Counts fields: any field of another library's shows here. */
+const READ_IS_LOCKED = `
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == 'read' or (mode == 'write' and redis.call('hlen', KEYS[1]) > 2) then return 1 end
+return 0`;
+
+/** How long Redisson's unlock latch remembers an unlock: about its retry window. */
+const UNLOCK_LATCH_MS = 13_500;
+
+/** Redisson's unlock latch of one unlock call: its idempotency memo. */
+export function unlockLatch(name: string, requestId: string): string {
+  return `redisson_unlock_latch:${name.includes('{') ? name : `{${name}}`}:${requestId}`;
+}
 
 const publishCommand = (admin: Client): string => (onCluster && 'nodes' in admin ? 'spublish' : 'publish');
 
@@ -272,18 +302,31 @@ export class RedissonReadWriteLock {
     return reply === null ? null : Number(reply);
   }
 
-  async readUnlock(): Promise<number | null> {
+  /** One read unlock; a resend (same `requestId`) is answered from Redisson's unlock latch. */
+  async readUnlock(requestId: string = randomUUID()): Promise<number | null> {
     const reply = await this.#redis.eval(
       READ_UNLOCK,
-      4,
+      5,
       this.#name,
       this.channel,
       `{${this.#name}}:${this.owner}:rwlock_timeout`,
       `{${this.#name}}`,
+      unlockLatch(this.#name, requestId),
       this.owner,
       publishCommand(this.#redis),
+      UNLOCK_LATCH_MS,
     );
     return reply === null ? null : Number(reply);
+  }
+
+  /** Java's `readLock().isLocked()`, which counts the hash's fields (`HLEN > 2` beside a write hold). */
+  async readIsLocked(): Promise<boolean> {
+    return Number(await this.#redis.eval(READ_IS_LOCKED, 1, this.#name)) === 1;
+  }
+
+  /** Java's `writeLock().isLocked()`. */
+  async writeIsLocked(): Promise<boolean> {
+    return (await this.#redis.hget(this.#name, 'mode')) === 'write';
   }
 
   async tryWriteLock(leaseMs: number): Promise<number | null> {
@@ -291,15 +334,18 @@ export class RedissonReadWriteLock {
     return reply === null ? null : Number(reply);
   }
 
-  async writeUnlock(): Promise<number | null> {
+  /** One write unlock; a resend (same `requestId`) is answered from Redisson's unlock latch. */
+  async writeUnlock(requestId: string = randomUUID()): Promise<number | null> {
     const reply = await this.#redis.eval(
       WRITE_UNLOCK,
-      2,
+      3,
       this.#name,
       this.channel,
+      unlockLatch(this.#name, requestId),
       30_000,
       `${this.owner}:write`,
       publishCommand(this.#redis),
+      UNLOCK_LATCH_MS,
     );
     return reply === null ? null : Number(reply);
   }

@@ -50,8 +50,12 @@ describe('keys', () => {
       for (const name of hostile) {
         const keys = lockKeys(prefix, name);
         const slot = keySlot(keys.lockKey);
-        expect(keySlot(keys.fenceKey), `${prefix}${name}`).toBe(slot);
+        expect(keySlot(keys.holdKey), `${prefix}${name}`).toBe(slot);
+        expect(keySlot(keys.legacyFenceKey), `${prefix}${name}`).toBe(slot);
         expect(keySlot(`${keys.releaseMemoPrefix}some-request-id`), `${prefix}${name}`).toBe(slot);
+        // The fencing counter is one per prefix on a server, and one per slot on a Cluster.
+        expect(keys.fenceKey).toBe(`${prefix}flowlock:fencing`);
+        expect(keySlot(lockKeys(prefix, name, true).fenceKey), `${prefix}${name}`).toBe(slot);
       }
     }
   });
@@ -73,9 +77,11 @@ describe('keys', () => {
     for (const prefix of ['', 'a', 'a:', 'a:b']) {
       for (const name of [...hostile, 'b:c', 'c', 'b', ':c']) {
         const keys = lockKeys(prefix, name);
-        const owner = seen.get(keys.fenceKey);
-        if (owner !== undefined) expect(keys.lockKey, `${owner} vs ${prefix}|${name}`).toBe(owner);
-        seen.set(keys.fenceKey, keys.lockKey);
+        for (const key of [keys.holdKey, keys.legacyFenceKey]) {
+          const owner = seen.get(key);
+          if (owner !== undefined) expect(keys.lockKey, `${owner} vs ${prefix}|${name}`).toBe(owner);
+          seen.set(key, keys.lockKey);
+        }
       }
     }
   });
@@ -103,11 +109,24 @@ describe('keys', () => {
       for (const name of hostile) {
         const fair = fairLockKeys(prefix, name, true);
         const slot = keySlot(fair.lockKey);
-        for (const key of [fair.queueKey, fair.timeoutKey, fair.channel, `${fair.channel}:client:w0`, fair.fenceKey]) {
+        for (const key of [
+          fair.queueKey,
+          fair.timeoutKey,
+          fair.channel,
+          `${fair.channel}:client:w0`,
+          fair.holdKey,
+          fair.fenceKey,
+        ]) {
           expect(keySlot(key), `${prefix}${name}: ${key}`).toBe(slot);
         }
         const rw = readWriteLockKeys(prefix, name, true);
-        for (const key of [rw.channel, `${rw.timeoutBase}:owner:1:rwlock_timeout:1`, rw.writersKey, rw.fenceKey]) {
+        for (const key of [
+          rw.channel,
+          `${rw.timeoutBase}:owner:1:rwlock_timeout:1`,
+          rw.writersKey,
+          rw.holdKey,
+          rw.fenceKey,
+        ]) {
           expect(keySlot(key), `${prefix}${name}: ${key}`).toBe(slot);
         }
       }
@@ -162,5 +181,22 @@ describe('keys', () => {
     }
     const queues = new Set(hostile.map((name) => semaphoreKeys('app:', name, true).queueKey));
     expect(queues.size).toBe(hostile.length);
+  });
+});
+
+describe('the shared fencing counter', () => {
+  it('is one key per prefix on a server, and one per slot on a Cluster, in the slot of the locks it serves', () => {
+    const names = Array.from({ length: 5000 }, (_, i) => `order:${i}`);
+    expect(new Set(names.map((name) => lockKeys('app:', name).fenceKey))).toEqual(new Set(['app:flowlock:fencing']));
+    const bySlot = new Map<number, Set<string>>();
+    for (const name of names) {
+      const keys = lockKeys('', name, true);
+      const slot = keySlot(keys.lockKey);
+      expect(keySlot(keys.fenceKey)).toBe(slot);
+      bySlot.set(slot, (bySlot.get(slot) ?? new Set()).add(keys.fenceKey));
+    }
+    for (const counters of bySlot.values()) expect(counters.size).toBe(1);
+    // A prefix with a hash tag puts every lock, and so its counter, in one slot.
+    expect(new Set(names.map((name) => lockKeys('{tenant}:', name, true).fenceKey)).size).toBe(1);
   });
 });

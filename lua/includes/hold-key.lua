@@ -1,0 +1,14 @@
+-- The hold key: this library's hash beside a lock (Redisson's hash holds only Redisson's fields), with, per
+-- hold field: "<field>:acq" the request id of the owner's last acquire, "<field>:rel" of its last release
+-- (resends are answered from them, not run twice), "<field>:token" the hold's fencing token (plain, fair
+-- and write holds), "<field>:info" the holder info. Its TTL is never shorter than the lease of any hold
+-- this library took or renewed on the lock, and it is deleted with the lock, so it outlives the lock only
+-- when something else frees it (a Java client, an eviction), and then by at most that lease.
+
+-- extendHold(holdKey, leaseMs): the hold key lives at least leaseMs more (a key an HSET just created, with no
+-- TTL yet, gets one).
+local function extendHold(holdKey, leaseMs)
+  if redis.call('PTTL', holdKey) < leaseMs then
+    redis.call('PEXPIRE', holdKey, leaseMs)
+  end
+end

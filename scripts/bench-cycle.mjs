@@ -1,0 +1,93 @@
+/**
+ * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info]`: the uncontended lock +
+ * unlock cycle of flowlock's RLock against `SET NX PX` + a Lua compare-and-delete, interleaved rounds on
+ * one throwaway redis-server and one ioredis connection each. Per cycle: wall time, this process's CPU
+ * (`process.cpuUsage`) and the server's CPU (`INFO cpu`, user + sys), medians over the rounds, and each as a
+ * multiple of the baseline's. `--dist` loads another build of flowlock (e.g. a copy of main's `dist/`), so
+ * that two layouts are compared by the same script; `--no-holder-info` turns holder info off.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
+import { Redis } from 'ioredis';
+
+const argv = process.argv.slice(2);
+const option = (name) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const dist = resolve(option('dist') ?? 'dist');
+const cycles = Number(option('cycles') ?? 5000);
+const rounds = Number(option('rounds') ?? 7);
+const port = 20000 + Math.floor(Math.random() * 20000);
+
+const server = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+const redis = new Redis({ port, lazyConnect: true });
+for (let tries = 0; ; tries++) {
+  try {
+    await redis.connect();
+    break;
+  } catch (error) {
+    if (tries > 50) throw error;
+    await sleep(100);
+  }
+}
+const { createLockClient } = await import(pathToFileURL(`${dist}/index.js`).href);
+const locks = createLockClient(redis, argv.includes('--no-holder-info') ? { holderInfo: false } : {});
+const lock = locks.getLock('bench:cycle');
+
+const CAD = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+async function serverCpu() {
+  const info = await redis.info('cpu');
+  const read = (name) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return read('used_cpu_user') + read('used_cpu_sys');
+}
+
+async function measure(cycle) {
+  const serverBefore = await serverCpu();
+  const cpuBefore = process.cpuUsage();
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < cycles; i++) await cycle(i);
+  const wallUs = Number(process.hrtime.bigint() - started) / 1000 / cycles;
+  const cpu = process.cpuUsage(cpuBefore);
+  const serverUs = ((await serverCpu()) - serverBefore) * 1e6;
+  return { wallUs, cpuUs: (cpu.user + cpu.system) / cycles, serverUs: serverUs / cycles };
+}
+
+const flowlock = () =>
+  locks.run(async () => {
+    await lock.lock();
+    await lock.unlock();
+  });
+const baseline = async (i) => {
+  const token = `t${i}`;
+  await redis.set('bench:cycle:base', token, 'PX', 30_000, 'NX');
+  await redis.eval(CAD, 1, 'bench:cycle:base', token);
+};
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+const ours = [];
+const theirs = [];
+await measure(flowlock);
+await measure(baseline);
+for (let round = 0; round < rounds; round++) {
+  // Alternate which goes first, so that drift on a shared machine hits both alike.
+  if (round % 2 === 0) {
+    ours.push(await measure(flowlock));
+    theirs.push(await measure(baseline));
+  } else {
+    theirs.push(await measure(baseline));
+    ours.push(await measure(flowlock));
+  }
+}
+const row = (what) => {
+  const a = median(ours.map((s) => s[what]));
+  const b = median(theirs.map((s) => s[what]));
+  return `${what.padEnd(8)} flowlock ${a.toFixed(1).padStart(7)} µs   SET NX + CAD ${b.toFixed(1).padStart(7)} µs   ${(a / b).toFixed(2)}x`;
+};
+console.log(`${dist}: ${rounds} rounds of ${cycles} cycles, medians per cycle`);
+for (const what of ['wallUs', 'cpuUs', 'serverUs']) console.log(row(what));
+await locks.close();
+redis.disconnect();
+server.kill();
+await once(server, 'exit');
