@@ -19,6 +19,7 @@ import {
 import {
   ACTOR_NAMES,
   busyWait,
+  LONGEST_LEASE_MS,
   now,
   settlesWithin,
   trace,
@@ -775,7 +776,7 @@ const actorArb = fc.integer({ min: 0, max: ACTOR_NAMES.length - 1 });
 const lockArb = fc.integer({ min: 0, max: 1 });
 const slotArb = fc.integer({ min: 0, max: 1 });
 /** Watchdog mode, or a fixed lease of 400-2000 ms. */
-const leaseArb = fc.oneof(fc.constant(-1), fc.integer({ min: 400, max: 2000 }));
+const leaseArb = fc.oneof(fc.constant(-1), fc.integer({ min: 400, max: LONGEST_LEASE_MS }));
 const shortWaitArb = fc.integer({ min: 20, max: 300 });
 
 const tryLockArb = fc

@@ -478,6 +478,8 @@ export interface ServerInfo {
 }
 
 export const WATCHDOG_TIMEOUTS = [600, 900] as const;
+/** The longest fixed lease a step asks for (commands.ts, leaseArb): longer than either watchdog timeout. */
+export const LONGEST_LEASE_MS = 2000;
 export const ACTOR_NAMES = ['A0', 'A1', 'A2', 'B0', 'B1', 'B2'] as const;
 export const ACTORS_PER_CLIENT = 3;
 
@@ -654,7 +656,16 @@ export class World {
       do {
         const [next, batch] = await this.admin.scan(cursor, 'MATCH', `*${name}*`, 'COUNT', 1000);
         cursor = next;
-        found.push(...batch.filter((key) => !/flowlock:(fence|released):/.test(key)));
+        for (const key of batch) {
+          if (/flowlock:(fence|released):/.test(key)) continue;
+          // A hold's side key outlives its lock only when something else freed the lock (a DEL step, an
+          // acquire undone after that), and then by at most that hold's lease: its expiry says so.
+          if (/flowlock:hold:/.test(key)) {
+            const pttl = await this.admin.pttl(key);
+            if (pttl > 0 && pttl <= LONGEST_LEASE_MS) continue;
+          }
+          found.push(key);
+        }
       } while (cursor !== '0');
     }
     return found;
