@@ -113,7 +113,7 @@ function headline(info: LockInfo, paint: Paint): string {
   const name = paint('bold', shown(info.name));
   if (info.kind === null) {
     return info.type === 'none'
-      ? `${name}  ${paint('green', 'FREE')}  (never locked by flowlock)`
+      ? `${name}  ${paint('green', 'FREE')}  (nothing of it in Redis: never locked, or freed)`
       : `${name}  ${paint('yellow', 'NOT A LOCK')}  (a ${info.type} of another shape)`;
   }
   const ttl = info.ttlMs === null ? null : `ttl ${duration(info.ttlMs)}`;

@@ -148,7 +148,9 @@ describe('flowlock inspect', () => {
     expect(free.stdout).toMatch(new RegExp(`^${name}  FREE  `));
     expect(await json<LockInfo>(['inspect', name])).toMatchObject({ held: false, kind: null, fencingToken: null });
     const never = uniqueName('never');
-    expect((await flowlock([...urls(), 'inspect', never])).stdout).toBe(`${never}  FREE  (never locked by flowlock)\n`);
+    expect((await flowlock([...urls(), 'inspect', never])).stdout).toBe(
+      `${never}  FREE  (nothing of it in Redis: never locked, or freed)\n`,
+    );
     expect((await json<LockInfo>(['inspect', never])).held).toBe(false);
   });
 
