@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { LockClient } from '../../src/index.js';
+import { clientKind } from '../support/clients.js';
 import { isCluster, uniqueName, until, useRedis, type Client, type Redis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -76,7 +77,9 @@ async function useOnce(locks: LockClient, name: string, user: string[]): Promise
   user.push(`${name}:sem`, `${name}:permits`);
 }
 
-describe('footprint', () => {
+// What stays in Redis is the scripts' doing, not the client library's: once on a server (the ioredis 5 leg) and
+// once on the Cluster (cluster:ioredis5). It waits out the 30 s memo window, which every leg would pay again.
+describe.skipIf(clientKind !== 'ioredis5')('footprint', () => {
   it(
     `${NAMES} names of every kind, used once, leave nothing but the shared counters and the user's permits`,
     async () => {
