@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { lockKeys } from '../../src/redis/keys.js';
 import { LockScripts } from '../../src/redis/scripts.js';
 import { isNodeRedisClient } from '../support/clients.js';
-import { everyNode, uniqueName, useRedis } from '../support/fixture.js';
+import { everyNode, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
 
@@ -48,7 +48,7 @@ describe('script runner', () => {
 describe('idempotency: a resent command does not count twice', () => {
   it('acquire: the same request id re-entering twice raises the count once', async () => {
     const scripts = new LockScripts(redis.adapter());
-    const keys = lockKeys('', uniqueName());
+    const keys = lockKeys('', uniqueName(), onCluster);
     const owner = ['c:1'];
     const first = await scripts.acquire(keys, 10_000, randomUUID(), owner);
     const reentry = randomUUID();
@@ -62,7 +62,7 @@ describe('idempotency: a resent command does not count twice', () => {
 
   it('acquire: a resent first acquire does not take a second hold or a second token', async () => {
     const scripts = new LockScripts(redis.adapter());
-    const keys = lockKeys('', uniqueName());
+    const keys = lockKeys('', uniqueName(), onCluster);
     const id = randomUUID();
     const first = await scripts.acquire(keys, 10_000, id, ['c:1']);
     const resent = await scripts.acquire(keys, 10_000, id, ['c:1']);
@@ -72,7 +72,7 @@ describe('idempotency: a resent command does not count twice', () => {
 
   it('release: a resent decrement or final release changes nothing more', async () => {
     const scripts = new LockScripts(redis.adapter());
-    const keys = lockKeys('', uniqueName());
+    const keys = lockKeys('', uniqueName(), onCluster);
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
     const dec = randomUUID();
@@ -101,7 +101,7 @@ describe('idempotency: a resent command does not count twice', () => {
 
   it('reports the holder PTTL when another owner holds the lock', async () => {
     const scripts = new LockScripts(redis.adapter());
-    const keys = lockKeys('', uniqueName());
+    const keys = lockKeys('', uniqueName(), onCluster);
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
     const other = await scripts.acquire(keys, 10_000, randomUUID(), ['c:2']);
     expect(other.acquired).toBe(false);
