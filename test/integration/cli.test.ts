@@ -747,7 +747,8 @@ describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () 
     },
   );
 
-  it('reports a fair lock held and released between two reads with --events (it publishes no release)', async () => {
+  /** Turns on the keyspace events `watch --events` reads (expired and hash commands) on every master, for this test. */
+  async function withHashEvents(): Promise<void> {
     const nodes = masters(redis.admin);
     const before = await Promise.all(
       nodes.map(async (node) => ((await node.config('GET', 'notify-keyspace-events')) as string[])[1] ?? ''),
@@ -756,6 +757,10 @@ describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () 
       Promise.all(nodes.map((node, i) => node.config('SET', 'notify-keyspace-events', before[i] ?? ''))),
     );
     await Promise.all(nodes.map((node) => node.config('SET', 'notify-keyspace-events', 'Eghx')));
+  }
+
+  it('reports a fair lock held and released between two reads with --events (it publishes no release)', async () => {
+    await withHashEvents();
     const locks = redis.locks();
     const [marker, name] = [uniqueName('brief'), uniqueName('brieffair')];
     const held = await locks.getLock(marker).acquire();
@@ -773,14 +778,7 @@ describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () 
   });
 
   it('names the holder of a 300 ms hold with --events when the server publishes hash events', async () => {
-    const nodes = masters(redis.admin);
-    const before = await Promise.all(
-      nodes.map(async (node) => ((await node.config('GET', 'notify-keyspace-events')) as string[])[1] ?? ''),
-    );
-    cleanup.push(() =>
-      Promise.all(nodes.map((node, i) => node.config('SET', 'notify-keyspace-events', before[i] ?? ''))),
-    );
-    await Promise.all(nodes.map((node) => node.config('SET', 'notify-keyspace-events', 'Eghx')));
+    await withHashEvents();
     const locks = redis.locks({ holderInfo: { app: 'brief' } });
     const [marker, name] = [uniqueName('brief'), uniqueName('brief')];
     const held = await locks.getLock(marker).acquire();
