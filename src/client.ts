@@ -214,7 +214,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   async #close(timeout: number | undefined, clientEnded: boolean): Promise<ClosingReport> {
     const { watchdog, waits, scripts, watchdogTimeout } = this.#context;
     const timeoutMs = timeout ?? watchdogTimeout;
-    const deadline = monotonicNow() + timeoutMs;
+    const budget = { leftMs: timeoutMs };
     this.#context.closed = true;
     this.#closeSignal.abort(new LockClientClosedError());
     this.#context.redis.dispose();
@@ -225,7 +225,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const unreleased = new Map<Hold, UnreleasedHold>(holds.map((hold) => [hold, unreleasedHold(hold)]));
     let failure: unknown;
     if (!clientEnded) {
-      await this.#until(deadline, Promise.allSettled([...this.#inFlight]), () => this.#inFlight.size === 0);
+      await this.#until(budget, Promise.allSettled([...this.#inFlight]), () => this.#inFlight.size === 0);
       // No detection while closing: a client that never learnt the mode announces classically.
       const pubsub = scripts.knownPubsubMode;
       const releases = holds.map((hold) =>
@@ -236,7 +236,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
           },
         ),
       );
-      await this.#until(deadline, Promise.all(releases), () => true);
+      await this.#until(budget, Promise.all(releases), () => true);
     }
     for (const hold of holds) watchdog.lose(hold, 'closed', { report: false });
     // The user may have quit the client just before close() (its end event comes after): say so.
@@ -245,20 +245,29 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /**
-   * Waits for `work` until `deadline` (monotonic ms), and again while `done` says no (a give-back in flight
-   * may start another): nothing of it is waited for past the deadline, and no timer is left behind.
+   * Waits for `work` while `budget` lasts, and again while `done` says no (a give-back in flight may start
+   * another). The budget is charged in slices of at most CLOSE_SLICE_MS, each for no more than its length:
+   * a stall of this process (its event loop blocked, replies unread) is not counted as Redis not answering,
+   * and after one the replies that came meanwhile are read before the budget can run out. No timer is left.
    */
-  async #until(deadline: number, work: Promise<unknown>, done: () => boolean): Promise<void> {
-    let pending = work;
-    while (monotonicNow() < deadline) {
+  async #until(budget: { leftMs: number }, work: Promise<unknown>, done: () => boolean): Promise<void> {
+    let pending = work.then(
+      () => true,
+      () => true,
+    );
+    while (budget.leftMs > 0) {
+      const sliceMs = Math.min(budget.leftMs, CLOSE_SLICE_MS);
+      const startedAt = monotonicNow();
       let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<void>((resolve) => {
-        timer = clampedTimeout(resolve, deadline - monotonicNow());
+      const slice = new Promise<boolean>((resolve) => {
+        timer = clampedTimeout(() => resolve(false), sliceMs);
       });
-      await Promise.race([pending, timeout]);
+      const settled = await Promise.race([pending, slice]);
       clearTimeout(timer);
+      budget.leftMs -= Math.min(monotonicNow() - startedAt, sliceMs);
+      if (!settled) continue;
       if (done()) return;
-      pending = Promise.allSettled([...this.#inFlight]);
+      pending = Promise.allSettled([...this.#inFlight]).then(() => true);
     }
   }
 
@@ -295,6 +304,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
   }
 }
+
+/** The longest stretch close() charges to its timeout at once (see #until). */
+const CLOSE_SLICE_MS = 50;
 
 /** How a shutdown went: the holds it could not release, and why. */
 interface ClosingReport {

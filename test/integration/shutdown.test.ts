@@ -124,6 +124,18 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
     },
   );
 
+  it("a stall of this process longer than close()'s timeout is not taken for Redis not answering", async () => {
+    const locks = redis.locks();
+    const names = [uniqueName('stall-close'), uniqueName('stall-close')];
+    for (const name of names) await locks.getLock(name).acquire();
+    const closing = locks.close({ timeout: 100 });
+    // The event loop blocked while the releases are on their way: Redis answers them meanwhile.
+    const blockedUntil = performance.now() + 400;
+    while (performance.now() < blockedUntil);
+    await closing;
+    for (const name of names) expect(await redis.admin.exists(name)).toBe(0);
+  });
+
   it('close({ timeout }) checks its options before anything else', async () => {
     const locks = redis.locks();
     await expect(locks.close({ timeout: -1 })).rejects.toBeInstanceOf(RangeError);
