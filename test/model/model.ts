@@ -899,6 +899,12 @@ export class Model {
         // is cached per event-loop turn, may count it from a time a stall made stale): either answer is right.
         const atEdge = held !== undefined && !held.renewing && held.expLo - now() < EXPIRY_EDGE_MS;
         if (atEdge && outcome?.ok && outcome.value === 0) continue;
+        // A wait of this actor that was granted after this settle adopted what had finished (the holder's lease
+        // ran out meanwhile) counts already: the next adoption judges that grant, exclusion included.
+        const unadopted = this.inflight.some(
+          (j) => j.actor === actor && j.settled && isAcquireOp(j.op) && j.op.lock === lock && j.outcome?.ok,
+        );
+        if (unadopted && outcome?.ok && typeof outcome.value === 'number' && outcome.value > expected) continue;
         if (!outcome?.ok || outcome.value !== expected) {
           throw this.violation(
             `${actor.name}: getHoldCount(L${lock}) in its flow is ${outcome?.ok ? String(outcome.value) : describeError(outcome?.error)}, the model expects ${expected}`,
