@@ -1,16 +1,21 @@
 /**
- * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info]`: the uncontended lock +
+ * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info] [--instructions]`: the uncontended lock +
  * unlock cycle of flowlock's RLock against `SET NX PX` + a Lua compare-and-delete, interleaved rounds on
  * one throwaway redis-server and one ioredis connection each. Per cycle: wall time, this process's CPU
  * (`process.cpuUsage`) and the server's CPU (`INFO cpu`, user + sys), medians over the rounds, and each as a
  * multiple of the baseline's. `--dist` loads another build of flowlock (e.g. a copy of main's `dist/`), so
  * that two layouts are compared by the same script; `--no-holder-info` turns holder info off.
+ * `--instructions` runs the server under valgrind's callgrind instead and reports the instructions it
+ * executes per cycle (user space; the kernel's share is the same two round trips for both): a count that a
+ * loaded machine does not blur, for comparing scripts while other work runs (needs `valgrind`).
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { Redis } from 'ioredis';
 
 const argv = process.argv.slice(2);
@@ -20,17 +25,32 @@ const cycles = Number(option('cycles') ?? 5000);
 const rounds = Number(option('rounds') ?? 7);
 const port = 20000 + Math.floor(Math.random() * 20000);
 
-const server = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-const redis = new Redis({ port, lazyConnect: true });
+const instructions = argv.includes('--instructions');
+const serverArgs = ['--port', String(port), '--save', '', '--appendonly', 'no'];
+const outDir = instructions ? mkdtempSync(join(tmpdir(), 'bench-cycle-')) : undefined;
+const server = instructions
+  ? spawn(
+      'valgrind',
+      ['--tool=callgrind', `--callgrind-out-file=${outDir}/callgrind.out`, 'redis-server', ...serverArgs],
+      {
+        stdio: 'ignore',
+      },
+    )
+  : spawn('redis-server', serverArgs, { stdio: 'ignore' });
+// Wait for the port (valgrind takes seconds to start the server), then connect once.
 for (let tries = 0; ; tries++) {
-  try {
-    await redis.connect();
-    break;
-  } catch (error) {
-    if (tries > 50) throw error;
-    await sleep(100);
-  }
+  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  probe.on('error', () => undefined);
+  const up = await probe.connect().then(
+    () => true,
+    () => false,
+  );
+  probe.disconnect();
+  if (up) break;
+  if (tries > 300) throw new Error(`redis-server did not start on port ${port}`);
+  await sleep(100);
 }
+const redis = new Redis({ port });
 const { createLockClient } = await import(pathToFileURL(`${dist}/index.js`).href);
 const locks = createLockClient(redis, argv.includes('--no-holder-info') ? { holderInfo: false } : {});
 const lock = locks.getLock('bench:cycle');
@@ -65,29 +85,59 @@ const baseline = async (i) => {
   await redis.eval(CAD, 1, 'bench:cycle:base', token);
 };
 
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
-const ours = [];
-const theirs = [];
-await measure(flowlock);
-await measure(baseline);
-for (let round = 0; round < rounds; round++) {
-  // Alternate which goes first, so that drift on a shared machine hits both alike.
-  if (round % 2 === 0) {
-    ours.push(await measure(flowlock));
-    theirs.push(await measure(baseline));
-  } else {
-    theirs.push(await measure(baseline));
-    ours.push(await measure(flowlock));
+/** Server instructions per cycle of `cycle`, counted by callgrind between a zeroing and a dump. */
+async function countInstructions(cycle) {
+  execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
+  for (let i = 0; i < cycles; i++) await cycle(i);
+  execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
+  // Each dump is a new file "callgrind.out.<n>": read the one there is, then remove it.
+  for (let tries = 0; tries < 100; tries++) {
+    for (const file of readdirSync(outDir).filter((name) => /^callgrind\.out\.\d+$/.test(name))) {
+      const total = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(outDir, file), 'utf8'))?.[1];
+      if (total === undefined) continue;
+      rmSync(join(outDir, file));
+      return Number(total) / cycles;
+    }
+    await sleep(100);
   }
+  throw new Error('callgrind wrote no dump');
 }
-const row = (what) => {
-  const a = median(ours.map((s) => s[what]));
-  const b = median(theirs.map((s) => s[what]));
-  return `${what.padEnd(8)} flowlock ${a.toFixed(1).padStart(7)} µs   SET NX + CAD ${b.toFixed(1).padStart(7)} µs   ${(a / b).toFixed(2)}x`;
-};
-console.log(`${dist}: ${rounds} rounds of ${cycles} cycles, medians per cycle`);
-for (const what of ['wallUs', 'cpuUs', 'serverUs']) console.log(row(what));
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+if (instructions) {
+  // Deterministic: one warm-up pass each, then one counted pass each.
+  for (const cycle of [flowlock, baseline]) for (let i = 0; i < 300; i++) await cycle(i);
+  const ours = await countInstructions(flowlock);
+  const theirs = await countInstructions(baseline);
+  console.log(`${dist}: server instructions per cycle (callgrind, ${cycles} cycles)`);
+  console.log(
+    `flowlock ${ours.toFixed(0).padStart(8)}   SET NX + CAD ${theirs.toFixed(0).padStart(8)}   ${(ours / theirs).toFixed(2)}x`,
+  );
+} else {
+  const ours = [];
+  const theirs = [];
+  await measure(flowlock);
+  await measure(baseline);
+  for (let round = 0; round < rounds; round++) {
+    // Alternate which goes first, so that drift on a shared machine hits both alike.
+    if (round % 2 === 0) {
+      ours.push(await measure(flowlock));
+      theirs.push(await measure(baseline));
+    } else {
+      theirs.push(await measure(baseline));
+      ours.push(await measure(flowlock));
+    }
+  }
+  const row = (what) => {
+    const a = median(ours.map((s) => s[what]));
+    const b = median(theirs.map((s) => s[what]));
+    return `${what.padEnd(8)} flowlock ${a.toFixed(1).padStart(7)} µs   SET NX + CAD ${b.toFixed(1).padStart(7)} µs   ${(a / b).toFixed(2)}x`;
+  };
+  console.log(`${dist}: ${rounds} rounds of ${cycles} cycles, medians per cycle`);
+  for (const what of ['wallUs', 'cpuUs', 'serverUs']) console.log(row(what));
+}
 await locks.close();
 redis.disconnect();
 server.kill();
 await once(server, 'exit');
+if (outDir) rmSync(outDir, { recursive: true, force: true });
