@@ -99,6 +99,7 @@ export class FlowlockInstrumentation {
     this.#subscriber = undefined;
   }
 
+  /** Makes spans on `tracerProvider` instead of the global one (NodeSDK calls this). */
   setTracerProvider(tracerProvider: TracerProvider): void {
     this.#host.tracer = tracerProvider.getTracer(NAME, VERSION);
     this.#ownTracer = true;
@@ -127,6 +128,7 @@ export class FlowlockInstrumentation {
     this.enable();
   }
 
+  /** The configuration it was made with, or last given to `setConfig`. */
   getConfig(): FlowlockInstrumentationConfig {
     return this.#config;
   }

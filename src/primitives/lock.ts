@@ -106,6 +106,10 @@ const LATE_GRANT_MAX_PAUSE_MS = 1000;
 type AttemptResult =
   { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number; readonly late?: number };
 
+/**
+ * Redisson's reentrant lock (`RLock`), from `locks.getLock(name)`: held per flow, re-entered by the flow and its
+ * descendants, woken by pub/sub, renewed by the watchdog without a `leaseTime`, fenced on every free → held.
+ */
 export class RLock {
   readonly name: string;
   readonly #context: LockContext;
@@ -162,6 +166,7 @@ export class RLock {
     });
   }
 
+  /** Whether anyone (any flow, any client, a Redisson client) holds the lock now: asked of Redis. */
   async isLocked(): Promise<boolean> {
     this.#checkOpen();
     return this.#protocol.isLocked();
