@@ -29,8 +29,8 @@ export interface LockClientOptions {
   /**
    * After every grant, send `WAIT replicas timeout` and undo the grant (failing with
    * LockNotReplicatedError) when fewer replicas acknowledge it. Narrows, but cannot close, the window in
-   * which a failover loses a granted lock; costs a replication round trip per acquisition. See the README's
-   * topology guide.
+   * which a failover loses a granted lock; costs a replication round trip per acquisition. See the docs'
+   * Topologies page.
    * @default undefined (off: grants are not waited for)
    */
   readonly syncReplicas?: SyncReplicas;

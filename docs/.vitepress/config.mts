@@ -3,15 +3,23 @@ import { defineConfig, type DefaultTheme } from 'vitepress';
 
 // The API reference is generated into docs/api/ by `npm run docs:api` (TypeDoc), before every build.
 const apiSidebar: DefaultTheme.SidebarItem[] = existsSync(new URL('../api/index.md', import.meta.url))
-  ? [{ text: 'API reference', link: '/api/' }]
+  ? [
+      { text: 'Overview', link: '/api/' },
+      { text: 'flowlock', link: '/api/flowlock/' },
+      { text: 'flowlock/opentelemetry', link: '/api/flowlock/opentelemetry/' },
+      { text: 'flowlock/admin', link: '/api/flowlock/admin/' },
+    ]
   : [];
 
 export default defineConfig({
   title: 'flowlock',
   description:
     'Reentrant distributed locks on Redis for Node.js: Redisson RLock semantics, pub/sub waiting, watchdog leases, async-flow ownership, fencing tokens.',
+  head: [['link', { rel: 'icon', type: 'image/svg+xml', href: '/favicon.svg' }]],
   cleanUrls: false,
   lastUpdated: false,
+  // The local search index is one chunk of about 1 MB: expected, not a problem to warn about.
+  vite: { build: { chunkSizeWarningLimit: 2_000 } },
   // Generated material that is not a page of its own.
   srcExclude: ['**/README.md'],
   themeConfig: {
@@ -87,7 +95,7 @@ export default defineConfig({
         ],
       },
       { text: 'Contributing', items: [{ text: 'Tests, CI, docs', link: '/contributing' }] },
-      ...(apiSidebar.length ? [{ text: 'Reference', items: apiSidebar }] : []),
+      ...(apiSidebar.length ? [{ text: 'API reference', items: apiSidebar }] : []),
     ],
   },
 });

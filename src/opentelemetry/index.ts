@@ -7,6 +7,8 @@
  * into `new NodeSDK({ instrumentations: [...] })` or `registerInstrumentations` as it is, without a
  * dependency on the experimental `@opentelemetry/instrumentation` package (it patches nothing: the channels
  * are process-global, so it sees every copy of flowlock loaded, ESM and CommonJS, whenever they load).
+ *
+ * @module flowlock/opentelemetry
  */
 import { metrics, trace, type MeterProvider, type Tracer, type TracerProvider } from '@opentelemetry/api';
 import { resolveConfig, type FlowlockInstrumentationConfig, type ResolvedConfig } from './config.js';

@@ -1,13 +1,11 @@
-/**
- * RLock: one named lock seen through one client. Cheap to create (no I/O); many instances may name the
- * same lock. Acquisition is: attempt -> join the lock's local wait queue (subscribing to its channel) ->
- * attempt again once subscribed -> wait for a release message or the holder's TTL -> attempt ... until the
- * wait time runs out. Holds belong to flows (see flow.ts); re-entry by a flow or its ancestors never queues.
- *
- * The same machinery drives every lock of the family: a LockProtocol (protocol.ts) says what differs (keys,
- * hash fields, scripts, how a message wakes waiters, a waiter's place in Redis). RFairLock (fair-lock.ts)
- * and the read-write lock's two sides (read-write-lock.ts) are RLocks with their own protocol.
- */
+// RLock: one named lock seen through one client. Cheap to create (no I/O); many instances may name the
+// same lock. Acquisition is: attempt -> join the lock's local wait queue (subscribing to its channel) ->
+// attempt again once subscribed -> wait for a release message or the holder's TTL -> attempt ... until the
+// wait time runs out. Holds belong to flows (see flow.ts); re-entry by a flow or its ancestors never queues.
+//
+// The same machinery drives every lock of the family: a LockProtocol (protocol.ts) says what differs (keys,
+// hash fields, scripts, how a message wakes waiters, a waiter's place in Redis). RFairLock (fair-lock.ts)
+// and the read-write lock's two sides (read-write-lock.ts) are RLocks with their own protocol.
 import { traced, withLockChannel, type LockIdentity, type WithLockTraceContext } from '../diagnostics/channels.js';
 import {
   AcquireObserver,

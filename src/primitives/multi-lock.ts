@@ -24,7 +24,7 @@ export interface MultiLockLease extends AsyncDisposable {
 }
 
 /**
- * Several locks taken all-or-nothing for one flow (Redisson's `RedissonMultiLock`), from
+ * Several locks taken all-or-nothing for one flow, from
  * `locks.getMultiLock(names)`; members are taken in one global order, so overlapping multi-locks never deadlock.
  */
 export class RMultiLock {
