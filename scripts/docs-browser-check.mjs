@@ -108,6 +108,7 @@ try {
   const isDark = await page.evaluate(() => document.documentElement.classList.contains('dark'));
   if (isDark === wasDark) fail('the appearance switch did not toggle dark mode');
   else ok(`dark mode toggles (${wasDark ? 'dark → light' : 'light → dark'})`);
+  await page.locator('.VPNavBarAppearance button, .VPSwitchAppearance').first().click(); // back, for the screenshots
 
   // Local search finds "fair lock".
   await page.locator('#local-search button, .VPNavBarSearchButton').first().click();
@@ -151,6 +152,17 @@ try {
     else if ((await page.title()).startsWith('404')) fail(`${url.pathname}: a 404 page`);
   }
   ok(`${links.length} sidebar links resolve with content`);
+
+  // The benchmark charts (benchmarks/charts/*.svg, through the docs/benchmarks/charts link) are drawn.
+  current = '/benchmarks/results.html';
+  await page.goto(`${base}${current}`, { waitUntil: 'networkidle' });
+  const charts = await page
+    .locator('main img')
+    .evaluateAll((images) => images.map((image) => ({ alt: image.getAttribute('alt'), width: image.naturalWidth })));
+  const broken = charts.filter((chart) => chart.width === 0);
+  if (charts.length < 9) fail(`benchmark results: ${charts.length} charts, expected one per scenario (a to i)`);
+  else if (broken.length) fail(`benchmark results: charts not drawn: ${broken.map((chart) => chart.alt).join(', ')}`);
+  else ok(`benchmark results: ${charts.length} charts drawn`);
 
   current = '/primitives/fair-lock.html';
   await page.goto(`${base}${current}`, { waitUntil: 'networkidle' });
