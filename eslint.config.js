@@ -17,6 +17,11 @@ export default tseslint.config(
       // What the tests write (reports, the package test's consumer project).
       '.vitest-*/',
       '*.config.js',
+      // The docs site's build output and generated pages, and the browser check's screenshots.
+      'docs/.vitepress/cache/',
+      'docs/.vitepress/dist/',
+      'docs/api/',
+      '.docs-results/',
     ],
   },
   js.configs.recommended,

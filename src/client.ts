@@ -36,11 +36,16 @@ export interface LockLostEvent {
   readonly error: LockLostError;
 }
 
+/** The events a {@link LockClient} emits, for `on()`, `once()` and `off()`. */
 export interface LockClientEvents {
   /** A hold was lost (its lease signal aborted with `error`). Not emitted for holds dropped by `close()`. */
   lockLost: [event: LockLostEvent];
 }
 
+/**
+ * What `createLockClient` returns: hands out the primitives (`getLock`, `getFairLock`, …), owns the pub/sub
+ * connection, the watchdog and the flows, and gives every hold back at `close()`. Emits `lockLost`.
+ */
 export class LockClient extends EventEmitter<LockClientEvents> {
   /**
    * This client's part of every owner id (`<clientId>:<flowId>`): the `clientId` option followed by `:` and

@@ -1,3 +1,9 @@
+/**
+ * `flowlock`: reentrant distributed locks on Redis with Redisson's semantics and wire layout. Start at
+ * {@link createLockClient}; the quorum lock over independent masters is {@link createQuorumLockClient}.
+ *
+ * @module flowlock
+ */
 export { createLockClient } from './client.js';
 export type { LockClient, LockClientEvents, LockLostEvent } from './client.js';
 export type { HoldSnapshot } from './machinery/watchdog.js';

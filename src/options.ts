@@ -29,8 +29,8 @@ export interface LockClientOptions {
   /**
    * After every grant, send `WAIT replicas timeout` and undo the grant (failing with
    * LockNotReplicatedError) when fewer replicas acknowledge it. Narrows, but cannot close, the window in
-   * which a failover loses a granted lock; costs a replication round trip per acquisition. See the README's
-   * topology guide.
+   * which a failover loses a granted lock; costs a replication round trip per acquisition. See the docs'
+   * Topologies page.
    * @default undefined (off: grants are not waited for)
    */
   readonly syncReplicas?: SyncReplicas;
@@ -154,9 +154,13 @@ export interface LatchAwaitOptions {
  * in their types, and neither package is loaded by this library.
  */
 export interface IoredisClient {
+  /** ioredis's own `evalsha`: part of the shape the client is recognised by (no package is imported). */
   evalsha(...args: never[]): unknown;
+  /** ioredis's own `eval`: part of the shape the client is recognised by (no package is imported). */
   eval(...args: never[]): unknown;
+  /** ioredis's own `call`: part of the shape the client is recognised by (no package is imported). */
   call(...args: never[]): unknown;
+  /** ioredis's own `duplicate`: part of the shape the client is recognised by (no package is imported). */
   duplicate(...args: never[]): unknown;
   readonly status: string;
   readonly options: object;
@@ -164,8 +168,11 @@ export interface IoredisClient {
 
 /** A node-redis 5 or 6 client, cluster or sentinel (`createClient`, `createCluster`, `createSentinel`), connected. */
 export interface NodeRedisClient {
+  /** node-redis's own `evalSha`: part of the shape the client is recognised by (no package is imported). */
   evalSha(...args: never[]): unknown;
+  /** node-redis's own `sendCommand`: part of the shape the client is recognised by (no package is imported). */
   sendCommand(...args: never[]): unknown;
+  /** node-redis's own `withTypeMapping`: part of the shape the client is recognised by (no package is imported). */
   withTypeMapping(...args: never[]): unknown;
   readonly isOpen: boolean;
 }

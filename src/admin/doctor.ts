@@ -9,6 +9,7 @@ import type { IoredisClient } from '../options.js';
 import { findLegacyLayout, type LegacyLayout } from './legacy.js';
 import { address, adminTarget, configGet, masters, notifiesExpiry, timeReply } from './target.js';
 
+/** A check's verdict: `ok` (✔), `warn` (!), `fail` (✖, `doctor` exits 3), `unknown` (the server did not say). */
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'unknown';
 
 /** One check: its verdict in a line, and what it means for locks when it is not `ok`. */
@@ -19,6 +20,7 @@ export interface ServerCheck {
   readonly detail: string | null;
 }
 
+/** What `checkServer` finds: the server, and one entry per check; `ok` is false when a check failed. */
 export interface ServerReport {
   /** No check failed. */
   readonly ok: boolean;

@@ -3,6 +3,8 @@
  * tools (the `flowlock` command is a thin shell over them). They run the library's own scripts and read its
  * keys as the lock clients write them; the client stays the caller's (they open only duplicates, for pub/sub,
  * and close them). No client package is loaded.
+ *
+ * @module flowlock/admin
  */
 export { inspectLock } from './inspect.js';
 export type { InspectOptions, LockInfo, Permits, PermitLease, QueueEntry } from './inspect.js';

@@ -124,6 +124,7 @@ export interface NoticeEvent extends EventBase {
   readonly message: string;
 }
 
+/** One line of `flowlock watch`: what `watchLocks` yields. */
 export type WatchEvent = HeldEvent | AcquiredEvent | ReleasedEvent | BriefEvent | ExpiredEvent | NoticeEvent;
 
 /** What the watcher knows of a held name. */

@@ -42,7 +42,7 @@ export function driftMs(leaseMs: number): number {
   return Math.floor(leaseMs * 0.01) + 2;
 }
 
-/** The kinds of hold: the locks' (see primitives/protocol.ts) and the expirable semaphore's permits. */
+/** The kinds of hold: a lock's (`lock`, `fair`, `read`, `write`) and an expirable semaphore's permit (`permit`). */
 export type HoldKind = 'lock' | 'fair' | 'read' | 'write' | 'permit';
 
 /** What the watchdog needs of a kind of hold: where it is filed, how it is renewed and given back. */

@@ -7,6 +7,8 @@
  * into `new NodeSDK({ instrumentations: [...] })` or `registerInstrumentations` as it is, without a
  * dependency on the experimental `@opentelemetry/instrumentation` package (it patches nothing: the channels
  * are process-global, so it sees every copy of flowlock loaded, ESM and CommonJS, whenever they load).
+ *
+ * @module flowlock/opentelemetry
  */
 import { metrics, trace, type MeterProvider, type Tracer, type TracerProvider } from '@opentelemetry/api';
 import { resolveConfig, type FlowlockInstrumentationConfig, type ResolvedConfig } from './config.js';
@@ -99,6 +101,7 @@ export class FlowlockInstrumentation {
     this.#subscriber = undefined;
   }
 
+  /** Makes spans on `tracerProvider` instead of the global one (NodeSDK calls this). */
   setTracerProvider(tracerProvider: TracerProvider): void {
     this.#host.tracer = tracerProvider.getTracer(NAME, VERSION);
     this.#ownTracer = true;
@@ -127,6 +130,7 @@ export class FlowlockInstrumentation {
     this.enable();
   }
 
+  /** The configuration it was made with, or last given to `setConfig`. */
   getConfig(): FlowlockInstrumentationConfig {
     return this.#config;
   }

@@ -18,6 +18,10 @@ import { latchKeys, type LatchKeys } from '../redis/keys.js';
 import { integerAt, MEMO_MS, newRequestId } from '../redis/scripts.js';
 import { checkOpen, type LockContext } from './lock.js';
 
+/**
+ * Redisson's `RCountDownLatch`, from `locks.getCountDownLatch(name)`: a count that `countDown()` lowers; the
+ * count-down reaching zero wakes every waiter of every client.
+ */
 export class RCountDownLatch {
   readonly name: string;
   readonly #context: LockContext;

@@ -1,13 +1,11 @@
-/**
- * RLock: one named lock seen through one client. Cheap to create (no I/O); many instances may name the
- * same lock. Acquisition is: attempt -> join the lock's local wait queue (subscribing to its channel) ->
- * attempt again once subscribed -> wait for a release message or the holder's TTL -> attempt ... until the
- * wait time runs out. Holds belong to flows (see flow.ts); re-entry by a flow or its ancestors never queues.
- *
- * The same machinery drives every lock of the family: a LockProtocol (protocol.ts) says what differs (keys,
- * hash fields, scripts, how a message wakes waiters, a waiter's place in Redis). RFairLock (fair-lock.ts)
- * and the read-write lock's two sides (read-write-lock.ts) are RLocks with their own protocol.
- */
+// RLock: one named lock seen through one client. Cheap to create (no I/O); many instances may name the
+// same lock. Acquisition is: attempt -> join the lock's local wait queue (subscribing to its channel) ->
+// attempt again once subscribed -> wait for a release message or the holder's TTL -> attempt ... until the
+// wait time runs out. Holds belong to flows (see flow.ts); re-entry by a flow or its ancestors never queues.
+//
+// The same machinery drives every lock of the family: a LockProtocol (protocol.ts) says what differs (keys,
+// hash fields, scripts, how a message wakes waiters, a waiter's place in Redis). RFairLock (fair-lock.ts)
+// and the read-write lock's two sides (read-write-lock.ts) are RLocks with their own protocol.
 import { traced, withLockChannel, type LockIdentity, type WithLockTraceContext } from '../diagnostics/channels.js';
 import {
   AcquireObserver,
@@ -106,6 +104,10 @@ const LATE_GRANT_MAX_PAUSE_MS = 1000;
 type AttemptResult =
   { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number; readonly late?: number };
 
+/**
+ * Redisson's reentrant lock (`RLock`), from `locks.getLock(name)`: held per flow, re-entered by the flow and its
+ * descendants, woken by pub/sub, renewed by the watchdog without a `leaseTime`, fenced on every free → held.
+ */
 export class RLock {
   readonly name: string;
   readonly #context: LockContext;
@@ -162,6 +164,7 @@ export class RLock {
     });
   }
 
+  /** Whether anyone (any flow, any client, a Redisson client) holds the lock now: asked of Redis. */
   async isLocked(): Promise<boolean> {
     this.#checkOpen();
     return this.#protocol.isLocked();

@@ -23,6 +23,10 @@ export interface MultiLockLease extends AsyncDisposable {
   release(): Promise<void>;
 }
 
+/**
+ * Several locks taken all-or-nothing for one flow, from
+ * `locks.getMultiLock(names)`; members are taken in one global order, so overlapping multi-locks never deadlock.
+ */
 export class RMultiLock {
   /** The member names, in the order they are taken. */
   readonly names: readonly string[];

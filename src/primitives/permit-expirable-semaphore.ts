@@ -82,6 +82,10 @@ class PermitProtocol implements HoldProtocol {
   }
 }
 
+/**
+ * Redisson's `RPermitExpirableSemaphore`, from `locks.getPermitExpirableSemaphore(name)`: permits with ids and
+ * leases (renewed by the watchdog without a `leaseTime`), so a crashed holder's permit comes back.
+ */
 export class RPermitExpirableSemaphore extends PermitCount {
   readonly #protocol: PermitProtocol;
 

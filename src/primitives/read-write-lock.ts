@@ -207,10 +207,12 @@ export class RReadWriteLock {
     this.#context = context;
   }
 
+  /** The shared side: any number of flows may hold it at once, while nobody holds the write lock. */
   readLock(): RReadLock {
     return new RReadLock(this.#context, this.name);
   }
 
+  /** The exclusive side: excludes readers and other writers; a writer may also take the read lock. */
   writeLock(): RWriteLock {
     return new RWriteLock(this.#context, this.name);
   }

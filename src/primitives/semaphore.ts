@@ -99,6 +99,10 @@ export abstract class PermitCount {
   }
 }
 
+/**
+ * Redisson's `RSemaphore`, from `locks.getSemaphore(name)`: a count of permits without owners or leases, with
+ * a first-come-first-served queue of waiters shared by every client.
+ */
 export class RSemaphore extends PermitCount {
   /** Takes every available permit; resolves to how many. */
   async drainPermits(): Promise<number> {

@@ -2,7 +2,7 @@
 // optional peers, and a node-redis user must not need ioredis installed (nor the other way round). Nor does
 // its main entry load OpenTelemetry, which only `flowlock/opentelemetry` needs (an optional peer as well).
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -49,10 +49,18 @@ describe('the built package', () => {
 
   it('publishes types of the public API only, and a strict consumer compiles against them', () => {
     // The machinery behind the public classes (their constructors are @internal, stripped by tsup.config.ts)
-    // stays out of the published declarations: a user's editor offers only what the README documents.
+    // stays out of the published declarations: a user's editor offers only what the docs document.
     const declarations = readFileSync('dist/index.d.ts', 'utf8');
     for (const internal of ['WaitQueues', 'Watchdog', 'LockContext', 'RedisAdapter', 'LockScripts', 'QuorumNodes']) {
       expect(declarations).not.toMatch(new RegExp(`\\b${internal}\\b`));
+    }
+    // Nor do the doc comments point at files the package lacks (the source tree, the tests, the README's
+    // former sections): the published comments are the API reference's text.
+    for (const file of readdirSync('dist').filter((name) => name.endsWith('.d.ts'))) {
+      const comments = readFileSync(join('dist', file), 'utf8')
+        .split('\n')
+        .filter((line) => !/^\s*(import|export) /.test(line));
+      expect(comments.filter((line) => /\b[\w-]+\.ts\b|\bsrc\/|\btest\/|README/.test(line))).toEqual([]);
     }
     // A consumer inside the package's scope imports it by name: resolved through the exports map to dist/.
     const consumer = join('.vitest-consumer', 'consumer.ts');

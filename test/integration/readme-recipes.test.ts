@@ -1,26 +1,28 @@
-// The README's recipes run as written: each is cut out of README.md and run in a fresh process against the
-// built package and a real redis-server, with only what the README leaves to the reader (a `logger`) around
-// it. The loss-logging recipe once compiled, read well and logged nothing; this is what catches that.
+// The docs' code runs as written. Every TypeScript block of README.md and docs/**/*.md marked ```ts run is a
+// complete program: it runs here in a fresh process against the built package and a real redis-server
+// (`REDIS_URL`), and must exit 0. `npm run docs:check` type checks every block, these included. The README's
+// loss-logging recipe once compiled, read well and logged nothing: it gets a test of its own below, which
+// makes a hold get lost and checks the line it logs.
 import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { codeBlocks, root, type CodeBlock } from '../../scripts/docs-code.mjs';
 import { clientKind } from '../support/clients.js';
 import { uniqueName, useRedis } from '../support/fixture.js';
 
-const root = join(import.meta.dirname, '..', '..');
 const redis = useRedis();
+const blocks = codeBlocks();
 
-/** The first ```ts block after the README line that starts with `heading`. */
-function recipe(heading: string): string {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const at = readme.split('\n').findIndex((line) => line.startsWith(heading));
+/** The first TypeScript block of README.md after the line that starts with `heading`. */
+function recipe(heading: string): CodeBlock {
+  const at = readFileSync(join(root, 'README.md'), 'utf8')
+    .split('\n')
+    .findIndex((line) => line.startsWith(heading));
   if (at === -1) throw new Error(`README.md has no line starting with ${JSON.stringify(heading)}`);
-  const rest = readme.split('\n').slice(at + 1);
-  const open = rest.findIndex((line) => line.trim() === '```ts');
-  const close = rest.findIndex((line, i) => i > open && line.trim() === '```');
-  if (open === -1 || close === -1) throw new Error(`no \`\`\`ts block after ${JSON.stringify(heading)}`);
-  return rest.slice(open + 1, close).join('\n');
+  const block = blocks.find((candidate) => candidate.file === 'README.md' && candidate.line > at + 1);
+  if (!block) throw new Error(`no TypeScript block after ${JSON.stringify(heading)}`);
+  return block;
 }
 
 /**
@@ -30,7 +32,7 @@ function recipe(heading: string): string {
 function runModule(code: string, env: Record<string, string>): Promise<string> {
   const dir = join(root, '.scratch');
   mkdirSync(dir, { recursive: true });
-  const file = join(dir, `${uniqueName('recipe').replace(/:/g, '-')}.mts`);
+  const file = join(dir, `${uniqueName('docs-code').replace(/:/g, '-')}.mts`);
   writeFileSync(file, code);
   return new Promise((resolve, reject) => {
     execFile(
@@ -45,18 +47,27 @@ function runModule(code: string, env: Record<string, string>): Promise<string> {
   });
 }
 
-// The recipes use ioredis whatever the leg's client library: once, on the ioredis 5 leg.
-describe.skipIf(clientKind !== 'ioredis5')('README recipes', () => {
-  it('the loss logger logs a lost lock, with its reason', async () => {
+// The examples use ioredis (some node-redis or iovalkey as well) whatever the leg's client library: once, on
+// the ioredis 5 leg.
+describe.skipIf(clientKind !== 'ioredis5')('docs code', () => {
+  const runnable = blocks.filter((block) => block.flags.includes('run'));
+
+  it('has runnable examples to run', () => {
+    expect(runnable.length).toBeGreaterThan(8);
+  });
+
+  it.each(runnable.map((block) => [`${block.file}:${block.line}`, block] as const))('%s runs', async (_, block) => {
+    await runModule(block.code, { REDIS_URL: redis.server.url });
+  });
+
+  it('the README loss logger logs a lost lock, with its reason', async () => {
     const name = uniqueName('recipe');
     const code = [
-      // What the README leaves to the reader: a pino-like logger.
-      `const logger = { warn: (fields: object, msg: string) => console.log(JSON.stringify({ msg, ...fields })) };`,
-      recipe('A pino recipe'),
+      recipe('## Log lost locks').code,
       // A hold that another party deletes: the next renewal finds it gone.
       `import { Redis } from 'ioredis';`,
       `import { createLockClient } from 'flowlock';`,
-      `const redis = new Redis(process.env.RECIPE_REDIS_URL!);`,
+      `const redis = new Redis(process.env.REDIS_URL!);`,
       `const locks = createLockClient(redis, { watchdogTimeout: 900 });`,
       `const lease = await locks.getLock(${JSON.stringify(name)}).acquire();`,
       `await redis.del(${JSON.stringify(name)});`,
@@ -64,7 +75,7 @@ describe.skipIf(clientKind !== 'ioredis5')('README recipes', () => {
       `await locks.close();`,
       `await redis.quit();`,
     ].join('\n');
-    const lines = (await runModule(code, { RECIPE_REDIS_URL: redis.server.url }))
+    const lines = (await runModule(code, { REDIS_URL: redis.server.url }))
       .split('\n')
       .filter(Boolean)
       .map((line) => JSON.parse(line) as Record<string, unknown>);

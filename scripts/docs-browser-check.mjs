@@ -1,0 +1,180 @@
+// `npm run docs:browser`: the built docs site (`npm run docs:build` first) in a real browser. Serves
+// docs/.vitepress/dist/ on a loopback port and drives Debian's `chromium` (or CHROMIUM_PATH) through
+// playwright-core: the home page renders, the local search finds "fair lock", every sidebar link answers 200
+// with a non-empty page, and no page logs a console error. Screenshots of the home page and of a primitive's
+// page go to .docs-results/ (CI output).
+import { execFileSync } from 'node:child_process';
+import { createReadStream, existsSync, mkdirSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { extname, join, normalize } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const root = join(import.meta.dirname, '..');
+const site = join(root, 'docs', '.vitepress', 'dist');
+const results = join(root, '.docs-results');
+
+if (!existsSync(join(site, 'index.html'))) {
+  console.error('docs:browser needs the built site: run `npm run docs:build` first');
+  process.exit(1);
+}
+
+function findChromium() {
+  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
+  for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
+    try {
+      return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim();
+    } catch {
+      // not this one
+    }
+  }
+  console.error('docs:browser needs Chromium: apt-get install -y chromium, or set CHROMIUM_PATH');
+  process.exit(1);
+}
+
+const types = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript',
+  '.css': 'text/css',
+  '.svg': 'image/svg+xml',
+  '.json': 'application/json',
+  '.woff2': 'font/woff2',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.txt': 'text/plain',
+};
+
+/** A static server for the built site, as a host would serve it: `/a/` is `/a/index.html`, else 404. */
+function serve() {
+  const server = createServer((request, response) => {
+    const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
+    let file = normalize(join(site, path));
+    if (!file.startsWith(site)) {
+      response.writeHead(403).end();
+      return;
+    }
+    if (existsSync(file) && statSync(file).isDirectory()) file = join(file, 'index.html');
+    if (!existsSync(file)) {
+      response.writeHead(404, { 'content-type': types['.html'] });
+      createReadStream(join(site, '404.html')).pipe(response);
+      return;
+    }
+    response.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
+    createReadStream(file).pipe(response);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+const failures = [];
+const fail = (message) => {
+  failures.push(message);
+  console.error(`✖ ${message}`);
+};
+const ok = (message) => console.log(`✔ ${message}`);
+
+const server = await serve();
+const base = `http://127.0.0.1:${server.address().port}`;
+const browser = await chromium.launch({ executablePath: findChromium(), args: ['--no-sandbox'] });
+mkdirSync(results, { recursive: true });
+
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  let current = '/';
+  page.on('console', (message) => {
+    // A failed load is reported below with its URL.
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+      fail(`console error on ${current}: ${message.text()}`);
+    }
+  });
+  page.on('response', (response) => {
+    if (response.status() >= 400) fail(`HTTP ${response.status()} for ${response.url()} (on ${current})`);
+  });
+  page.on('requestfailed', (request) => fail(`request failed: ${request.url()} (on ${current})`));
+  page.on('pageerror', (error) => fail(`uncaught error on ${current}: ${error.message}`));
+
+  // The home page renders: its hero and its feature cards.
+  const home = await page.goto(`${base}/`, { waitUntil: 'networkidle' });
+  if (home?.status() !== 200) fail(`home page: HTTP ${home?.status()}`);
+  const hero = (await page.locator('.VPHero .name').first().textContent({ timeout: 10_000 }))?.trim();
+  if (hero !== 'flowlock') fail(`home page: hero name is ${JSON.stringify(hero)}`);
+  const features = await page.locator('.VPFeature').count();
+  if (features < 3) fail(`home page: ${features} feature cards`);
+  else ok(`home page renders (hero "${hero}", ${features} feature cards)`);
+  await page.screenshot({ path: join(results, 'home.png'), fullPage: true });
+
+  // Dark mode: the appearance switch toggles the `dark` class on <html>.
+  const wasDark = await page.evaluate(() => document.documentElement.classList.contains('dark'));
+  await page.locator('.VPNavBarAppearance button, .VPSwitchAppearance').first().click();
+  const isDark = await page.evaluate(() => document.documentElement.classList.contains('dark'));
+  if (isDark === wasDark) fail('the appearance switch did not toggle dark mode');
+  else ok(`dark mode toggles (${wasDark ? 'dark → light' : 'light → dark'})`);
+  await page.locator('.VPNavBarAppearance button, .VPSwitchAppearance').first().click(); // back, for the screenshots
+
+  // Local search finds "fair lock".
+  await page.locator('#local-search button, .VPNavBarSearchButton').first().click();
+  await page.locator('.VPLocalSearchBox input').fill('fair lock');
+  const hit = page.locator('.VPLocalSearchBox .result').first();
+  await hit.waitFor({ timeout: 10_000 });
+  const hits = await page.locator('.VPLocalSearchBox .result').allTextContents();
+  if (!hits.some((text) => /fair lock/i.test(text)))
+    fail(`search "fair lock": no result names it (${hits.length} results)`);
+  else
+    ok(
+      `search "fair lock": ${hits.length} results, the first ${JSON.stringify(hits[0].replace(/\s+/g, ' ').trim().slice(0, 60))}`,
+    );
+  await page.keyboard.press('Escape');
+
+  // Every sidebar link resolves: HTTP 200 and a page with content.
+  current = '/guide/getting-started.html';
+  await page.goto(`${base}${current}`, { waitUntil: 'networkidle' });
+  const links = [
+    ...new Set(
+      await page.locator('.VPSidebar a[href]').evaluateAll((anchors) => anchors.map((a) => a.getAttribute('href'))),
+    ),
+  ];
+  if (links.length < 20) fail(`the sidebar has ${links.length} links`);
+  for (const href of links) {
+    const url = new URL(href, `${base}${current}`);
+    if (url.origin !== base) continue;
+    current = url.pathname;
+    const response = await page.goto(url.href, { waitUntil: 'networkidle' });
+    const status = response?.status();
+    const text =
+      (
+        await page
+          .locator('main .vp-doc')
+          .first()
+          .textContent({ timeout: 10_000 })
+          .catch(() => '')
+      )?.trim() ?? '';
+    if (status !== 200) fail(`${url.pathname}: HTTP ${status}`);
+    else if (text.length < 50) fail(`${url.pathname}: ${text.length} characters of content`);
+    else if ((await page.title()).startsWith('404')) fail(`${url.pathname}: a 404 page`);
+  }
+  ok(`${links.length} sidebar links resolve with content`);
+
+  // The benchmark charts (benchmarks/charts/*.svg, through the docs/benchmarks/charts link) are drawn.
+  current = '/benchmarks/results.html';
+  await page.goto(`${base}${current}`, { waitUntil: 'networkidle' });
+  const charts = await page
+    .locator('main img')
+    .evaluateAll((images) => images.map((image) => ({ alt: image.getAttribute('alt'), width: image.naturalWidth })));
+  const broken = charts.filter((chart) => chart.width === 0);
+  if (charts.length < 9) fail(`benchmark results: ${charts.length} charts, expected one per scenario (a to i)`);
+  else if (broken.length) fail(`benchmark results: charts not drawn: ${broken.map((chart) => chart.alt).join(', ')}`);
+  else ok(`benchmark results: ${charts.length} charts drawn`);
+
+  current = '/primitives/fair-lock.html';
+  await page.goto(`${base}${current}`, { waitUntil: 'networkidle' });
+  await page.screenshot({ path: join(results, 'primitive-fair-lock.png'), fullPage: true });
+  ok(`screenshots in ${results}: home.png, primitive-fair-lock.png`);
+} finally {
+  await browser.close();
+  server.close();
+}
+
+if (failures.length) {
+  console.error(`\ndocs:browser: ${failures.length} problem(s)`);
+  process.exit(1);
+}
+console.log('docs:browser: the site passes');
