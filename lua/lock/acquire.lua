@@ -39,21 +39,22 @@ local legacyFenceKey = KEYS[4]
 local leaseMs = tonumber(ARGV[1])
 local requestId = ARGV[2]
 local info = ARGV[3]
-local owners = {unpack(ARGV, 4)}
+local caller = ARGV[4]
 
 --- @include "fencing-token"
---- @include "reenter"
 --- @include "holder-info"
 
+-- The uncontended cycle's acquire first, before anything else of the script is built.
 if redis.call('EXISTS', lockKey) == 0 then
   local _, clock = serverTime()
   local token = nextToken(fenceKey, legacyFenceKey, clock)
-  local owner = owners[1]
-  redis.call('HSET', lockKey, owner, 1)
+  redis.call('HSET', lockKey, caller, 1)
   redis.call('PEXPIRE', lockKey, leaseMs)
-  redis.call('HSET', holdKey, owner .. ':acq', requestId, owner .. ':token', token, holderInfo(owner, info, clock))
+  redis.call('HSET', holdKey, caller .. ':acq', requestId, caller .. ':token', token, holderInfo(caller, info, clock))
   redis.call('PEXPIRE', holdKey, leaseMs)
   return {1, tonumber(token), 1, 1}
 end
 
-return reenter(lockKey, holdKey, owners, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}
+--- @include "reenter"
+
+return reenter(lockKey, holdKey, {unpack(ARGV, 4)}, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}

@@ -3,9 +3,10 @@
 
   KEYS[1] lockKey     hash: field <owner> = hold count (Redisson's layout)
   KEYS[2] channel     release channel "redisson_lock__channel:{<name>}" (prefixed); gets "0" when freed
-  KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua): <owner>:rel = id of
-                      the owner's last release, <owner>:acq = of its last acquire
-  KEYS[4] requestKey  string: memo of a release that freed the lock, so a resend is answered, not re-run
+  KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua): <owner>:acq = id of
+                      the owner's last acquire
+  KEYS[4] requestKey  string: this release's answer, "<remaining> <ownerIndex>", so that a resend is
+                      answered from it, not run again
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -26,12 +27,12 @@
                              took it last with undoId); nothing changed
 
   Side effects
-    count > 0 left: HINCRBY lockKey owner -1; HSET holdKey <owner>:rel (and, for "undo", clear
-                     <owner>:acq, so that the same acquire is never undone twice)
+    either:          SET requestKey "<remaining> <ownerIndex>" PX memoMs NX, before the change
+    count > 0 left:  HINCRBY lockKey owner -1 (and, for "undo", clear <owner>:acq, so that the same
+                     acquire is never undone twice)
     count reaches 0: DEL lockKey and holdKey (the last hold is dropped without a decrement); PUBLISH (or
-                     SPUBLISH) channel "0"; SET requestKey "<ownerIndex>" PX memoMs
-    replay:          nothing (a resend is recognised by the memo field, or by requestKey once the
-                     lock was freed)
+                     SPUBLISH) channel "0"
+    replay:          nothing (a resend finds requestKey: also once the same owner holds the lock again)
 ]]
 local lockKey = KEYS[1]
 local channel = KEYS[2]
@@ -42,9 +43,6 @@ local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 local undoId = ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local owners = {unpack(ARGV, 6)}
-
---- @include "release-hold"
 
 -- The last hold is dropped without a decrement: the lock is free.
 local function dropLast()
@@ -52,5 +50,15 @@ local function dropLast()
   return redis.call(publish, channel, '0')
 end
 
-return releaseHold(lockKey, holdKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast)
+-- The uncontended cycle's release first, before anything else of the script is built: the calling flow's
+-- own single hold, released for the first time (releaseHold below does the same, and everything else).
+if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[6]) == '1' then
+  if not redis.call('SET', requestKey, '0 1', 'PX', memoMs, 'NX', 'GET') then
+    return {0, 1, dropLast()}
+  end
+end
+
+--- @include "release-hold"
+
+return releaseHold(lockKey, holdKey, requestKey, {unpack(ARGV, 6)}, mode, requestId, undoId, memoMs, nil, dropLast)
   or {-1, 0}

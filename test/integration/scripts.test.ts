@@ -99,6 +99,21 @@ describe('idempotency: a resent command does not count twice', () => {
     expect(await redis.admin.hget(keys.lockKey, 'c:2')).toBe('1');
   });
 
+  it("release: a resent final release leaves the same owner's next hold alone", async () => {
+    const scripts = new LockScripts(redis.adapter());
+    const keys = lockKeys('', uniqueName(), onCluster);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    const last = randomUUID();
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({ remaining: 0 });
+    // The same flow takes the lock again before the resend of its release arrives.
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({
+      remaining: 0,
+      ownerIndex: 0,
+    });
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('1');
+  });
+
   it('reports the holder PTTL when another owner holds the lock', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
