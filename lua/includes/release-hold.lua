@@ -1,48 +1,66 @@
 -- releaseHold(lockKey, holdKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast): the
 -- release logic every lock kind shares. Finds the nearest field of `fields` (the calling flow chain, nearest
 -- first) with a count in lockKey and drops one hold ("one", "undo") or all ("all", "purge"); "undo" and
--- "purge" act only if the field's "<field>:acq" in holdKey is undoMemo. `memo` is recorded in "<field>:rel"
--- so that a resend is answered, not re-run; a release that dropped the last hold is remembered in
--- requestKey (PX memoMs), since the hold key goes with the hold.
+-- "purge" act only if the field's last acquire was undoMemo (see acquiredBy).
+-- Every release that changes a count leaves its answer in requestKey (PX memoMs, SET NX GET before the
+-- change), so that a resend is answered from it and changes nothing: also when the same owner holds the
+-- lock again by then, and without reading the hold key on the way.
 -- dropOne(field, count), if given, runs when one hold of several is dropped; dropLast(field, count, index)
 -- drops the field's last hold(s) (and its side fields) and returns how many subscribers its announcement
 -- reached.
 -- Returns {remaining, index}, {0, index, woken}, or nil when no field of the chain holds the lock (nor did
 -- this release free it before: then {0, index} from requestKey).
+
+-- The answer a release left in requestKey, as its reply: "<remaining> <index>" ("<index>" alone from
+-- earlier versions, which memoed only releases that freed the lock).
+local function memoReply(memo)
+  local remaining, index = string.match(memo, '^(%-?%d+) (%d+)$')
+  if remaining then return {tonumber(remaining), tonumber(index)} end
+  return {0, tonumber(memo)}
+end
+
+-- acquiredBy(holdKey, field, undoMemo): whether the field's last acquire is undoMemo: its "<field>:acq" in
+-- holdKey, or, for "~<id>" (an acquire sent lean, see lock/acquire.lua), <id> or no memo at all.
+local function acquiredBy(holdKey, field, undoMemo)
+  local acquired = redis.call('HGET', holdKey, field .. ':acq')
+  if string.sub(undoMemo, 1, 1) == '~' then
+    return acquired == false or acquired == string.sub(undoMemo, 2)
+  end
+  return acquired == undoMemo
+end
+
 local function releaseHold(lockKey, holdKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast)
   for index, field in ipairs(fields) do
     local count = tonumber(redis.call('HGET', lockKey, field))
     if count then
-      local side = redis.call('HMGET', holdKey, field .. ':rel', field .. ':acq')
-      if (mode == 'undo' or mode == 'purge') and side[2] ~= undoMemo then
+      if (mode == 'undo' or mode == 'purge') and not acquiredBy(holdKey, field, undoMemo) then
         return {-1, 0}
       end
-      if side[1] == memo then
-        return {count, index}
+      local one = (mode == 'one' or mode == 'undo') and count > 1
+      local answer = (one and count - 1 or 0) .. ' ' .. index
+      local earlier = redis.call('SET', requestKey, answer, 'PX', memoMs, 'NX', 'GET')
+      if earlier then
+        return memoReply(earlier)
       end
-      if (mode == 'one' or mode == 'undo') and count > 1 then
+      if one then
         local remaining = redis.call('HINCRBY', lockKey, field, -1)
         if mode == 'undo' then
           -- Undone once: a second undo of the same acquire (its caller may send one too) must not take
           -- another hold of the owner.
-          redis.call('HSET', holdKey, field .. ':rel', memo, field .. ':acq', '')
-        else
-          redis.call('HSET', holdKey, field .. ':rel', memo)
+          redis.call('HSET', holdKey, field .. ':acq', '')
+          -- A hold that outlived its side fields (another client kept the hash alive past this one's
+          -- lease) just recreated them: they get an expiry too.
+          if redis.call('PTTL', holdKey) == -1 then redis.call('PEXPIRE', holdKey, memoMs) end
         end
-        -- A hold that outlived its side fields (another client kept the hash alive past this one's lease)
-        -- just recreated them: they get an expiry too.
-        if redis.call('PTTL', holdKey) == -1 then redis.call('PEXPIRE', holdKey, memoMs) end
         if dropOne then dropOne(field, count) end
         return {remaining, index}
       end
-      local woken = dropLast(field, count, index)
-      redis.call('SET', requestKey, index, 'PX', memoMs)
-      return {0, index, woken}
+      return {0, index, dropLast(field, count, index)}
     end
   end
-  local freed = redis.call('GET', requestKey)
-  if freed then
-    return {0, tonumber(freed)}
+  local earlier = redis.call('GET', requestKey)
+  if earlier then
+    return memoReply(earlier)
   end
   return nil
 end

@@ -42,9 +42,6 @@ local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 local undoId = ARGV[4]
 local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local owners = {unpack(ARGV, 6)}
-
---- @include "release-hold"
 
 -- The last hold is dropped without a decrement: the lock is free.
 local function dropLast()
@@ -52,5 +49,15 @@ local function dropLast()
   return redis.call(publish, channel, '0')
 end
 
-return releaseHold(lockKey, holdKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast)
+-- The uncontended cycle's release first, before anything else of the script is built: the calling flow's
+-- own single hold, released for the first time (releaseHold below does the same, and everything else).
+if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[6]) == '1' then
+  if not redis.call('SET', requestKey, '0 1', 'PX', memoMs, 'NX', 'GET') then
+    return {0, 1, dropLast()}
+  end
+end
+
+--- @include "release-hold"
+
+return releaseHold(lockKey, holdKey, requestKey, {unpack(ARGV, 6)}, mode, requestId, undoId, memoMs, nil, dropLast)
   or {-1, 0}
