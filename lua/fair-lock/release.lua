@@ -8,7 +8,7 @@
   KEYS[4] channelBase  "redisson_lock__channel:{<name>}" (prefixed): the first waiter is woken on
                        "<channelBase>:<waiter id>" (Redisson's per-waiter channel; in the lock's slot)
   KEYS[5] holdKey      hash of this library's side fields (see lock/release.lua)
-  KEYS[6] requestKey   string: memo of a release that freed the lock, so a resend is answered, not re-run
+  KEYS[6] requestKey   string: this release's answer, so that a resend is answered, not run again
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -24,9 +24,10 @@
                              if the lock is free (it expired), the first waiter is woken all the same
 
   Side effects
-    count > 0 left:  HINCRBY lockKey owner -1; HSET holdKey <owner>:rel (and clear <owner>:acq for "undo")
+    either:          SET requestKey "<remaining> <ownerIndex>" PX memoMs NX, before the change
+    count > 0 left:  HINCRBY lockKey owner -1 (and clear <owner>:acq for "undo")
     count reaches 0: DEL lockKey and holdKey; drop head entries whose deadline passed; PUBLISH (or SPUBLISH)
-                     "<channelBase>:<head>" "0" when a waiter is left; SET requestKey PX memoMs
+                     "<channelBase>:<head>" "0" when a waiter is left
     replay:          nothing
 ]]
 local lockKey = KEYS[1]

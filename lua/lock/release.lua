@@ -3,9 +3,10 @@
 
   KEYS[1] lockKey     hash: field <owner> = hold count (Redisson's layout)
   KEYS[2] channel     release channel "redisson_lock__channel:{<name>}" (prefixed); gets "0" when freed
-  KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua): <owner>:rel = id of
-                      the owner's last release, <owner>:acq = of its last acquire
-  KEYS[4] requestKey  string: memo of a release that freed the lock, so a resend is answered, not re-run
+  KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua): <owner>:acq = id of
+                      the owner's last acquire (absent for a lean grant, see lock/acquire.lua)
+  KEYS[4] requestKey  string: this release's answer, "<remaining> <ownerIndex>", so that a resend is
+                      answered from it, not run again
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -14,7 +15,8 @@
                      reply never came: it may or may not have run);
                      "purge": drop every hold of the owner only if its last acquire was ARGV[4] (a hold
                      the client declared lost, or a stale hold an acquire re-entered by mistake)
-  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
+  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge" ("~<id>" for an acquire
+                     sent lean: it also matches a hold with no acquire memo), else ""
   ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub; the channel is in
                      the lock's slot)
   ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
@@ -26,12 +28,12 @@
                              took it last with undoId); nothing changed
 
   Side effects
-    count > 0 left: HINCRBY lockKey owner -1; HSET holdKey <owner>:rel (and, for "undo", clear
-                     <owner>:acq, so that the same acquire is never undone twice)
+    either:          SET requestKey "<remaining> <ownerIndex>" PX memoMs NX, before the change
+    count > 0 left:  HINCRBY lockKey owner -1 (and, for "undo", clear <owner>:acq, so that the same
+                     acquire is never undone twice)
     count reaches 0: DEL lockKey and holdKey (the last hold is dropped without a decrement); PUBLISH (or
-                     SPUBLISH) channel "0"; SET requestKey "<ownerIndex>" PX memoMs
-    replay:          nothing (a resend is recognised by the memo field, or by requestKey once the
-                     lock was freed)
+                     SPUBLISH) channel "0"
+    replay:          nothing (a resend finds requestKey: also once the same owner holds the lock again)
 ]]
 local lockKey = KEYS[1]
 local channel = KEYS[2]

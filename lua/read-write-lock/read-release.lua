@@ -6,7 +6,7 @@
   KEYS[2] channel      "redisson_rwlock:{<name>}" (prefixed): gets "0" when the last reader frees the lock
   KEYS[3] timeoutBase  prefix of the per-read-hold timeout keys
   KEYS[4] holdKey      hash of this library's side fields (see includes/hold-key.lua)
-  KEYS[5] requestKey   string: memo of a release that dropped an owner's last read hold
+  KEYS[5] requestKey   string: this release's answer, so that a resend is answered, not run again
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -23,9 +23,9 @@
 
   Side effects
     one hold less:   HINCRBY -1; DEL its timeout key "<timeoutBase>:<owner>:rwlock_timeout:<count>";
-                     HSET holdKey <owner>:rel
+                     (SET requestKey "<remaining> <ownerIndex>" PX memoMs NX before either change)
     last hold:       HDEL the owner's field, HDEL its side fields in holdKey, DEL all its timeout keys;
-                     SET requestKey PX memoMs; then if a write hold or a live read hold (a timeout key with
+                     then if a write hold or a live read hold (a timeout key with
                      TTL left) remains: PEXPIRE lockKey to the longest live read hold (unless a write hold
                      is there); otherwise DEL lockKey (with the fields of readers whose holds ran out) and
                      holdKey, and PUBLISH (or SPUBLISH) channel "0"

@@ -6,7 +6,7 @@
   KEYS[1] lockKey     the read-write lock hash (see read-write-lock/read-acquire.lua)
   KEYS[2] channel     "redisson_rwlock:{<name>}" (prefixed)
   KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua)
-  KEYS[4] requestKey  string: memo of a release that dropped an owner's last write hold
+  KEYS[4] requestKey  string: this release's answer, so that a resend is answered, not run again
 
   ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
   ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
@@ -21,8 +21,9 @@
     {-1, 0}                  no owner of the chain has a write hold (or none took it last with undoId)
 
   Side effects
-    one hold less:  HINCRBY -1; HSET holdKey memo field (and clear the acquire memo for "undo")
-    last hold:      HDEL the field, and its side fields in holdKey; SET requestKey PX memoMs; then, when
+    either:         SET requestKey "<remaining> <ownerIndex>" PX memoMs NX, before the change
+    one hold less:  HINCRBY -1 (and clear the acquire memo for "undo")
+    last hold:      HDEL the field, and its side fields in holdKey; then, when
                     no other hold is left, DEL lockKey and holdKey and PUBLISH (or SPUBLISH) channel "1";
                     otherwise (the owner's read holds) HSET mode read and PUBLISH "0" (Redisson publishes
                     nothing here)

@@ -12,8 +12,9 @@ export interface LockKeys {
   /** Where the release script publishes `0` when the lock becomes free. */
   readonly channel: string;
   /**
-   * Hash of this library's side fields of the holds (`<field>:acq`, `<field>:rel`, `<field>:info`,
-   * `<field>:token`), kept out of Redisson's hash; its TTL follows the holds' leases.
+   * Hash of this library's side fields of the holds (`<field>:acq`, `<field>:info`, `<field>:token`), kept
+   * out of Redisson's hash; its TTL follows the holds' leases. A plain lock's lean hold has none until its
+   * first renewal or re-entry (lua/lock/acquire.lua).
    */
   readonly holdKey: string;
   /**

@@ -104,7 +104,7 @@ const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUB
 const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
 
 /**
- * How long Redis remembers a call that a resend must not repeat (a release that freed a lock, a semaphore's
+ * How long Redis remembers a call that a resend must not repeat (a lock release, a semaphore's
  * grant or release, a count-down), so that a resend of it (ioredis and node-redis' Sentinel resend a call
  * after a reconnect) is answered as the
  * success it was. The clients' default retries give up well within it; a lock release resent later than this
