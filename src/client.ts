@@ -100,6 +100,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       firstUse: () => {
         this.#warnIfEvictable();
       },
+      traffic: new Map(),
     };
     // Once the user's client has ended nothing can be sent: this client closes too (its own subscriber
     // connection, made from that client, would otherwise keep the process alive), and close() reports

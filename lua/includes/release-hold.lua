@@ -1,7 +1,7 @@
 -- releaseHold(lockKey, holdKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast): the
 -- release logic every lock kind shares. Finds the nearest field of `fields` (the calling flow chain, nearest
 -- first) with a count in lockKey and drops one hold ("one", "undo") or all ("all", "purge"); "undo" and
--- "purge" act only if the field's "<field>:acq" in holdKey is undoMemo.
+-- "purge" act only if the field's last acquire was undoMemo (see acquiredBy).
 -- Every release that changes a count leaves its answer in requestKey (PX memoMs, SET NX GET before the
 -- change), so that a resend is answered from it and changes nothing: also when the same owner holds the
 -- lock again by then, and without reading the hold key on the way.
@@ -19,11 +19,21 @@ local function memoReply(memo)
   return {0, tonumber(memo)}
 end
 
+-- acquiredBy(holdKey, field, undoMemo): whether the field's last acquire is undoMemo: its "<field>:acq" in
+-- holdKey, or, for "~<id>" (an acquire sent lean, see lock/acquire.lua), <id> or no memo at all.
+local function acquiredBy(holdKey, field, undoMemo)
+  local acquired = redis.call('HGET', holdKey, field .. ':acq')
+  if string.sub(undoMemo, 1, 1) == '~' then
+    return acquired == false or acquired == string.sub(undoMemo, 2)
+  end
+  return acquired == undoMemo
+end
+
 local function releaseHold(lockKey, holdKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast)
   for index, field in ipairs(fields) do
     local count = tonumber(redis.call('HGET', lockKey, field))
     if count then
-      if (mode == 'undo' or mode == 'purge') and redis.call('HGET', holdKey, field .. ':acq') ~= undoMemo then
+      if (mode == 'undo' or mode == 'purge') and not acquiredBy(holdKey, field, undoMemo) then
         return {-1, 0}
       end
       local one = (mode == 'one' or mode == 'undo') and count > 1

@@ -16,18 +16,26 @@
   ARGV[2] requestId  string: unique per call; a resend of the same call (ioredis after a reconnect) is
                      answered from the memo field instead of counting twice
   ARGV[3] info       string: the client's holder label (host, pid, app), stored with a fresh hold; "": none
-  ARGV[4..n] owners  owner ids "<clientId>:<flowId>" of the calling flow, then of its ancestors, nearest first
+  ARGV[4] lean       "1": the caller holds nothing of this lock in its flow chain and has nothing else in
+                     flight on it, so a fresh hold needs no side fields (no hold key: the cheap uncontended
+                     cycle), and owners[1] already holding it can only be this very call run before (a
+                     resend) or a hold the caller has given up as lost; "0": otherwise
+  ARGV[5..n] owners  owner ids "<clientId>:<flowId>" of the calling flow, then of its ancestors, nearest first
 
   Returns
     {1, token, holdCount, ownerIndex}  acquired (holdCount 1) or re-entered; ownerIndex is 1-based into
                                        owners and names the owner whose count rose
+    {1, token, 1, 1, grantedAt}        lean: acquired; grantedAt = server time of the grant in microseconds
+                                       (a decimal string), for the holder info the first renewal writes
     {0, pttl}                          held by another owner; pttl in ms, -1 when the holder set no expiry
 
   Side effects
     free -> held: SET fenceKey <token> (and legacyFenceKey, when it exists); HSET lockKey owners[1] 1;
-                  PEXPIRE lockKey leaseMs;
-                  HSET holdKey <owner>:acq, <owner>:token and (unless info is "") <owner>:info =
-                  "#<server time in us> <info>"; PEXPIRE holdKey leaseMs
+                  PEXPIRE lockKey leaseMs; then lean: DEL holdKey if it exists (an earlier holder's
+                  leftovers); else HSET holdKey <owner>:acq, <owner>:token and (unless info is "")
+                  <owner>:info = "#<server time in us> <info>"; PEXPIRE holdKey leaseMs
+    lean, owners[1] holds it: taken afresh as if free (a new token, count 1, the lease set anew, holdKey
+                  deleted): a resend must not count twice, a given-up hold must not count on
     re-entry:     HINCRBY lockKey owner 1; HSET holdKey memo field; PEXPIRE of either key only when that
                   lengthens its TTL (an inner hold never shortens an outer one)
     replay:       nothing
@@ -39,13 +47,35 @@ local legacyFenceKey = KEYS[4]
 local leaseMs = tonumber(ARGV[1])
 local requestId = ARGV[2]
 local info = ARGV[3]
-local caller = ARGV[4]
+local lean = ARGV[4] == '1'
+local caller = ARGV[5]
 
 --- @include "fencing-token"
+
+-- A lean grant to the caller: count 1, the lease set, no side fields (the watchdog's first renewal writes
+-- them). What the hold key still has is an earlier holder's (a lock deleted or expired under it): its memos
+-- must not pass for this hold's.
+local function leanGrant(holdKeyExists)
+  local _, clock = serverTime()
+  local token = nextToken(fenceKey, legacyFenceKey, clock)
+  redis.call('HSET', lockKey, caller, 1)
+  redis.call('PEXPIRE', lockKey, leaseMs)
+  if holdKeyExists then redis.call('DEL', holdKey) end
+  return {1, tonumber(token), 1, 1, clock}
+end
+
+-- lockKey counted twice: 2 or 3 when the lock is held, odd when the hold key exists. The uncontended cycle
+-- returns right after, before anything else of the script is built.
+local present = redis.call('EXISTS', lockKey, lockKey, holdKey)
+if lean and present < 2 then
+  return leanGrant(present == 1)
+end
+
+--- @include "reenter"
 --- @include "holder-info"
 
--- The uncontended cycle's acquire first, before anything else of the script is built.
-if redis.call('EXISTS', lockKey) == 0 then
+local owners = {unpack(ARGV, 5)}
+if present < 2 then
   local _, clock = serverTime()
   local token = nextToken(fenceKey, legacyFenceKey, clock)
   redis.call('HSET', lockKey, caller, 1)
@@ -54,7 +84,8 @@ if redis.call('EXISTS', lockKey) == 0 then
   redis.call('PEXPIRE', holdKey, leaseMs)
   return {1, tonumber(token), 1, 1}
 end
+if lean and redis.call('HEXISTS', lockKey, caller) == 1 then
+  return leanGrant(present == 3)
+end
 
---- @include "reenter"
-
-return reenter(lockKey, holdKey, {unpack(ARGV, 4)}, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}
+return reenter(lockKey, holdKey, owners, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}

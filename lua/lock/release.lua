@@ -4,7 +4,7 @@
   KEYS[1] lockKey     hash: field <owner> = hold count (Redisson's layout)
   KEYS[2] channel     release channel "redisson_lock__channel:{<name>}" (prefixed); gets "0" when freed
   KEYS[3] holdKey     hash of this library's side fields (see includes/hold-key.lua): <owner>:acq = id of
-                      the owner's last acquire
+                      the owner's last acquire (absent for a lean grant, see lock/acquire.lua)
   KEYS[4] requestKey  string: this release's answer, "<remaining> <ownerIndex>", so that a resend is
                       answered from it, not run again
 
@@ -15,7 +15,8 @@
                      reply never came: it may or may not have run);
                      "purge": drop every hold of the owner only if its last acquire was ARGV[4] (a hold
                      the client declared lost, or a stale hold an acquire re-entered by mistake)
-  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
+  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge" ("~<id>" for an acquire
+                     sent lean: it also matches a hold with no acquire memo), else ""
   ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub; the channel is in
                      the lock's slot)
   ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first

@@ -11,20 +11,24 @@
                       includes/hold-key.lua), which must live as long as the hold; for a permit the first
                       key again (unused)
 
-  ARGV[1] leaseMs       integer > 0, milliseconds: the TTL each held lock gets
-  ARGV[2i], ARGV[2i+1]  field of hold i in its hash (owner id; write holds "<owner>:write"; a permit's
-                        id, 16 raw bytes), and its kind: "hash" (plain, fair and write holds), "read"
-                        or "permit"
+  ARGV[1] leaseMs  integer > 0, milliseconds: the TTL each held lock gets
+  ARGV[4i-2..4i+1] hold i: its field in its hash (owner id; write holds "<owner>:write"; a permit's id, 16
+                   raw bytes); its kind: "hash" (plain, fair and write holds), "read" or "permit"; and,
+                   for a plain lock's hold taken lean (lock/acquire.lua) and not yet renewed, its fencing
+                   token and holder info ("#<grant time in us> <label>", or "") to record in holdKey, else
+                   "" and ""
 
   Returns
     array of n/3 integers: 1 the field is still in its hash (its TTL is now at least leaseMs), or the
     permit's lease has not ended (it now ends leaseMs from now, server time); 0 otherwise
 
   Side effects
-    PEXPIRE lockKey leaseMs when the field is there and the TTL is shorter, and PEXPIRE holdKey likewise;
+    PEXPIRE lockKey leaseMs when the field is there and the TTL is shorter, and PEXPIRE holdKey likewise
+    (after HSET holdKey <field>:token and <field>:info, when given: a lean hold's side fields, written
+    only for a hold that lives long enough to be renewed);
     for a read hold also PEXPIRE of its own timeout keys 1..count; for a permit ZADD XX of its new lease
     end. Never touches another owner's hold (other readers' timeout keys included: a dead reader's keys
-    run out, Redisson #7098) and never creates a key
+    run out, Redisson #7098) and never creates a key but the hold key of a lean hold
 ]]
 local leaseMs = tonumber(ARGV[1])
 local firstEntry = 2
@@ -38,8 +42,11 @@ for i = 1, #KEYS / 3 do
   local lockKey = KEYS[3 * i - 2]
   local timeoutBase = KEYS[3 * i - 1]
   local holdKey = KEYS[3 * i]
-  local field = ARGV[firstEntry + 2 * (i - 1)]
-  local kind = ARGV[firstEntry + 2 * (i - 1) + 1]
+  local entry = firstEntry + 4 * (i - 1)
+  local field = ARGV[entry]
+  local kind = ARGV[entry + 1]
+  local token = ARGV[entry + 2]
+  local info = ARGV[entry + 3]
   if kind == 'permit' then
     now = now or serverTime()
     local leaseEnd = tonumber(redis.call('ZSCORE', lockKey, field))
@@ -60,6 +67,13 @@ for i = 1, #KEYS / 3 do
       local pttl = redis.call('PTTL', lockKey)
       if pttl >= 0 and pttl < leaseMs then
         redis.call('PEXPIRE', lockKey, leaseMs)
+      end
+      if token ~= '' then
+        if info ~= '' then
+          redis.call('HSET', holdKey, field .. ':token', token, field .. ':info', info)
+        else
+          redis.call('HSET', holdKey, field .. ':token', token)
+        end
       end
       extendHold(holdKey, leaseMs)
       results[i] = 1

@@ -3,10 +3,10 @@
  * (a Cluster's keys are spread over them, and SCAN sees one node only), keeping the hashes of a lock's shape.
  * There is no index of held locks to read instead: one would be cross-slot on a Cluster and cost a write per
  * acquire and release. SCAN walks the whole keyspace of each master, so a listing costs O(keys in the
- * database), in batches of `count` keys per call. With `all`, the names come from this library's own keys
- * of each lock: its hold keys (`<prefix>flowlock:hold:…`, which live as long as a hold, and until a lock
- * freed by another client runs out its lease), and the per-name fencing counters an earlier version left
- * (`<prefix>flowlock:fence:…`), so held or not.
+ * database), in batches of `count` keys per call. With `all`, also the names of this library's own keys of
+ * a lock: its hold keys (`<prefix>flowlock:hold:…`, which live as long as a hold that was renewed or
+ * re-entered, and until a lock freed by another client runs out its lease), and the per-name fencing
+ * counters an earlier version left (`<prefix>flowlock:fence:…`), so held or not.
  */
 import type { Redis } from 'ioredis';
 import type { IoredisClient } from '../options.js';
@@ -141,21 +141,18 @@ async function* namesOn(
 ): AsyncGenerator<string[]> {
   const { prefix } = target;
   const fresh = (key: string): boolean => !seen.has(key) && Boolean(seen.add(key));
+  // With `all`, a name is listed once, whichever of its keys shows it first.
+  const named = new Set<string>();
+  const once = (name: string): boolean => !options.all || (!named.has(name) && Boolean(named.add(name)));
   if (options.all) {
     const wanted = globToRegExp(options.match);
-    const named = new Set<string>();
     for (const own of OWN_KEYS) {
       const pattern = `${escapeGlob(prefix)}flowlock:${own.word}:*`;
       for await (const keys of scanNode(node, pattern, own.type, options.count, stats)) {
         const names = keys.filter(fresh).map((key) => nameOfOwnKey(target, key, own));
-        // A name with both kinds of key is listed once.
-        yield names.filter(
-          (name): name is string =>
-            name !== undefined && wanted.test(name) && !named.has(name) && Boolean(named.add(name)),
-        );
+        yield names.filter((name): name is string => name !== undefined && wanted.test(name) && once(name));
       }
     }
-    return;
   }
   const pattern = escapeGlob(prefix) + options.match;
   for await (const batch of scanNode(node, pattern, 'hash', options.count, stats)) {
@@ -171,7 +168,10 @@ async function* namesOn(
       node,
       keys.map((key) => ['HGETALL', key] as const),
     );
-    yield keys.filter((_, i) => isLockShaped(hashOf(hashes[i]?.value))).map((key) => key.slice(prefix.length));
+    yield keys
+      .filter((_, i) => isLockShaped(hashOf(hashes[i]?.value)))
+      .map((key) => key.slice(prefix.length))
+      .filter(once);
   }
 }
 

@@ -100,6 +100,8 @@ export class Hold {
   mode: 'watchdog' | 'lease' = 'lease';
   /** The `hold:start` message published for this hold: `hold:end` is owed. */
   announced: HoldStartMessage | undefined;
+  /** A lean grant's side fields (token, holder info), which its first successful renewal writes. */
+  pendingSide: RenewEntry['side'];
 
   constructor(name: string, protocol: HoldProtocol, owner: string, fencingToken: bigint) {
     this.name = name;
@@ -411,7 +413,10 @@ export class Watchdog {
       renewed = await traced(renewChannel, context, async () => {
         // Sent inside the trace, whose subscribers may bind a context to it (the script call's span).
         call = this.#options.scripts.renew(
-          holds.map((h) => h.protocol.renewEntry(h.owner)),
+          holds.map((h) => {
+            const entry = h.protocol.renewEntry(h.owner);
+            return h.pendingSide ? { ...entry, side: h.pendingSide } : entry;
+          }),
           lease,
         );
         const outcome = await settleBy(call, monotonicNow() + answerWithinMs, undefined, this.#stopping.signal);
@@ -446,6 +451,7 @@ export class Watchdog {
       // A hold released, lost or replaced while the call was in flight is no longer ours to judge.
       if (hold.state !== 'held' || this.find(hold.keys.lockKey, hold.owner) !== hold) return;
       if (renewed[i]) {
+        hold.pendingSide = undefined;
         hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
         hold.confirmedAt = monotonicNow();
       } else this.lose(hold, 'renewal_rejected');

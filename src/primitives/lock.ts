@@ -64,6 +64,8 @@ export interface LockContext {
   readonly replicaSync: ReplicaSync | undefined;
   /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
   readonly firstUse: () => void;
+  /** Calls in flight per lock key, for the plain lock's lean acquires (see PlainProtocol). */
+  readonly traffic: Map<string, number>;
 }
 
 /** Rejects calls on a closed client (before any I/O). */
@@ -118,7 +120,13 @@ export class RLock {
     this.name = name;
     this.#context = context;
     this.#protocol =
-      protocol ?? new PlainProtocol(context.scripts, lockKeys(context.keyPrefix, name, context.cluster), context.redis);
+      protocol ??
+      new PlainProtocol(
+        context.scripts,
+        lockKeys(context.keyPrefix, name, context.cluster),
+        context.redis,
+        context.traffic,
+      );
   }
 
   /**
@@ -404,7 +412,12 @@ export class RLock {
     this.#context.firstUse();
     const sentAt = monotonicNow();
     const requestId = newRequestId();
-    const pending = this.#grant(owners, lease, requestId, ticket);
+    const { lockKey } = this.#protocol.keys;
+    const lean =
+      this.#protocol.idle?.() === true && owners.every((owner) => watchdog.find(lockKey, owner) === undefined);
+    // How undo and purge name this acquire in Redis: a lean grant records no memo (see lock/acquire.lua).
+    const memo = lean ? `~${requestId}` : requestId;
+    const pending = this.#grant(owners, lease, requestId, memo, ticket, lean);
     if (ticket) ticket.attempt = pending;
     let outcome: Settled<AcquireReply>;
     try {
@@ -413,7 +426,7 @@ export class RLock {
       // No reply (connection lost without a resend, command timeout): the script may have run anyway.
       // Undo exactly that acquisition if it did, so that no hold is left that nobody believes it has.
       // (#grant already undid a grant too few replicas acknowledged.)
-      if (!(error instanceof LockNotReplicatedError)) track(this.#undo(owners, requestId));
+      if (!(error instanceof LockNotReplicatedError)) track(this.#undo(owners, memo));
       throw error;
     }
     if (outcome.kind !== 'reply' || this.#context.closed) {
@@ -421,8 +434,8 @@ export class RLock {
       // acquisition is undone by its request id if it ran. close() waits for either.
       track(
         pending.then(
-          (reply) => (reply.acquired ? this.#giveBack(owners[reply.ownerIndex], requestId) : undefined),
-          () => this.#undo(owners, requestId),
+          (reply) => (reply.acquired ? this.#giveBack(owners[reply.ownerIndex], memo) : undefined),
+          () => this.#undo(owners, memo),
         ),
       );
       if (outcome.kind === 'aborted') throw outcome.reason;
@@ -434,13 +447,12 @@ export class RLock {
       if (reply.upgrade) throw new LockUpgradeError(this.name);
       return { hold: undefined, pttl: reply.pttl };
     }
-    const { lockKey } = this.#protocol.keys;
     const owner = owners[reply.ownerIndex] ?? owners[0] ?? '';
     if (reply.holdCount > 1 && watchdog.find(lockKey, owner) === undefined) {
       // Re-entered a hold this client does not know: one it declared lost whose purge has not reached
       // Redis (or failed). Counting on from it would leave a count nobody releases. Drop it with this
       // acquisition and take the lock afresh.
-      await this.#protocol.release('purge', [owner], { undoId: requestId, repair: true });
+      await this.#protocol.release('purge', [owner], { undoId: memo, repair: true });
       if (!retriedStale) return this.#attempt(owners, options, deadline, ticket, true);
       return { hold: undefined, pttl: 0 };
     }
@@ -448,10 +460,15 @@ export class RLock {
     if (reply.holdCount === 1 && roundTrip >= lease - driftMs(lease)) {
       // The grant arrived after its own lease could have run out (a stalled server or network): the lock
       // may already be someone else's, so it is not held. Give it back and let the caller try again.
-      track(this.#giveBack(owner, requestId));
+      track(this.#giveBack(owner, memo));
       return { hold: undefined, pttl: 0, late: roundTrip };
     }
-    const hold = watchdog.acquired(this.name, this.#protocol, owner, reply, requestId, sentAt, options.leaseTime);
+    const hold = watchdog.acquired(this.name, this.#protocol, owner, reply, memo, sentAt, options.leaseTime);
+    if (reply.grantedAt !== undefined) {
+      // A lean grant: the first renewal records its token and holder info (a short hold never pays for them).
+      const label = this.#context.scripts.holderInfo;
+      hold.pendingSide = { token: reply.token, info: label === '' ? '' : `#${reply.grantedAt} ${label}` };
+    }
     return { hold };
   }
 
@@ -463,12 +480,14 @@ export class RLock {
     owners: readonly string[],
     leaseMs: number,
     requestId: string,
+    memo: string,
     waitTicket: WaitTicket | undefined,
+    lean: boolean,
   ): Promise<AcquireReply> {
     return confirmedGrant(this.#context.replicaSync, this.#protocol.keys.lockKey, this.name, {
-      send: () => this.#protocol.acquire(leaseMs, requestId, owners, waitTicket),
+      send: () => this.#protocol.acquire(leaseMs, requestId, owners, waitTicket, lean),
       granted: (reply) => reply.acquired,
-      undo: () => this.#undo(owners, requestId),
+      undo: () => this.#undo(owners, memo),
     });
   }
 

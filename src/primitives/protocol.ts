@@ -59,13 +59,29 @@ export interface LockProtocol extends HoldProtocol {
   renewEntry(field: string): RenewEntry;
   /** A place in Redis for a waiter of the flow chain `fields`, for protocols that keep one. */
   ticket?(fields: readonly string[]): WaitTicket;
-  acquire(leaseMs: number, requestId: string, fields: readonly string[], ticket?: WaitTicket): Promise<AcquireReply>;
+  /**
+   * Whether an acquire may be sent lean (see lock/acquire.lua): the protocol has lean grants, and no call of
+   * this client on the lock is in flight. The caller vouches for the rest (its flow chain holds nothing).
+   */
+  idle?(): boolean;
+  acquire(
+    leaseMs: number,
+    requestId: string,
+    fields: readonly string[],
+    ticket?: WaitTicket,
+    lean?: boolean,
+  ): Promise<AcquireReply>;
   release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply>;
   forceUnlock(): Promise<boolean>;
   isLocked(): Promise<boolean>;
 }
 
-/** The plain RLock: Redisson's hash and channel, one message wakes one waiter. */
+/**
+ * The plain RLock: Redisson's hash and channel, one message wakes one waiter. Its uncontended cycle writes
+ * no side fields: a lean acquire (see lock/acquire.lua) is sent while no other call of this client on the
+ * lock is in flight (`traffic`, shared by the client's RLocks, counts them per lock key), so that Redis
+ * can tell a resend, and an undo or purge can name the grant, without a memo.
+ */
 export class PlainProtocol implements LockProtocol {
   readonly kind = 'lock';
   readonly wake = 'one';
@@ -73,11 +89,31 @@ export class PlainProtocol implements LockProtocol {
   readonly keys: LockKeys;
   readonly #scripts: LockScripts;
   readonly #redis: RedisAdapter;
+  readonly #traffic: Map<string, number>;
 
-  constructor(scripts: LockScripts, keys: LockKeys, redis: RedisAdapter) {
+  constructor(scripts: LockScripts, keys: LockKeys, redis: RedisAdapter, traffic: Map<string, number>) {
     this.#scripts = scripts;
     this.keys = keys;
     this.#redis = redis;
+    this.#traffic = traffic;
+  }
+
+  idle(): boolean {
+    return !this.#traffic.has(this.keys.lockKey);
+  }
+
+  /** Counts `call` as traffic on the lock until it settles. */
+  #counted<T>(call: Promise<T>): Promise<T> {
+    const key = this.keys.lockKey;
+    const traffic = this.#traffic;
+    traffic.set(key, (traffic.get(key) ?? 0) + 1);
+    const done = (): void => {
+      const left = (traffic.get(key) ?? 1) - 1;
+      if (left > 0) traffic.set(key, left);
+      else traffic.delete(key);
+    };
+    call.then(done, done);
+    return call;
   }
 
   field(owner: string): string {
@@ -88,16 +124,22 @@ export class PlainProtocol implements LockProtocol {
     return { lockKey: this.keys.lockKey, field, holdKey: this.keys.holdKey };
   }
 
-  acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {
-    return this.#scripts.acquire(this.keys, leaseMs, requestId, fields);
+  acquire(
+    leaseMs: number,
+    requestId: string,
+    fields: readonly string[],
+    _ticket?: WaitTicket,
+    lean = false,
+  ): Promise<AcquireReply> {
+    return this.#counted(this.#scripts.acquire(this.keys, leaseMs, requestId, fields, lean));
   }
 
   release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
-    return this.#scripts.release(this.keys, mode, fields, options);
+    return this.#counted(this.#scripts.release(this.keys, mode, fields, options));
   }
 
   forceUnlock(): Promise<boolean> {
-    return this.#scripts.forceUnlock(this.keys);
+    return this.#counted(this.#scripts.forceUnlock(this.keys));
   }
 
   async isLocked(): Promise<boolean> {

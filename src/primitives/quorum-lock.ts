@@ -291,7 +291,7 @@ class QuorumNodes {
     return Promise.all(
       this.#nodes.map(async (node): Promise<NodeAnswer> => {
         if (!node.isUp()) return NO_ANSWER;
-        const acquiring = node.scripts.acquire(keys, lease, requestId, [owner]);
+        const acquiring = node.scripts.acquire(keys, lease, requestId, [owner], false);
         const reply = await within(acquiring, this.#options.nodeTimeout);
         if (reply === undefined) {
           // It may still grant: a slow node, or the EVAL that follows a NOSCRIPT, which can run after the
@@ -328,7 +328,7 @@ class QuorumNodes {
           // taken again now would outlive the hold.
           if (!wanted()) return 'lost';
           // Gone there (restart, eviction): take it again if it is free; another owner's key stays.
-          const reasserting = node.scripts.acquire(keys, lease, newRequestId(), [owner]).then((r) => r.acquired);
+          const reasserting = node.scripts.acquire(keys, lease, newRequestId(), [owner], false).then((r) => r.acquired);
           // The hold may end before it grants (a slow node, the EVAL after a NOSCRIPT).
           node.releaseLateGrant(keys, owner, reasserting, wanted);
           return (await reasserting) ? 'held' : 'lost';

@@ -13,7 +13,8 @@ export interface LockKeys {
   readonly channel: string;
   /**
    * Hash of this library's side fields of the holds (`<field>:acq`, `<field>:info`, `<field>:token`), kept
-   * out of Redisson's hash; its TTL follows the holds' leases.
+   * out of Redisson's hash; its TTL follows the holds' leases. A plain lock's lean hold has none until its
+   * first renewal or re-entry (lua/lock/acquire.lua).
    */
   readonly holdKey: string;
   /**

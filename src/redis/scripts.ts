@@ -42,7 +42,14 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
 };
 
 export type AcquireReply =
-  | { readonly acquired: true; readonly token: bigint; readonly holdCount: number; readonly ownerIndex: number }
+  | {
+      readonly acquired: true;
+      readonly token: bigint;
+      readonly holdCount: number;
+      readonly ownerIndex: number;
+      /** A lean grant (lock/acquire.lua): its server time in microseconds, for the holder info written later. */
+      readonly grantedAt?: string;
+    }
   | { readonly acquired: false; readonly pttl: number; readonly upgrade?: true };
 
 /**
@@ -58,6 +65,8 @@ export interface RenewEntry {
   /** Omitted for a hold that is a hash field (plain, fair and write locks). */
   readonly kind?: 'read' | 'permit';
   readonly timeoutBase?: string;
+  /** The side fields a lean hold still lacks (lock/acquire.lua), written into the hold key with the renewal. */
+  readonly side?: { readonly token: bigint; readonly info: string };
 }
 
 /** `remaining` -1: no owner of the chain held the lock. */
@@ -135,15 +144,20 @@ export function integerAt(reply: unknown, index: number): number {
   throw new TypeError(`unexpected script reply ${JSON.stringify(reply)}`);
 }
 
-/** Decodes the reply every acquire script gives: {1, token, holdCount, ownerIndex}, {0, pttl} or {2}. */
+/**
+ * Decodes the reply every acquire script gives: {1, token, holdCount, ownerIndex[, grantedAt]}, {0, pttl} or
+ * {2}.
+ */
 export function acquireReply(reply: unknown): AcquireReply {
   const kind = integerAt(reply, 0);
   if (kind === 1) {
+    const grantedAt = (reply as unknown[])[4];
     return {
       acquired: true,
       token: BigInt(integerAt(reply, 1)),
       holdCount: integerAt(reply, 2),
       ownerIndex: integerAt(reply, 3) - 1,
+      ...(grantedAt === undefined ? {} : { grantedAt: String(grantedAt) }),
     };
   }
   if (kind === 2) return { acquired: false, pttl: 0, upgrade: true };
@@ -233,12 +247,19 @@ export class LockScripts {
     }
   }
 
-  async acquire(keys: LockKeys, leaseMs: number, requestId: string, owners: readonly string[]): Promise<AcquireReply> {
+  /** `lean`: see lock/acquire.lua (ARGV[4]); the caller vouches for it. */
+  async acquire(
+    keys: LockKeys,
+    leaseMs: number,
+    requestId: string,
+    owners: readonly string[],
+    lean: boolean,
+  ): Promise<AcquireReply> {
     return acquireReply(
       await this.run(
         'lock/acquire',
         [keys.lockKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey],
-        [leaseMs, requestId, this.holderInfo, ...owners],
+        [leaseMs, requestId, this.holderInfo, lean ? '1' : '0', ...owners],
       ),
     );
   }
@@ -295,7 +316,12 @@ export class LockScripts {
       entry.timeoutBase ?? entry.lockKey,
       entry.holdKey ?? entry.lockKey,
     ]);
-    const args = entries.flatMap((entry) => [entry.field, entry.kind ?? 'hash']);
+    const args = entries.flatMap((entry) => [
+      entry.field,
+      entry.kind ?? 'hash',
+      entry.side?.token.toString() ?? '',
+      entry.side?.info ?? '',
+    ]);
     // Not resent: the watchdog's next period retries, and a renewal held up in resends would hold up the
     // renewals of every other slot (one renewal round runs at a time).
     const reply = (await this.run('watchdog/renew', keys, [leaseMs, ...args], { resend: false })) as unknown[];

@@ -50,10 +50,10 @@ describe('idempotency: a resent command does not count twice', () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
     const owner = ['c:1'];
-    const first = await scripts.acquire(keys, 10_000, randomUUID(), owner);
+    const first = await scripts.acquire(keys, 10_000, randomUUID(), owner, false);
     const reentry = randomUUID();
-    const second = await scripts.acquire(keys, 10_000, reentry, owner);
-    const resent = await scripts.acquire(keys, 10_000, reentry, owner);
+    const second = await scripts.acquire(keys, 10_000, reentry, owner, false);
+    const resent = await scripts.acquire(keys, 10_000, reentry, owner, false);
     expect(first).toMatchObject({ acquired: true, holdCount: 1 });
     expect(second).toMatchObject({ acquired: true, holdCount: 2 });
     expect(resent).toEqual(second);
@@ -64,8 +64,8 @@ describe('idempotency: a resent command does not count twice', () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
     const id = randomUUID();
-    const first = await scripts.acquire(keys, 10_000, id, ['c:1']);
-    const resent = await scripts.acquire(keys, 10_000, id, ['c:1']);
+    const first = await scripts.acquire(keys, 10_000, id, ['c:1'], false);
+    const resent = await scripts.acquire(keys, 10_000, id, ['c:1'], false);
     expect(resent).toEqual(first);
     expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('1');
   });
@@ -73,8 +73,8 @@ describe('idempotency: a resent command does not count twice', () => {
   it('release: a resent decrement or final release changes nothing more', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
-    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
-    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], false);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], false);
     const dec = randomUUID();
     expect(await scripts.release(keys, 'one', ['c:1'], { requestId: dec })).toMatchObject({
       remaining: 1,
@@ -91,7 +91,7 @@ describe('idempotency: a resent command does not count twice', () => {
       ownerIndex: 0,
     });
     // Another owner takes the lock; the resent final release must not touch it, and still reports success.
-    await scripts.acquire(keys, 10_000, randomUUID(), ['c:2']);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:2'], false);
     expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({
       remaining: 0,
       ownerIndex: 0,
@@ -99,14 +99,36 @@ describe('idempotency: a resent command does not count twice', () => {
     expect(await redis.admin.hget(keys.lockKey, 'c:2')).toBe('1');
   });
 
-  it("release: a resent final release leaves the same owner's next hold alone", async () => {
+  it('lean acquire: no side fields; a resend takes the hold afresh, once, with a higher token', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
-    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    const id = randomUUID();
+    const first = await scripts.acquire(keys, 10_000, id, ['c:1'], true);
+    expect(first).toMatchObject({ acquired: true, holdCount: 1, ownerIndex: 0 });
+    expect(await redis.admin.exists(keys.holdKey)).toBe(0);
+    const resent = await scripts.acquire(keys, 10_000, id, ['c:1'], true);
+    expect(resent).toMatchObject({ acquired: true, holdCount: 1, ownerIndex: 0 });
+    if (first.acquired && resent.acquired) expect(resent.token).toBeGreaterThan(first.token);
+    expect(await redis.admin.hgetall(keys.lockKey)).toEqual({ 'c:1': '1' });
+  });
+
+  it('lean acquire over a hold its owner gave up: one hold, and the given-up side fields are gone', async () => {
+    const scripts = new LockScripts(redis.adapter());
+    const keys = lockKeys('', uniqueName(), onCluster);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], false);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], false);
+    expect(await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], true)).toMatchObject({ holdCount: 1 });
+    expect(await redis.admin.hgetall(keys.lockKey)).toEqual({ 'c:1': '1' });
+    expect(await redis.admin.exists(keys.holdKey)).toBe(0);
+  });
+
+  it('release: a resent final release leaves the same owner\'s next hold alone', async () => {
+    const scripts = new LockScripts(redis.adapter());
+    const keys = lockKeys('', uniqueName(), onCluster);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], true);
     const last = randomUUID();
     expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({ remaining: 0 });
-    // The same flow takes the lock again before the resend of its release arrives.
-    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], true);
     expect(await scripts.release(keys, 'one', ['c:1'], { requestId: last })).toMatchObject({
       remaining: 0,
       ownerIndex: 0,
@@ -114,11 +136,27 @@ describe('idempotency: a resent command does not count twice', () => {
     expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('1');
   });
 
+  it('undo names a lean grant by "~<id>": it drops the grant, and not a hold re-entered since', async () => {
+    const scripts = new LockScripts(redis.adapter());
+    const keys = lockKeys('', uniqueName(), onCluster);
+    const lean = randomUUID();
+    await scripts.acquire(keys, 10_000, lean, ['c:1'], true);
+    expect(await scripts.release(keys, 'undo', ['c:1'], { undoId: lean })).toMatchObject({ remaining: -1 });
+    expect(await scripts.release(keys, 'undo', ['c:1'], { undoId: `~${lean}` })).toMatchObject({ remaining: 0 });
+    expect(await redis.admin.exists(keys.lockKey)).toBe(0);
+
+    const again = randomUUID();
+    await scripts.acquire(keys, 10_000, again, ['c:1'], true);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], false);
+    expect(await scripts.release(keys, 'undo', ['c:1'], { undoId: `~${again}` })).toMatchObject({ remaining: -1 });
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');
+  });
+
   it('reports the holder PTTL when another owner holds the lock', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
-    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1']);
-    const other = await scripts.acquire(keys, 10_000, randomUUID(), ['c:2']);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], false);
+    const other = await scripts.acquire(keys, 10_000, randomUUID(), ['c:2'], false);
     expect(other.acquired).toBe(false);
     if (!other.acquired) expect(other.pttl).toBeGreaterThan(9000);
   });

@@ -420,10 +420,11 @@ export class Model {
       }
       hold = new Hold(op.lock, job.actor, job.client, owner, outcome.at);
       hold.count = 1;
+      // A lean hold records its token in Redis only at its first renewal (lua/lock/acquire.lua).
       const fence = verified ? await this.world.fence(op.lock, hold.field) : undefined;
-      hold.token = frame.lease?.fencingToken ?? fence;
-      if (frame.lease && fence !== undefined && frame.lease.fencingToken !== fence) {
-        throw this.violation(`${what}: lease fencing token ${frame.lease.fencingToken}, but its hold records ${fence}`);
+      hold.token = frame.token ?? fence;
+      if (frame.token !== undefined && fence !== undefined && frame.token !== fence) {
+        throw this.violation(`${what}: the client has fencing token ${frame.token}, but its hold records ${fence}`);
       }
       const last = this.lastToken[op.lock];
       if (hold.token !== undefined && last !== undefined && hold.token <= last) {

@@ -112,6 +112,11 @@ export interface Frame {
   readonly lock: number;
   readonly rlock: RLock;
   readonly lease: LockLease | undefined;
+  /**
+   * The hold's fencing token as the client has it right after the acquisition (an imperative frame has no
+   * lease to read it from, and a lean hold records it in Redis only at its first renewal).
+   */
+  readonly token: bigint | undefined;
   /** The flow current inside the frame: a scoped frame's own child flow, else the flow that acquired. */
   readonly flow: number;
   /** Serve level whose loop runs inside a scoped frame's body. */
@@ -352,6 +357,8 @@ export class Actor {
       lock: op.lock,
       rlock,
       lease,
+      // One lock has one holder at a time: the client's hold of this name, if any, is the one just taken.
+      token: lease?.fencingToken ?? job.client.locks.holds().find((h) => h.name === rlock.name)?.fencingToken,
       flow: currentFlow()?.id ?? -1,
       level,
       client: job.client,
