@@ -31,11 +31,14 @@ export interface Holder {
   /** `read` or `write` on a read-write lock, else null. */
   readonly mode: 'read' | 'write' | null;
   readonly holdCount: number;
-  /** When the hold began (server clock, ISO 8601), from the holder info; null without it. */
+  /**
+   * When the hold began (server clock, ISO 8601), from the holder info; null without it (a Java client,
+   * holder info off, or a plain lock's hold not renewed yet: it records the info at its first renewal).
+   */
   readonly since: string | null;
   /** How long it has been held, by the server's clock; null without holder info. */
   readonly heldMs: number | null;
-  /** The holder's label (`<host> pid <pid> (<app>)`); null without holder info (Java clients, older versions). */
+  /** The holder's label (`<host> pid <pid> (<app>)`); null without holder info (see `since`). */
   readonly who: string | null;
   /**
    * A read hold's remaining lease: the longest TTL of its per-hold timeout keys (0 when they all ran out: a

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createQuorumLockClient, type HoldEndMessage, type LockClient } from '../../src/index.js';
 import { recordDiagnostics, type DiagnosticsRecorder } from '../support/diagnostics-recorder.js';
-import { onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { onCluster, QUICK_RENEWAL, recorded, uniqueName, until, useRedis } from '../support/fixture.js';
 import { lockKeys, readWriteLockKeys } from '../../src/redis/keys.js';
 
 const redis = useRedis();
@@ -350,19 +350,30 @@ describe('what is held and waited for', () => {
     expect(two.holds()).toMatchObject([{ name, holdCount: 1 }]);
   });
 
-  it('a fresh hold records in Redis when it began and where (server time, host, pid, app); re-entry keeps it', async () => {
-    const locks = redis.locks({ holderInfo: { app: 'billing' } });
+  it("a plain lock's hold records when it began and where (server time, host, pid, app) at its first renewal; re-entry keeps it", async () => {
+    // Until then nothing: an uncontended hold writes Redisson's hash only (here, renewals are 10 s away).
+    const slow = redis.locks({ holderInfo: { app: 'billing' } });
+    const brief = uniqueName();
+    await slow.getLock(brief).withLock(async () => {
+      expect(await redis.admin.exists(lockKeys('', brief, onCluster).holdKey)).toBe(0);
+    });
+    const locks = redis.locks({ holderInfo: { app: 'billing' }, ...QUICK_RENEWAL });
     const name = uniqueName();
     const lock = locks.getLock(name);
     // Kept beside Redisson's hash, in the lock's hold key.
     const holdKey = lockKeys('', name, onCluster).holdKey;
     await locks.run(async () => {
       await lock.lock();
-      const owner = locks.holds()[0]?.owner ?? '';
+      const [{ owner = '', fencingToken = 0n } = {}] = locks.holds();
+      await recorded(redis.admin, locks, name);
       const info = await redis.admin.hget(holdKey, `${owner}:info`);
       expect(info).toMatch(new RegExp(`^#\\d{16} \\S+ pid ${process.pid} \\(billing\\)$`));
-      const since = Number(/^#(\d+)/.exec(info ?? '')?.[1]) / 1000;
-      expect(Math.abs(since - Date.now())).toBeLessThan(10_000);
+      // When the hold began, not when it was renewed: the server's clock at the grant, which the token (drawn
+      // there, in microseconds) is no lower than.
+      const sinceUs = BigInt(/^#(\d+)/.exec(info ?? '')?.[1] ?? '0');
+      expect(sinceUs).toBeLessThanOrEqual(fencingToken);
+      expect(fencingToken - sinceUs).toBeLessThan(100_000n);
+      expect(await redis.admin.hget(holdKey, `${owner}:token`)).toBe(fencingToken.toString());
       await sleep(5);
       await lock.lock();
       expect(await redis.admin.hget(holdKey, `${owner}:info`)).toBe(info);

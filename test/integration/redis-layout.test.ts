@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createLockClient } from '../../src/index.js';
 import { fairLockKeys, keySlot, lockKeys, readWriteLockKeys } from '../../src/redis/keys.js';
-import { newRedis, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { newRedis, onCluster, QUICK_RENEWAL, recorded, uniqueName, until, useRedis } from '../support/fixture.js';
 import { OldLayoutLock } from '../support/old-layout.js';
 import { clusterMasters, migrateSlot, redisCli, slotOwner } from '../support/redis-cluster.js';
 import { startRedisServer } from '../support/redis-server.js';
@@ -21,14 +21,24 @@ function ownerOf(locks: { holds(): readonly { owner: string }[] }, index = 0): s
 }
 
 describe("Redis layout: Redisson's hashes hold only Redisson's fields", () => {
-  it('a re-entered lock: the owner field and its count, nothing else; side fields in the hold key', async () => {
+  it('an uncontended hold: the owner field, nothing else, and no key of its own until its first renewal', async () => {
     const locks = redis.locks({ holderInfo: { app: 'layout' } });
+    const name = uniqueName('layout');
+    const lease = await locks.getLock(name).acquire();
+    expect(await redis.admin.hgetall(name)).toEqual({ [ownerOf(locks)]: '1' });
+    expect(await redis.admin.exists(lockKeys('', name, onCluster).holdKey)).toBe(0);
+    await lease.release();
+  });
+
+  it('a re-entered lock: the owner field and its count, nothing else; side fields in the hold key', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'layout' }, ...QUICK_RENEWAL });
     const name = uniqueName('layout');
     const keys = lockKeys('', name, onCluster);
     await locks.run(async () => {
       const lock = locks.getLock(name);
       const lease = await lock.acquire();
       await lock.lock();
+      await recorded(redis.admin, locks, name);
       const owner = ownerOf(locks);
       expect(await redis.admin.hgetall(name)).toEqual({ [owner]: '2' });
       const side = await redis.admin.hgetall(keys.holdKey);

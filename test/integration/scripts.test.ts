@@ -122,7 +122,7 @@ describe('idempotency: a resent command does not count twice', () => {
     expect(await redis.admin.exists(keys.holdKey)).toBe(0);
   });
 
-  it('release: a resent final release leaves the same owner\'s next hold alone', async () => {
+  it("release: a resent final release leaves the same owner's next hold alone", async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
     await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], true);

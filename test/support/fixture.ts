@@ -18,7 +18,7 @@ import {
   type RedisClient,
 } from '../../src/index.js';
 import { adaptClient, type RedisAdapter } from '../../src/redis/adapter.js';
-import { keySlot } from '../../src/redis/keys.js';
+import { keySlot, lockKeys } from '../../src/redis/keys.js';
 import { clientKind, newTestClient, type ClientOptions, type Target, type TestClient } from './clients.js';
 import { startRedisCluster, type TestCluster } from './redis-cluster.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
@@ -249,6 +249,25 @@ export function everyNode(admin: Client): Redis[] {
 
 export function elapsedSince(start: number): number {
   return performance.now() - start;
+}
+
+/**
+ * A lock client whose watchdog renews every 300 ms: a plain lock's hold records its fencing token and holder
+ * info at its first renewal (a lean hold, lua/lock/acquire.lua), which `recorded` then waits for.
+ */
+export const QUICK_RENEWAL = { watchdogTimeout: 900 } as const;
+
+/** Resolves once every hold of `locks` on plain lock `name` has recorded its holder info in Redis. */
+export async function recorded(admin: Client, locks: LockClient, name: string): Promise<void> {
+  const { holdKey } = lockKeys('', name, onCluster);
+  const owners = locks
+    .holds()
+    .filter((hold) => hold.name === name)
+    .map((hold) => hold.owner);
+  await until(
+    async () => (await Promise.all(owners.map((owner) => admin.hexists(holdKey, `${owner}:info`)))).every(Boolean),
+    `the holder info of ${name} in Redis`,
+  );
 }
 
 /** Resolves once `check` says yes (asked every 5 ms); rejects naming `what` after `timeoutMs`. */
