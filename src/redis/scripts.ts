@@ -151,7 +151,8 @@ export function integerAt(reply: unknown, index: number): number {
 export function acquireReply(reply: unknown): AcquireReply {
   const kind = integerAt(reply, 0);
   if (kind === 1) {
-    const grantedAt = (reply as unknown[])[4];
+    // A decimal string (a Buffer with some clients' return_buffers): its text either way.
+    const grantedAt = (reply as unknown[])[4] as string | Buffer | undefined;
     return {
       acquired: true,
       token: BigInt(integerAt(reply, 1)),

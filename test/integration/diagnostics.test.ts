@@ -364,7 +364,8 @@ describe('what is held and waited for', () => {
     const holdKey = lockKeys('', name, onCluster).holdKey;
     await locks.run(async () => {
       await lock.lock();
-      const [{ owner = '', fencingToken = 0n } = {}] = locks.holds();
+      const hold = locks.holds()[0];
+      const [owner, fencingToken] = [hold?.owner ?? '', hold?.fencingToken ?? 0n];
       await recorded(redis.admin, locks, name);
       const info = await redis.admin.hget(holdKey, `${owner}:info`);
       expect(info).toMatch(new RegExp(`^#\\d{16} \\S+ pid ${process.pid} \\(billing\\)$`));
