@@ -843,9 +843,11 @@ export class Model {
     for (const hold of this.history) {
       for (const frame of hold.leases) {
         const aborted = frame.lease?.signal.aborted ?? false;
-        // A fixed lease's local deadline comes up to the drift allowance (1 % + 2 ms) before Redis's expiry:
-        // its signal may abort while the key is about to run out.
-        const endingNow = !hold.renewing && hold.expLo - now() <= driftOf(frame.spec) + EARLY;
+        // A fixed lease's local deadline comes up to the drift allowance (1 % + 2 ms) before Redis's expiry,
+        // or earlier still after a grant a sleeping server delayed (send time + lease - drift): its signal
+        // may abort from then on.
+        const endingNow =
+          !hold.renewing && Math.min(hold.expLo - driftOf(frame.spec), hold.deadlineLo) - now() <= EARLY;
         if (hold.status === 'live' && aborted && !endingNow) {
           throw this.violation(
             `a lease of live ${hold.describe(names)} has its signal aborted: ${describeError(frame.abortReason)}`,
@@ -897,8 +899,11 @@ export class Model {
         const held = this.chainHold(actor.client, lock, actor.chain());
         const expected = held?.count ?? 0;
         // A fixed lease this close to its end may be gone by the time Redis answers (or Redis, whose clock
-        // is cached per event-loop turn, may count it from a time a stall made stale): either answer is right.
-        const atEdge = held !== undefined && !held.renewing && held.expLo - now() < EXPIRY_EDGE_MS;
+        // is cached per event-loop turn, may count it from a time a stall made stale), and so may one this
+        // close to its local deadline (send time + lease - drift, which a grant delayed by a sleeping server
+        // puts well before Redis's expiry), where the library purges it: either answer is right.
+        const atEdge =
+          held !== undefined && !held.renewing && Math.min(held.expLo, held.deadlineLo) - now() < EXPIRY_EDGE_MS;
         if (atEdge && outcome?.ok && outcome.value === 0) continue;
         // A wait of this actor that was granted after this settle adopted what had finished (the holder's lease
         // ran out meanwhile) counts already: the next adoption judges that grant, exclusion included.
