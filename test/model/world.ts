@@ -483,17 +483,15 @@ export const LONGEST_LEASE_MS = 2000;
 export const ACTOR_NAMES = ['A0', 'A1', 'A2', 'B0', 'B1', 'B2'] as const;
 export const ACTORS_PER_CLIENT = 3;
 
-/** Everything one generated sequence runs against. */
-export class World {
+/**
+ * What every model's world has: the server, an admin connection, a connection for faults (DEBUG SLEEP), the
+ * lag monitor (unmodeled stalls are judged as faults) and the harness's own errors. A primitive's world
+ * extends it with its clients and actors.
+ */
+export class BaseWorld {
   readonly server: ServerInfo;
   readonly admin: Redis;
   readonly fault: Redis;
-  readonly names: readonly string[];
-  readonly keys: readonly LockKeys[];
-  readonly clients: ClientHandle[] = [];
-  readonly actors: Actor[] = [];
-  /** Old clients, kept to quit their connections at the end. */
-  readonly retired: ClientHandle[] = [];
   /** Problems of the harness itself (reported as failures too). */
   readonly harnessErrors: string[] = [];
   /** A fault still running in the background (DEBUG SLEEP). */
@@ -504,15 +502,13 @@ export class World {
   onStall: ((ms: number) => void) | undefined;
   readonly #lagMonitor: NodeJS.Timeout;
 
-  private constructor(server: ServerInfo, admin: Redis, names: readonly string[]) {
+  protected constructor(server: ServerInfo, admin: Redis) {
     this.server = server;
     this.admin = admin;
     this.fault = newRedis(server);
     this.fault.on('error', () => undefined);
-    this.names = names;
-    this.keys = names.map((name) => lockKeys('', name));
     // Watches for stalls nobody injected: a late tick of this timer (less what busyWait blocked on purpose),
-    // and renewals left unanswered too long (while DEBUG SLEEP is not running).
+    // and what a subclass adds (lateStall).
     let expected = now() + LAG_TICK_MS;
     let injectedBefore = injectedStallMs;
     this.#lagMonitor = setInterval(() => {
@@ -521,24 +517,24 @@ export class World {
       expected = t + LAG_TICK_MS;
       injectedBefore = injectedStallMs;
       if (late > LAG_NOTE_MS) this.lags.push({ at: t, ms: late });
-      let stall = late;
-      if (!this.faultInFlight) {
-        for (const client of this.clients) {
-          for (const renewal of client.renewalsInFlight) {
-            // Unanswered for this long, less what busyWait blocked on purpose meanwhile.
-            const age = t - renewal.sentAt - (injectedStallMs - renewal.injectedBefore);
-            if (renewal.noted || age <= UNMODELED_STALL_MS) continue;
-            renewal.noted = true;
-            stall = Math.max(stall, age);
-          }
-        }
-      }
+      const stall = Math.max(late, this.lateStall(t));
       if (stall > UNMODELED_STALL_MS) {
         trace(`unmodeled stall: ${stall.toFixed(0)} ms`);
         this.onStall?.(stall);
       }
     }, LAG_TICK_MS);
     this.#lagMonitor.unref();
+  }
+
+  /** A stall a subclass sees at `t` besides the event loop's own lateness (0: none). */
+  protected lateStall(t: number): number {
+    return t < 0 ? t : 0;
+  }
+
+  /** Stops the lag monitor and waits for a fault still running (the start of every teardown). */
+  protected async stopMonitoring(): Promise<void> {
+    clearInterval(this.#lagMonitor);
+    await this.faultInFlight?.catch(() => undefined);
   }
 
   /** The longest unmodeled lateness of this process since `since` (0: none noted). */
@@ -550,6 +546,54 @@ export class World {
       longest = Math.max(longest, lag.ms);
     }
     return longest;
+  }
+
+  /**
+   * Fires `DEBUG SLEEP` on its own connection; resolves once the server has had time to start sleeping, to
+   * `done` (wrapped: an async function would flatten a returned promise), which settles when it woke up.
+   */
+  async serverSleep(ms: number): Promise<{ readonly done: Promise<unknown> }> {
+    const done = this.fault.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3)).then(
+      () => undefined,
+      (error: unknown) => {
+        this.harnessErrors.push(`DEBUG SLEEP failed: ${String(error)}`);
+      },
+    );
+    this.faultInFlight = done;
+    await sleep(5);
+    return { done };
+  }
+}
+
+/** Everything one generated sequence of the lock model runs against. */
+export class World extends BaseWorld {
+  readonly names: readonly string[];
+  readonly keys: readonly LockKeys[];
+  readonly clients: ClientHandle[] = [];
+  readonly actors: Actor[] = [];
+  /** Old clients, kept to quit their connections at the end. */
+  readonly retired: ClientHandle[] = [];
+
+  private constructor(server: ServerInfo, admin: Redis, names: readonly string[]) {
+    super(server, admin);
+    this.names = names;
+    this.keys = names.map((name) => lockKeys('', name));
+  }
+
+  /** Renewals left unanswered too long (while DEBUG SLEEP is not running). */
+  protected override lateStall(t: number): number {
+    let stall = 0;
+    if (this.faultInFlight) return stall;
+    for (const client of this.clients) {
+      for (const renewal of client.renewalsInFlight) {
+        // Unanswered for this long, less what busyWait blocked on purpose meanwhile.
+        const age = t - renewal.sentAt - (injectedStallMs - renewal.injectedBefore);
+        if (renewal.noted || age <= UNMODELED_STALL_MS) continue;
+        renewal.noted = true;
+        stall = Math.max(stall, age);
+      }
+    }
+    return stall;
   }
 
   static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<World> {
@@ -624,22 +668,6 @@ export class World {
     return value === null ? undefined : BigInt(value);
   }
 
-  /**
-   * Fires `DEBUG SLEEP` on its own connection; resolves once the server has had time to start sleeping, to
-   * `done` (wrapped: an async function would flatten a returned promise), which settles when it woke up.
-   */
-  async serverSleep(ms: number): Promise<{ readonly done: Promise<unknown> }> {
-    const done = this.fault.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3)).then(
-      () => undefined,
-      (error: unknown) => {
-        this.harnessErrors.push(`DEBUG SLEEP failed: ${String(error)}`);
-      },
-    );
-    this.faultInFlight = done;
-    await sleep(5);
-    return { done };
-  }
-
   /** Subscriber connections of the run's lock channels (0 when nobody waits). */
   async subscribers(): Promise<number> {
     const reply = (await this.admin.pubsub('NUMSUB', ...this.keys.map((k) => k.channel))) as (string | number)[];
@@ -673,8 +701,7 @@ export class World {
 
   /** Best effort, no judging: end every wait and hold, stop the actors, close and quit everything. */
   async teardown(): Promise<void> {
-    clearInterval(this.#lagMonitor);
-    await this.faultInFlight?.catch(() => undefined);
+    await this.stopMonitoring();
     for (const client of this.clients) client.renewHook = undefined;
     for (const actor of this.actors) {
       if (actor.last && !actor.last.settled) {
