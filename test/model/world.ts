@@ -517,7 +517,7 @@ export class BaseWorld {
       expected = t + LAG_TICK_MS;
       injectedBefore = injectedStallMs;
       if (late > LAG_NOTE_MS) this.lags.push({ at: t, ms: late });
-      const stall = Math.max(late, this.lateStall(t));
+      const stall = Math.max(late, this.lateStall?.(t) ?? 0);
       if (stall > UNMODELED_STALL_MS) {
         trace(`unmodeled stall: ${stall.toFixed(0)} ms`);
         this.onStall?.(stall);
@@ -527,9 +527,7 @@ export class BaseWorld {
   }
 
   /** A stall a subclass sees at `t` besides the event loop's own lateness (0: none). */
-  protected lateStall(t: number): number {
-    return t < 0 ? t : 0;
-  }
+  protected lateStall?(t: number): number;
 
   /** Stops the lag monitor and waits for a fault still running (the start of every teardown). */
   protected async stopMonitoring(): Promise<void> {
