@@ -28,6 +28,7 @@ import {
   type Actor,
   type ClientHandle,
   type Job,
+  type LockKind,
   type ServerInfo,
   World,
 } from './world.js';
@@ -53,8 +54,13 @@ export class Harness {
     };
   }
 
-  static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<Harness> {
-    return new Harness(await World.create(server, admin, names));
+  static async create(
+    server: ServerInfo,
+    admin: Redis,
+    names: readonly string[],
+    kind: LockKind = 'lock',
+  ): Promise<Harness> {
+    return new Harness(await World.create(server, admin, names, kind));
   }
 
   get maxPeriod(): number {

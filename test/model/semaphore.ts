@@ -706,7 +706,8 @@ class DeleteKeyCommand implements SemCommand {
     } else {
       const key = this.key === 'queue' ? keys.queueKey : keys.deadlinesKey;
       if (this.how === 'del') await admin.del(key);
-      else await admin.pexpire(key, 1);
+      // Judged once it is gone (a state read within that millisecond would still show it).
+      else if ((await admin.pexpire(key, 1)) === 1) while ((await admin.exists(key)) > 0) await sleep(2);
     }
     h.calmFrom = now();
     h.note(`${String(this)} (total ${h.total})`);

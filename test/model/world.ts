@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { currentFlow } from '../../src/machinery/flow.js';
 import { createLockClient, type LockClient, type LockLease, type RLock } from '../../src/index.js';
-import { lockKeys, type LockKeys } from '../../src/redis/keys.js';
+import { fairLockKeys, lockKeys, type FairLockKeys, type LockKeys } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { newRedis, type Redis } from '../support/fixture.js';
 import type { Hold } from './model.js';
@@ -563,8 +563,19 @@ export class BaseWorld {
   }
 }
 
+/** The lock under test: RLock (`getLock`) or RFairLock (`getFairLock`), which share RLock's interface. */
+export type LockKind = 'lock' | 'fair';
+
+/** A fair lock's waiter queue as Redis has it: waiter ids in line, and each one's deadline (server time). */
+export interface FairQueue {
+  readonly ids: readonly string[];
+  readonly deadlines: ReadonlyMap<string, number>;
+  readonly serverNow: number;
+}
+
 /** Everything one generated sequence of the lock model runs against. */
 export class World extends BaseWorld {
+  readonly kind: LockKind;
   readonly names: readonly string[];
   readonly keys: readonly LockKeys[];
   readonly clients: ClientHandle[] = [];
@@ -572,10 +583,11 @@ export class World extends BaseWorld {
   /** Old clients, kept to quit their connections at the end. */
   readonly retired: ClientHandle[] = [];
 
-  private constructor(server: ServerInfo, admin: Redis, names: readonly string[]) {
+  private constructor(server: ServerInfo, admin: Redis, names: readonly string[], kind: LockKind) {
     super(server, admin);
+    this.kind = kind;
     this.names = names;
-    this.keys = names.map((name) => lockKeys('', name));
+    this.keys = names.map((name) => (kind === 'fair' ? fairLockKeys('', name) : lockKeys('', name)));
   }
 
   /** Renewals left unanswered too long (while DEBUG SLEEP is not running). */
@@ -594,8 +606,13 @@ export class World extends BaseWorld {
     return stall;
   }
 
-  static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<World> {
-    const world = new World(server, admin, names);
+  static async create(
+    server: ServerInfo,
+    admin: Redis,
+    names: readonly string[],
+    kind: LockKind = 'lock',
+  ): Promise<World> {
+    const world = new World(server, admin, names, kind);
     if (monitoring) await world.#monitor();
     for (let slot = 0; slot < WATCHDOG_TIMEOUTS.length; slot++) {
       world.clients.push(new ClientHandle(server, slot, 0, WATCHDOG_TIMEOUTS[slot] ?? 600));
@@ -631,7 +648,26 @@ export class World extends BaseWorld {
   monitorConnection: Redis | undefined;
 
   rlock(client: ClientHandle, lock: number): RLock {
-    return client.locks.getLock(this.names[lock] ?? '');
+    const name = this.names[lock] ?? '';
+    return this.kind === 'fair' ? client.locks.getFairLock(name) : client.locks.getLock(name);
+  }
+
+  /** A fair lock's queue (undefined for RLock). */
+  async fairQueue(lock: number): Promise<FairQueue | undefined> {
+    if (this.kind !== 'fair') return undefined;
+    const { queueKey, timeoutKey } = this.keys[lock] as FairLockKeys;
+    const replies = await this.admin
+      .multi()
+      .lrange(queueKey, 0, -1)
+      .zrange(timeoutKey, 0, -1, 'WITHSCORES')
+      .time()
+      .exec();
+    const ids = (replies?.[0]?.[1] ?? []) as string[];
+    const scores = (replies?.[1]?.[1] ?? []) as string[];
+    const [seconds = '0', micros = '0'] = (replies?.[2]?.[1] ?? []) as string[];
+    const deadlines = new Map<string, number>();
+    for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
+    return { ids, deadlines, serverNow: Number(seconds) * 1000 + Number(micros) / 1000 };
   }
 
   /** A fresh client in `slot` (after the old one was closed), on a ready connection. */
