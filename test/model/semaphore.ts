@@ -44,7 +44,7 @@ const ACTORS_PER_CLIENT = 3;
  */
 const STABLE_MS = 6000;
 /** A free semaphore grants a newcomer within this (one round trip, on a loaded machine). */
-const AT_ONCE_MS = 2000;
+const AT_ONCE_MS = 3000;
 /** An aborted wait, or one whose client closed, settles within this. */
 const SETTLE_MS = 3000;
 /** A tryAcquire may give up this much before its waitTime (timer and clock granularity). */
@@ -180,6 +180,7 @@ interface Snapshot {
   readonly at: number;
 }
 
+const fmt = (ms: number): string => ms.toFixed(0);
 const describe = (error: unknown): string =>
   error instanceof Error ? `${error.name}: ${error.message}` : JSON.stringify(error);
 const entryNeed = (entry: string): number => Number(entry.split('|')[0]);
@@ -330,7 +331,7 @@ export class SemHarness {
         throw this.violation(
           `${actor.name} ${String(job)} gave up after ${(at - job.startedAt).toFixed(0)} ms, before its waitTime`,
         );
-      this.note(`${actor.name} ${String(job)} refused`);
+      this.note(`${actor.name} ${String(job)} refused after ${fmt(at - job.startedAt)} ms`);
     }
   }
 
@@ -535,9 +536,14 @@ class AcquireCommand implements SemCommand {
         `newcomer ${job.actor.name} ${String(job)} granted with ${stable.available} available and ` +
           `${needCertain} kept for waiters ahead`,
       );
-    if (stable.available - needAll >= job.permits && !outcome?.granted && !job.aborted) {
+    // A short waitTime may run out before a reply on a loaded machine: only longer waits are judged here.
+    const judged = job.kind !== 'tryWait' || (job.wait ?? 0) >= 1500;
+    if (judged && stable.available - needAll >= job.permits && !outcome?.granted && !job.aborted) {
       if (!outcome) throw h.violation(`free permits: ${String(job)} not granted within ${AT_ONCE_MS} ms`);
-      throw h.violation(`${String(job)} refused with ${stable.available} available and ${needAll} queued needs`);
+      throw h.violation(
+        `${String(job)} refused after ${fmt(outcome.at - job.startedAt)} ms with ${stable.available} available ` +
+          `and ${needAll} queued needs`,
+      );
     }
   }
 
