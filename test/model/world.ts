@@ -535,6 +535,18 @@ export class BaseWorld {
     await this.faultInFlight?.catch(() => undefined);
   }
 
+  /** Closes every lock client (at most 5 s each), quits their connections and the fault connection. */
+  protected async closeAll(clients: readonly { readonly locks: LockClient; readonly redis: Redis }[]): Promise<void> {
+    for (const client of clients) {
+      await settlesWithin(
+        client.locks.close().catch(() => undefined),
+        5000,
+      );
+      await client.redis.quit().catch(() => client.redis.disconnect());
+    }
+    await this.fault.quit().catch(() => this.fault.disconnect());
+  }
+
   /** The longest unmodeled lateness of this process since `since` (0: none noted). */
   lagSince(since: number): number {
     let longest = 0;
@@ -749,14 +761,7 @@ export class World extends BaseWorld {
       actor.post({ kind: 'stop' });
       if (!(await actor.stopped(3000))) this.harnessErrors.push(`${actor.name}: did not stop`);
     }
-    for (const client of [...this.clients, ...this.retired]) {
-      await settlesWithin(
-        client.locks.close().catch(() => undefined),
-        5000,
-      );
-      await client.redis.quit().catch(() => client.redis.disconnect());
-    }
-    await this.fault.quit().catch(() => this.fault.disconnect());
+    await this.closeAll([...this.clients, ...this.retired]);
     this.monitorConnection?.disconnect();
     await this.admin.del(...this.keys.map((k) => k.lockKey)).catch(() => undefined);
   }
