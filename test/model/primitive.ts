@@ -8,7 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
-import { createLockClient, type LockClient } from '../../src/index.js';
+import { createLockClient, LockClientClosedError, type LockClient } from '../../src/index.js';
 import { newRedis, type Redis } from '../support/fixture.js';
 import { countSkipped, countStep, type Stats } from './runner.js';
 import { BaseWorld, busyWait, now, settlesWithin, trace, WATCHDOG_TIMEOUTS, type ServerInfo } from './world.js';
@@ -215,6 +215,50 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
   abstract settle(): Promise<unknown>;
   /** The model's state, for a violation's message. */
   protected abstract describeModel(): string;
+
+  /** Waits for a DEBUG SLEEP still running (the start of every settle). */
+  protected async faultOver(): Promise<void> {
+    await this.world.faultInFlight;
+    this.world.faultInFlight = undefined;
+  }
+
+  /** Aborts every wait still running; each must settle within SETTLE_MS (the start of every finish). */
+  protected async abortWaits(): Promise<void> {
+    for (const actor of this.world.actors) {
+      const job = actor.last;
+      if (job?.waiting) {
+        job.aborted = true;
+        job.controller.abort();
+        if (!(await settlesWithin(job.done, SETTLE_MS))) throw this.violation(`${actor.name}: an aborted wait hangs`);
+      }
+    }
+  }
+
+  /** Closes the run's clients (the end of every finish) and reports the harness's own errors. */
+  protected async closeClients(): Promise<void> {
+    for (const client of this.world.clients) {
+      client.closed = true;
+      await client.locks.close();
+    }
+    if (this.world.harnessErrors.length > 0) throw new Error(`harness: ${this.world.harnessErrors.join('; ')}`);
+  }
+
+  /**
+   * Judges a wait that settled without success: it rejected only if aborted or closed, and a bounded one gave
+   * up no earlier than its waitTime (an unbounded one resolving false is judged by the model).
+   */
+  protected judgeEnded(job: WaitJob<P>): void {
+    const { error, at } = job.outcome ?? { at: now() };
+    const who = `${job.actor.name} ${String(job)}`;
+    if (error !== undefined) {
+      const closed = error instanceof LockClientClosedError && job.client.closed;
+      if (!job.aborted && !closed) throw this.violation(`${who} rejected: ${describeError(error)}`);
+      this.note(`${who} ended: ${closed ? 'closed' : 'aborted'}`);
+      return;
+    }
+    if (job.wait !== undefined && !job.aborted && at - job.startedAt < job.wait - EARLY_MS)
+      throw this.violation(`${who} gave up after ${fmt(at - job.startedAt)} ms, before its waitTime`);
+  }
 
   note(message: string): void {
     this.#log.push(`${fmt(now() % 100_000).padStart(6)} ${message}`);

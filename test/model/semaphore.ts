@@ -21,18 +21,16 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
-import { LockClientClosedError, type RSemaphore } from '../../src/index.js';
+import type { RSemaphore } from '../../src/index.js';
 import { semaphoreKeys, type SemaphoreKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
 import {
   ACTORS,
   actorArb,
   describeError,
-  EARLY_MS,
   faultCommands,
   fmt,
   PrimitiveWorld,
-  SETTLE_MS,
   slotArb,
   WaitJob,
   ModelHarness,
@@ -181,18 +179,9 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
         this.note(`${actor.name} granted ${job.permits} (${String(job)})`);
         continue;
       }
-      if (error !== undefined) {
-        const closed = error instanceof LockClientClosedError && job.client.closed;
-        if (!job.aborted && !closed)
-          throw this.violation(`${actor.name} ${String(job)} rejected: ${describeError(error)}`);
-        this.note(`${actor.name} ${String(job)} ended: ${closed ? 'closed' : 'aborted'}`);
-        continue;
-      }
+      this.judgeEnded(job);
+      if (error !== undefined) continue;
       if (job.kind === 'acquire') throw this.violation(`${actor.name} acquire() resolved without permits`);
-      if (job.kind === 'tryWait' && !job.aborted && at - job.startedAt < (job.wait ?? 0) - EARLY_MS)
-        throw this.violation(
-          `${actor.name} ${String(job)} gave up after ${fmt(at - job.startedAt)} ms, before its waitTime`,
-        );
       this.note(`${actor.name} ${String(job)} refused after ${fmt(at - job.startedAt)} ms`);
     }
   }
@@ -212,8 +201,7 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
    * faults, judging conservation on every read; then judges the queue's order against the last stable state.
    */
   async settle(): Promise<Snapshot> {
-    await this.world.faultInFlight;
-    this.world.faultInFlight = undefined;
+    await this.faultOver();
     const by = Math.max(now(), this.calmFrom) + STABLE_MS;
     let snap: Snapshot | undefined;
     await pollUntil(
@@ -287,14 +275,7 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
   /** Ends the run: aborts the waits, gives everything back, then checks liveness and what is left. */
   async finish(): Promise<void> {
     const { world } = this;
-    for (const actor of world.actors) {
-      const job = actor.last;
-      if (job?.waiting) {
-        job.aborted = true;
-        job.controller.abort();
-        if (!(await settlesWithin(job.done, SETTLE_MS))) throw this.violation(`${actor.name}: an aborted wait hangs`);
-      }
-    }
+    await this.abortWaits();
     for (const actor of world.actors) await this.release(actor, actor.held);
     await this.settle();
     // Liveness once the faults stopped: one permit, six unbounded waiters, each released as it is granted.
@@ -321,11 +302,7 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
     const { queueKey, deadlinesKey } = world.semKeys;
     const left = await world.admin.exists(queueKey, deadlinesKey);
     if (left > 0) throw this.violation('the permit queue is left on the server with nobody waiting');
-    for (const client of world.clients) {
-      client.closed = true;
-      await client.locks.close();
-    }
-    if (world.harnessErrors.length > 0) throw new Error(`harness: ${world.harnessErrors.join('; ')}`);
+    await this.closeClients();
   }
 
   async release(actor: Actor, permits: number): Promise<void> {
