@@ -244,11 +244,12 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
   }
 
   /**
-   * Judges a wait that settled without success: it rejected only if aborted or closed, and a bounded one gave
+   * Judges a wait that settled without success (nothing for a success): it rejected only if aborted or closed, and a bounded one gave
    * up no earlier than its waitTime (an unbounded one resolving false is judged by the model).
    */
   protected judgeEnded(job: WaitJob<P>): void {
-    const { error, at } = job.outcome ?? { at: now() };
+    if (!job.outcome || job.outcome.value) return;
+    const { error, at } = job.outcome;
     const who = `${job.actor.name} ${String(job)}`;
     if (error !== undefined) {
       const closed = error instanceof LockClientClosedError && job.client.closed;
