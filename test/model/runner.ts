@@ -110,6 +110,7 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
       const deadline = started + budgetMs;
       let failedAt: number | undefined;
       let runIndex = 0;
+      let longestRunMs = 0;
       const property = fc.asyncProperty(
         fc.commands(spec.commands, {
           maxCommands,
@@ -124,6 +125,7 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
           else stats.runs++;
           runIndex++;
           spec.beforeRun?.();
+          const runStarted = Date.now();
           const h = await spec.create(runIndex);
           try {
             await fc.asyncModelRun(() => ({ model: h, real: h }), commands);
@@ -133,6 +135,7 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
             throw error;
           } finally {
             await spec.teardown(h);
+            longestRunMs = Math.max(longestRunMs, Date.now() - runStarted);
           }
         },
       );
@@ -162,6 +165,7 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
         shrinkSteps: stats.shrinkSteps,
         stalls: stats.stalls,
         seconds: Math.round(seconds),
+        longestRunSeconds: Math.round(longestRunMs / 1000),
         seed: baseSeed,
         failed: details.failed,
       };
@@ -169,6 +173,7 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
         `${spec.label}: ${stats.runs} sequences, ${stats.steps} steps (+${stats.innerSteps} inside faults, ` +
           `${stats.skipped} skipped, ${stats.stalls} unmodeled stalls judged as faults) in ${seconds.toFixed(0)} s; ` +
           `${stats.shrinkRuns} shrink runs (${stats.shrinkSteps} steps); ` +
+          `longest sequence ${(longestRunMs / 1000).toFixed(1)} s; ` +
           `seed ${baseSeed} ` +
           `(MODEL_SEED=${baseSeed} replays it)\n  steps by kind: ${JSON.stringify(stats.kinds)}`,
       );
