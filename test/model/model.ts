@@ -43,11 +43,6 @@ const PURGE_MS = 250;
 const ORPHAN_GRACE_MS = 400;
 /** A free lock must reach one of its waiters this soon (the longest lease a waiter may sleep out + 1 s). */
 const HANDOFF_MS = 5000;
-/**
- * Fair lock: a waiter whose wait began this much before another's is certainly in line ahead of it (its first
- * attempt, one round trip, has queued it), unless a fault or a stall came between.
- */
-const IN_LINE_MS = 1000;
 /** Fair lock: a queue entry's deadline lies at most the waiter lease (watchdogTimeout) ahead, and this. */
 const ENTRY_MARGIN_MS = 100;
 /** Bounded calls (waitTime) must return this soon after waitTime. */
@@ -458,9 +453,9 @@ export class Model {
   }
 
   /**
-   * Fair lock: a fresh grant overtook no waiter that was in line before it and still waits, alive (neither
-   * aborted, nor closed, nor about to give up). Faults and stalls since the earlier wait began excuse it
-   * (an entry may have run out and been queued again).
+   * Fair lock: a fresh grant overtook no waiter that was seen in line before it began and still waits,
+   * alive (neither aborted, nor closed, nor about to give up). Faults and stalls during either wait excuse
+   * it (an entry may have run out and been queued again).
    */
   #judgeArrivalOrder(job: Job, op: AcquireOp, at: number, what: string): void {
     if (job.faulted) return;
@@ -470,7 +465,7 @@ export class Model {
       if (other.client.closed || (other.outcome && other.outcome.at <= at)) continue;
       const wait = o.kind === 'lock' ? undefined : o.wait;
       if (wait === 0 || (wait !== undefined && other.startedAt + wait < at + 200)) continue;
-      if (other.startedAt + IN_LINE_MS > job.startedAt || this.world.lagSince(other.startedAt) > 100) continue;
+      if (other.queuedAt === undefined || other.queuedAt >= job.startedAt) continue;
       throw this.violation(
         `${what} was granted while ${other.actor.name}@${other.client.label} ${describeOp(o)}, in line since ` +
           `${fmt(job.startedAt - other.startedAt)} ms before it, still waits: a fair lock overtook a waiter`,
@@ -478,10 +473,23 @@ export class Model {
     }
   }
 
-  /** Fair lock: every queue entry's deadline is within the waiter lease of now (none outlives its waiter). */
+  /**
+   * Fair lock: every queue entry's deadline is within the waiter lease of now (none outlives its waiter).
+   * Marks the waits seen in line: a wait whose client has no other wait of this lock owns that client's
+   * entry (waiter ids are `<clientId>:w<n>`).
+   */
   async #checkFairQueue(lock: number): Promise<void> {
+    const sentAt = now();
     const queue = await this.world.fairQueue(lock);
     if (!queue) return;
+    const waits = this.inflight.filter(
+      (j) => !j.settled && isAcquireOp(j.op) && j.op.lock === lock && !(j.op.kind === 'tryLock' && j.op.wait === 0),
+    );
+    for (const wait of waits) {
+      if (wait.queuedAt !== undefined || waits.some((other) => other !== wait && other.client === wait.client))
+        continue;
+      if (queue.ids.some((id) => id.startsWith(`${wait.client.clientId}:w`))) wait.queuedAt = sentAt;
+    }
     const bound = Math.max(...WATCHDOG_TIMEOUTS) + ENTRY_MARGIN_MS;
     for (const [id, deadline] of queue.deadlines) {
       if (deadline > queue.serverNow + bound) {

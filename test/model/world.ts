@@ -139,6 +139,8 @@ export class Job {
   aborted = false;
   /** A fault overlapped the call: its outcome and timing are judged loosely. */
   faulted = false;
+  /** Fair lock: when the model first saw this wait's entry in the queue (see Model's fair-queue check). */
+  queuedAt: number | undefined;
   outcome: Outcome | undefined;
   /** An acquisition's new frame. */
   frame: Frame | undefined;
