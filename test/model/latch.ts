@@ -303,7 +303,10 @@ class CountCommand implements LatchCommand {
 
 /** A count-down in flight when its client's data connection is killed: ioredis resends it after reconnecting. */
 class ResendCommand implements LatchCommand {
-  constructor(readonly slot: number) {}
+  constructor(
+    readonly slot: number,
+    readonly asleep: boolean,
+  ) {}
 
   check(): boolean {
     return true;
@@ -315,9 +318,14 @@ class ResendCommand implements LatchCommand {
     countStep(stats, 'countDown+CLIENT KILL', 'step');
     h.faulted();
     const id = await client.redis.client('ID');
+    // Half the time the server sleeps while the count-down and the kill queue up: woken, it reads both in one
+    // go and may run the count-down and drop its connection before the reply goes out (ioredis resends it).
+    const sleeping = this.asleep ? await h.world.serverSleep(50) : undefined;
     const sentAt = now();
     const counted = client.primitive.countDown();
+    if (sleeping) await sleep(1);
     await h.world.admin.call('CLIENT', 'KILL', 'ID', String(id));
+    await sleeping?.done;
     try {
       await counted;
     } catch (error) {
@@ -329,7 +337,7 @@ class ResendCommand implements LatchCommand {
   }
 
   toString(): string {
-    return `${'AB'[this.slot] ?? '?'} countDown() with its connection killed`;
+    return `${'AB'[this.slot] ?? '?'} countDown() with its connection killed${this.asleep ? ' (queued behind DEBUG SLEEP)' : ''}`;
   }
 }
 
@@ -378,7 +386,7 @@ export const latchCommands: fc.Arbitrary<LatchCommand>[] = [
   countArb,
   countArb,
   countArb,
-  slotArb.map((slot) => new ResendCommand(slot)),
+  fc.tuple(slotArb, fc.boolean()).map(([slot, asleep]) => new ResendCommand(slot, asleep)),
   fc.constantFrom('del' as const, 'pexpire' as const).map((how) => new DeleteKeyCommand(how)),
   ...faultCommands<RCountDownLatch, LatchHarness>(awaitArb),
 ];
