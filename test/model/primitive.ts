@@ -74,13 +74,13 @@ export class WaitJob<P> {
     actor: PrimitiveActor<P>,
     label: string,
     wait: number | undefined,
-    call: (primitive: P, signal: AbortSignal) => Promise<boolean>,
+    call: (primitive: P, signal: AbortSignal, job: WaitJob<P>) => Promise<boolean>,
   ) {
     this.actor = actor;
     this.client = actor.client;
     this.label = label;
     this.wait = wait;
-    this.done = call(this.client.primitive, this.controller.signal).then(
+    this.done = call(this.client.primitive, this.controller.signal, this).then(
       (value) => this.#finish({ value, at: now() }),
       (error: unknown) => this.#finish({ value: false, error, at: now() }),
     );
@@ -191,6 +191,8 @@ export interface PrimitiveHarness<P> {
   violation(message: string): Violation;
   /** Waits for the state to settle, judging it (after every command). */
   settle(): Promise<unknown>;
+  /** `client` was closed, and every wait of it settled (a lock's holds are released then). */
+  clientClosed?(client: PrimitiveClient<P>): void;
 }
 
 /** A model's harness: its log, its violations, and unmodeled stalls judged as faults. */
@@ -372,6 +374,7 @@ export class CloseCommand<P, H extends PrimitiveHarness<P>> implements Command<H
       if (job?.client === client && !(await settlesWithin(job.done, SETTLE_MS)))
         throw h.violation(`${actor.name}: ${String(job)} still waits after its client's close()`);
     }
+    h.clientClosed?.(client);
     await h.world.replaceClient(this.slot);
     h.calmFrom = now();
     h.note(`${client.label} closed`);
