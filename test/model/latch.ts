@@ -25,9 +25,9 @@ import {
   actorArb,
   describeError,
   faultCommands,
+  KeyFaultCommand,
   fmt,
   ModelHarness,
-  pollUntil,
   PrimitiveWorld,
   slotArb,
   WaitJob,
@@ -200,16 +200,12 @@ export class LatchHarness extends ModelHarness<RCountDownLatch, LatchWorld> {
   }
 
   async settle(): Promise<void> {
-    await this.faultOver();
     // Bound by each waiter's own bound (the judge throws past it); this is a safety net.
-    const by = Math.max(now(), this.calmFrom) + 2 * RELEASE_MS;
-    await pollUntil(
-      this,
-      () => Math.max(by, this.calmFrom + 2 * RELEASE_MS),
-      async () => {
-        this.adopt();
-        return this.#unsettled(await this.world.admin.get(this.world.key));
-      },
+    await this.settleOn(
+      2 * RELEASE_MS,
+      () => this.adopt(),
+      () => this.world.admin.get(this.world.key),
+      (value) => this.#unsettled(value),
     );
     this.adopt();
   }
@@ -253,10 +249,7 @@ class AwaitCommand implements LatchCommand, InnerStep<LatchHarness> {
   }
 
   start(h: LatchHarness): void {
-    const actor = h.world.actors[this.actor];
-    if (!actor) throw new Error('no actor');
-    actor.last = new AwaitJob(actor, this.wait);
-    h.note(`${actor.name} ${String(actor.last)} on ${actor.client.label} (count ${h.count})`);
+    h.world.begin(h, this.actor, (actor) => new AwaitJob(actor, this.wait));
   }
 
   async run(h: LatchHarness): Promise<void> {
@@ -342,28 +335,12 @@ class ResendCommand implements LatchCommand {
 }
 
 /** DEL or PEXPIRE 1 of the count: the latch opens, announcing nothing. */
-class DeleteKeyCommand implements LatchCommand {
-  constructor(readonly how: 'del' | 'pexpire') {}
-
-  check(): boolean {
-    return true;
-  }
-
-  async run(h: LatchHarness): Promise<void> {
-    countStep(stats, this.how === 'del' ? 'DEL' : 'PEXPIRE', 'step');
-    const { admin, key } = h.world;
-    h.faulted();
+class DeleteKeyCommand extends KeyFaultCommand<RCountDownLatch, LatchHarness> {
+  protected async hit(h: LatchHarness): Promise<void> {
     const sentAt = now();
-    if (this.how === 'del') await admin.del(key);
-    else if ((await admin.pexpire(key, 1)) === 1) while ((await admin.exists(key)) > 0) await sleep(2);
+    if (this.how === 'del') await h.world.admin.del(h.world.key);
+    else await h.world.expireNow(h.world.key);
     h.opened(sentAt, false);
-    h.calmFrom = now();
-    h.note(String(this));
-    await h.settle();
-  }
-
-  toString(): string {
-    return this.how === 'del' ? 'DEL count' : 'PEXPIRE count 1';
   }
 }
 
@@ -387,6 +364,6 @@ export const latchCommands: fc.Arbitrary<LatchCommand>[] = [
   countArb,
   countArb,
   fc.tuple(slotArb, fc.boolean()).map(([slot, asleep]) => new ResendCommand(slot, asleep)),
-  fc.constantFrom('del' as const, 'pexpire' as const).map((how) => new DeleteKeyCommand(how)),
+  fc.constantFrom('del' as const, 'pexpire' as const).map((how) => new DeleteKeyCommand('count', how)),
   ...faultCommands<RCountDownLatch, LatchHarness>(awaitArb),
 ];

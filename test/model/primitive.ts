@@ -150,6 +150,25 @@ export class PrimitiveWorld<P> extends BaseWorld {
     ACTORS.forEach((_, i) => this.actors.push(new PrimitiveActor(this, i)));
   }
 
+  /** PEXPIRE `key` 1 from the admin connection; resolves once it is gone (a read within that ms sees it). */
+  async expireNow(key: string): Promise<void> {
+    if ((await this.admin.pexpire(key, 1)) === 1) while ((await this.admin.exists(key)) > 0) await sleep(2);
+  }
+
+  /** Starts `make(actor)` as actor `index`'s current call, noted in the model's log. */
+  begin<J extends WaitJob<P>>(
+    h: { note(message: string): void },
+    index: number,
+    make: (actor: PrimitiveActor<P>) => J,
+  ): J {
+    const actor = this.actors[index];
+    if (!actor) throw new Error(`no actor ${index}`);
+    const job = make(actor);
+    actor.last = job;
+    h.note(`${actor.name} ${String(job)} on ${actor.client.label}`);
+    return job;
+  }
+
   /** Waits for ready connections (a command queued offline reaches Redis later than a model assumes). */
   async ready(): Promise<void> {
     await Promise.all([this.fault, ...this.clients.map((c) => c.redis)].map((r) => r.ping()));
@@ -222,6 +241,32 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
   protected async faultOver(): Promise<void> {
     await this.world.faultInFlight;
     this.world.faultInFlight = undefined;
+  }
+
+  /**
+   * Reads the state (after adopting what settled) until `unstable` gives no reason to wait, at most `boundMs`
+   * after now and after the end of the latest fault; resolves to the last read.
+   */
+  protected async settleOn<S>(
+    boundMs: number,
+    adopt: () => void,
+    read: () => Promise<S>,
+    unstable: (state: S) => string | undefined,
+  ): Promise<S> {
+    await this.faultOver();
+    const by = Math.max(now(), this.calmFrom) + boundMs;
+    let state: { value: S } | undefined;
+    await pollUntil(
+      this,
+      () => Math.max(by, this.calmFrom + boundMs),
+      async () => {
+        adopt();
+        state = { value: await read() };
+        return unstable(state.value);
+      },
+    );
+    if (!state) throw new Error('nothing read');
+    return state.value;
   }
 
   /** Aborts every wait still running; each must settle within SETTLE_MS (the start of every finish). */
@@ -316,6 +361,36 @@ export class FaultCommand<P, H extends PrimitiveHarness<P>> implements Command<H
 
   toString(): string {
     return `${this.how === 'stall' ? 'stall' : 'DEBUG SLEEP'} ${this.ms}ms${this.inner ? ` with ${String(this.inner)}` : ''}`;
+  }
+}
+
+/**
+ * DEL or PEXPIRE 1 of one of the primitive's keys from the admin connection; `hit` does it (an expired key is
+ * judged once gone: see expireNow) and tells the model what it took.
+ */
+export abstract class KeyFaultCommand<P, H extends PrimitiveHarness<P>> implements Command<H> {
+  constructor(
+    readonly key: string,
+    readonly how: 'del' | 'pexpire',
+  ) {}
+
+  check(h: H): boolean {
+    return h.world.clients.length > 0;
+  }
+
+  protected abstract hit(h: H): Promise<void>;
+
+  async run(h: H): Promise<void> {
+    countStep(h.stats, `${this.how.toUpperCase()} ${this.key}`, 'step');
+    h.faulted();
+    await this.hit(h);
+    h.calmFrom = now();
+    h.note(String(this));
+    await h.settle();
+  }
+
+  toString(): string {
+    return `${this.how === 'del' ? 'DEL' : 'PEXPIRE'} ${this.key}`;
   }
 }
 

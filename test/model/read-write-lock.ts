@@ -19,7 +19,6 @@
  * Liveness at the end of a run: after the faults stop, three unbounded writers and three unbounded readers
  * on a free lock are each granted (and release at once) within STABLE_MS of the previous release.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { LockAcquireTimeoutError, type LockLease, type RReadWriteLock } from '../../src/index.js';
 import { readWriteLockKeys, type ReadWriteLockKeys } from '../../src/redis/keys.js';
@@ -29,9 +28,9 @@ import {
   actorArb,
   describeError,
   faultCommands,
+  KeyFaultCommand,
   fmt,
   ModelHarness,
-  pollUntil,
   PrimitiveWorld,
   WaitJob,
   type InnerStep,
@@ -39,7 +38,7 @@ import {
   type PrimitiveClient,
 } from './primitive.js';
 import { countStep, newStats } from './runner.js';
-import { now, settlesWithin, type ServerInfo } from './world.js';
+import { settlesWithin, type ServerInfo } from './world.js';
 
 export const stats = newStats();
 
@@ -221,22 +220,14 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
   }
 
   async settle(): Promise<Snapshot> {
-    await this.faultOver();
-    const by = Math.max(now(), this.calmFrom) + STABLE_MS;
-    let snap: Snapshot | undefined;
-    await pollUntil(
-      this,
-      () => Math.max(by, this.calmFrom + STABLE_MS),
-      async () => {
-        this.adopt();
-        snap = await this.world.snapshot();
-        return this.#unstable(snap);
-      },
+    this.stable = await this.settleOn(
+      STABLE_MS,
+      () => this.adopt(),
+      () => this.world.snapshot(),
+      (state) => this.#unstable(state),
     );
-    if (!snap) throw new Error('no snapshot');
-    this.stable = snap;
     this.excused = false;
-    return snap;
+    return this.stable;
   }
 
   async release(job: RwJob): Promise<void> {
@@ -321,12 +312,7 @@ class AcquireCommand implements RwCommand, InnerStep<RwHarness> {
   }
 
   start(h: RwHarness): RwJob {
-    const actor = h.world.actors[this.actor];
-    if (!actor) throw new Error('no actor');
-    const job = new RwJob(actor, this.side, this.wait);
-    actor.last = job;
-    h.note(`${actor.name} ${String(job)} on ${actor.client.label}`);
-    return job;
+    return h.world.begin(h, this.actor, (actor) => new RwJob(actor, this.side, this.wait));
   }
 
   async run(h: RwHarness): Promise<void> {
@@ -376,31 +362,13 @@ class ReleaseCommand implements RwCommand {
 }
 
 /** DEL or PEXPIRE 1 of the lock's hash (every hold is gone) or of the waiting writers' registry. */
-class DeleteKeyCommand implements RwCommand {
-  constructor(
-    readonly key: 'lock' | 'writers',
-    readonly how: 'del' | 'pexpire',
-  ) {}
-
-  check(): boolean {
-    return true;
-  }
-
-  async run(h: RwHarness): Promise<void> {
-    countStep(stats, `${this.how.toUpperCase()} ${this.key}`, 'step');
+class DeleteKeyCommand extends KeyFaultCommand<RReadWriteLock, RwHarness> {
+  protected async hit(h: RwHarness): Promise<void> {
     const { admin, rwKeys } = h.world;
     const key = this.key === 'lock' ? rwKeys.lockKey : rwKeys.writersKey;
-    h.faulted();
     if (this.how === 'del') await admin.del(key);
-    else if ((await admin.pexpire(key, 1)) === 1) while ((await admin.exists(key)) > 0) await sleep(2);
+    else await h.world.expireNow(key);
     if (this.key === 'lock') h.holdsGone();
-    h.calmFrom = now();
-    h.note(String(this));
-    await h.settle();
-  }
-
-  toString(): string {
-    return `${this.how === 'del' ? 'DEL' : 'PEXPIRE'} ${this.key}`;
   }
 }
 

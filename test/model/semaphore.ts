@@ -19,7 +19,6 @@
  * Liveness at the end of a run: after the faults stop, six unbounded waiters for one permit each, served by
  * one permit released as each is granted, are each granted within STABLE_MS of the previous release.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import type { RSemaphore } from '../../src/index.js';
 import { semaphoreKeys, type SemaphoreKeys } from '../../src/redis/keys.js';
@@ -29,12 +28,12 @@ import {
   actorArb,
   describeError,
   faultCommands,
+  KeyFaultCommand,
   fmt,
   PrimitiveWorld,
   slotArb,
   WaitJob,
   ModelHarness,
-  pollUntil,
   type InnerStep,
   type PrimitiveActor,
 } from './primitive.js';
@@ -201,19 +200,12 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
    * faults, judging conservation on every read; then judges the queue's order against the last stable state.
    */
   async settle(): Promise<Snapshot> {
-    await this.faultOver();
-    const by = Math.max(now(), this.calmFrom) + STABLE_MS;
-    let snap: Snapshot | undefined;
-    await pollUntil(
-      this,
-      () => Math.max(by, this.calmFrom + STABLE_MS),
-      async () => {
-        this.adopt();
-        snap = await this.world.snapshot();
-        return this.#unstable(snap, this.#unaccounted(snap));
-      },
+    const snap = await this.settleOn(
+      STABLE_MS,
+      () => this.adopt(),
+      () => this.world.snapshot(),
+      (state) => this.#unstable(state, this.#unaccounted(state)),
     );
-    if (!snap) throw new Error('no snapshot');
     this.#judgeOrder(snap);
     this.stable = snap;
     this.orderExcused = false;
@@ -337,12 +329,7 @@ class AcquireCommand implements SemCommand, InnerStep<SemHarness> {
   }
 
   start(h: SemHarness): SemJob {
-    const actor = h.world.actors[this.actor];
-    if (!actor) throw new Error('no actor');
-    const job = new SemJob(actor, this.kind, this.permits, this.wait);
-    actor.last = job;
-    h.note(`${actor.name} ${String(job)} on ${actor.client.label}`);
-    return job;
+    return h.world.begin(h, this.actor, (actor) => new SemJob(actor, this.kind, this.permits, this.wait));
   }
 
   async run(h: SemHarness): Promise<void> {
@@ -457,46 +444,28 @@ class CountCommand implements SemCommand {
   }
 }
 
-/** DEL or PEXPIRE 1 of one of the semaphore's keys, from the admin connection. */
-class DeleteKeyCommand implements SemCommand {
-  constructor(
-    readonly key: 'count' | 'queue' | 'deadlines',
-    readonly how: 'del' | 'pexpire',
-  ) {}
-
-  check(h: SemHarness): boolean {
+/** DEL or PEXPIRE 1 of the count (its permits are gone from the total) or of the permit queue's keys. */
+class DeleteKeyCommand extends KeyFaultCommand<RSemaphore, SemHarness> {
+  override check(h: SemHarness): boolean {
     // The count's PEXPIRE: only with nobody waiting (a grant between the read and the expiry would be lost
     // to the model's arithmetic, not to the library).
     return !(this.key === 'count' && this.how === 'pexpire' && h.world.actors.some((a) => a.busy));
   }
 
-  async run(h: SemHarness): Promise<void> {
-    countStep(stats, `${this.how.toUpperCase()} ${this.key}`, 'step');
+  protected async hit(h: SemHarness): Promise<void> {
     const { admin, semKeys: keys } = h.world;
-    h.faulted();
     if (this.key === 'count') {
-      if (this.how === 'del') {
-        const value = (await admin.call('GETDEL', keys.lockKey)) as string | null;
-        h.total -= value === null ? 0 : Number(value);
-      } else {
-        const replies = await admin.multi().get(keys.lockKey).pexpire(keys.lockKey, 1).exec();
-        const value = replies?.[0]?.[1] as string | null;
-        h.total -= value === null ? 0 : Number(value);
-        while ((await admin.exists(keys.lockKey)) > 0) await sleep(2);
-      }
-    } else {
-      const key = this.key === 'queue' ? keys.queueKey : keys.deadlinesKey;
-      if (this.how === 'del') await admin.del(key);
-      // Judged once it is gone (a state read within that millisecond would still show it).
-      else if ((await admin.pexpire(key, 1)) === 1) while ((await admin.exists(key)) > 0) await sleep(2);
+      const value =
+        this.how === 'del'
+          ? ((await admin.call('GETDEL', keys.lockKey)) as string | null)
+          : ((await admin.multi().get(keys.lockKey).pexpire(keys.lockKey, 1).exec())?.[0]?.[1] as string | null);
+      if (this.how === 'pexpire') await h.world.expireNow(keys.lockKey);
+      h.total -= value === null ? 0 : Number(value);
+      return;
     }
-    h.calmFrom = now();
-    h.note(`${String(this)} (total ${h.total})`);
-    await h.settle();
-  }
-
-  toString(): string {
-    return `${this.how === 'del' ? 'DEL' : 'PEXPIRE'} ${this.key}`;
+    const key = this.key === 'queue' ? keys.queueKey : keys.deadlinesKey;
+    if (this.how === 'del') await admin.del(key);
+    else await h.world.expireNow(key);
   }
 }
 
