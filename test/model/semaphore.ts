@@ -292,8 +292,15 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
     const snap = await this.settle();
     if (snap.available !== 1) throw this.violation(`${snap.available} permits available at the end, not 1`);
     const { queueKey, deadlinesKey } = world.semKeys;
-    const left = await world.admin.exists(queueKey, deadlinesKey);
-    if (left > 0) throw this.violation('the permit queue is left on the server with nobody waiting');
+    const [list, deadlines] = await Promise.all([
+      world.admin.lrange(queueKey, 0, -1),
+      world.admin.zrange(deadlinesKey, 0, -1, 'WITHSCORES'),
+    ]);
+    if (list.length + deadlines.length > 0)
+      throw this.violation(
+        `the permit queue is left on the server with nobody waiting: list [${list.join(', ')}], ` +
+          `deadlines [${deadlines.join(', ')}]`,
+      );
     await this.closeClients();
   }
 
