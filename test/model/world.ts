@@ -738,7 +738,10 @@ export class World extends BaseWorld {
           // acquire undone after that), and then by at most that hold's lease: its expiry says so.
           if (/flowlock:hold:/.test(key)) {
             const pttl = await this.admin.pttl(key);
-            if (pttl > 0 && pttl <= LONGEST_LEASE_MS) continue;
+            // -2: it ran out between the SCAN and the PTTL.
+            if (pttl === -2 || (pttl > 0 && pttl <= LONGEST_LEASE_MS)) continue;
+            found.push(`${key} (PTTL ${pttl}: ${JSON.stringify(await this.admin.hgetall(key))})`);
+            continue;
           }
           found.push(key);
         }
