@@ -270,8 +270,19 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
     const released = new Set<RwJob>();
     while (released.size < jobs.length) {
       const next = Promise.race(jobs.filter((j) => !released.has(j)).map((j) => j.done));
-      if (!(await settlesWithin(next, STABLE_MS)))
-        throw this.violation(`liveness: no waiter granted within ${STABLE_MS} ms of the previous release`);
+      if (!(await settlesWithin(next, STABLE_MS))) {
+        const { lockKey, writersKey, holdKey } = world.rwKeys;
+        const redisState = JSON.stringify([
+          await world.admin.hgetall(lockKey),
+          await world.admin.pttl(lockKey),
+          await world.admin.zrange(writersKey, 0, -1, 'WITHSCORES'),
+          await world.admin.time(),
+          await world.admin.hgetall(holdKey),
+        ]);
+        throw this.violation(
+          `liveness: no waiter granted within ${STABLE_MS} ms of the previous release (Redis: ${redisState})`,
+        );
+      }
       this.adopt();
       for (const job of jobs) {
         if (job.adopted && !released.has(job)) {
