@@ -113,6 +113,10 @@ local function takePermits(q, entry, entryMs, permits, now)
   if available - ahead >= permits then
     if queued then
       redis.call('LREM', q.queueKey, 1, entry)
+    end
+    -- Also when the list lost the entry (a DEL of the list): a deadline left behind would outlive its waiter
+    -- with nothing to reap it once nobody calls.
+    if entry ~= '' then
       redis.call('ZREM', q.deadlinesKey, entry)
     end
     return redis.call('DECRBY', q.permitsKey, permits), available

@@ -270,6 +270,23 @@ describe('RSemaphore', () => {
     expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
   });
 
+  it('leaves no deadline behind for a waiter granted after the queue list was deleted', async () => {
+    // Found by the model test (test/model/semaphore.ts): a grant took the entry's deadline out only with its
+    // list entry, so a DEL of the list left the deadline in Redis, with nothing to reap it once nobody calls.
+    const name = uniqueName('sem');
+    const { queueKey, deadlinesKey } = keysOf(name);
+    const holder = redis.locks().getSemaphore(name);
+    await holder.trySetPermits(1);
+    expect(await holder.tryAcquire(1)).toBe(true);
+    const waiter = track(redis.locks().getSemaphore(name).acquire());
+    await until(async () => (await redis.admin.zcard(deadlinesKey)) === 1, 'the waiter queued', SOON);
+    await redis.admin.del(queueKey);
+    await holder.release();
+    await until(() => waiter.done, 'the waiter is granted', SOON);
+    expect(waiter.error).toBeUndefined();
+    expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
+  });
+
   it('lets a waiter behind a dead waiter’s entry in as soon as that entry’s deadline passes', async () => {
     const name = uniqueName('sem');
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);

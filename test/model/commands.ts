@@ -28,48 +28,16 @@ import {
   type Actor,
   type ClientHandle,
   type Job,
+  type LockKind,
   type ServerInfo,
   World,
 } from './world.js';
 import type { Redis } from '../support/fixture.js';
+import { countSkipped, countStep, newStats, type Stats } from './runner.js';
 
-/** Counts of what ran, for the closing summary (shrink runs counted apart). */
-export interface Stats {
-  runs: number;
-  shrinkRuns: number;
-  steps: number;
-  innerSteps: number;
-  skipped: number;
-  shrinkSteps: number;
-  /** Unmodeled stalls judged as faults (world.ts's lag monitor). */
-  stalls: number;
-  /** Set by the test while fast-check shrinks a failure. */
-  shrinking: boolean;
-  readonly kinds: Record<string, number>;
-}
+export const stats: Stats = newStats();
 
-export const stats: Stats = {
-  runs: 0,
-  shrinkRuns: 0,
-  steps: 0,
-  innerSteps: 0,
-  skipped: 0,
-  shrinkSteps: 0,
-  stalls: 0,
-  shrinking: false,
-  kinds: {},
-};
-
-/** Counts one command of kind `kind`: a step of its own, one inside a fault (or next to others), or neither. */
-const count = (kind: string, what: 'step' | 'inner' | 'none' = 'none'): void => {
-  if (stats.shrinking) {
-    if (what !== 'none') stats.shrinkSteps++;
-    return;
-  }
-  if (what === 'step') stats.steps++;
-  if (what === 'inner') stats.innerSteps++;
-  stats.kinds[kind] = (stats.kinds[kind] ?? 0) + 1;
-};
+const count = (kind: string, what: 'step' | 'inner' | 'none' = 'none'): void => countStep(stats, kind, what);
 
 /** The model and the system under test of one generated sequence (fast-check's model and real). */
 export class Harness {
@@ -86,8 +54,13 @@ export class Harness {
     };
   }
 
-  static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<Harness> {
-    return new Harness(await World.create(server, admin, names));
+  static async create(
+    server: ServerInfo,
+    admin: Redis,
+    names: readonly string[],
+    kind: LockKind = 'lock',
+  ): Promise<Harness> {
+    return new Harness(await World.create(server, admin, names, kind));
   }
 
   get maxPeriod(): number {
@@ -524,7 +497,7 @@ abstract class CompositeCommand implements HarnessCommand {
     for (const step of this.steps) {
       step.reset();
       if (!step.applicable(h, true)) {
-        if (!stats.shrinking) stats.skipped++;
+        countSkipped(stats);
         continue;
       }
       count(step.constructor.name, 'inner');
@@ -699,7 +672,7 @@ class StallAfterRenewalCommand implements HarnessCommand {
     });
     if (!(await h.model.waitFor(fired, client.period * 2 + 1000))) {
       client.renewHook = undefined;
-      if (!stats.shrinking) stats.skipped++;
+      countSkipped(stats);
       await h.model.settle();
       return;
     }
@@ -713,7 +686,7 @@ class StallAfterRenewalCommand implements HarnessCommand {
           await this.then.start(h);
           await this.then.finish(h, CALM);
         } else {
-          if (!stats.shrinking) stats.skipped++;
+          countSkipped(stats);
         }
       } finally {
         h.model.faultActive = false;

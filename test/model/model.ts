@@ -23,6 +23,7 @@ import {
   type LostRecord,
   type Op,
   type World,
+  WATCHDOG_TIMEOUTS,
 } from './world.js';
 
 /** A Redis expiry may come this much before the model's earliest bound (ms clock granularity, scheduling). */
@@ -42,6 +43,8 @@ const PURGE_MS = 250;
 const ORPHAN_GRACE_MS = 400;
 /** A free lock must reach one of its waiters this soon (the longest lease a waiter may sleep out + 1 s). */
 const HANDOFF_MS = 5000;
+/** Fair lock: a queue entry's deadline lies at most the waiter lease (watchdogTimeout) ahead, and this. */
+const ENTRY_MARGIN_MS = 100;
 /** Bounded calls (waitTime) must return this soon after waitTime. */
 export const BOUND_MARGIN = 1000;
 /** ... and under a stalled server (README: "a stalled Redis cannot stretch it"). */
@@ -414,6 +417,7 @@ export class Model {
         }
         this.#gone(other, outcome.at, 'its lease ran out: another flow was granted the lock');
       }
+      if (this.world.kind === 'fair') this.#judgeArrivalOrder(job, op, outcome.at, what);
       if (existing && existing.status === 'deleted') {
         // The library replaces its stale record of this owner and tells its holder.
         existing.toldBy = Math.min(existing.toldBy ?? Infinity, outcome.at + LOCAL_MARGIN);
@@ -447,6 +451,54 @@ export class Model {
     // Granted under a fault (late, or with little lease left): its fate is judged by observation, a
     // watchdog period after the adoption (steps are finished, and adopted, after their fault ended).
     if (job.faulted) hold.observeAt = Math.max(hold.observeAt ?? 0, now() + hold.client.period + 300);
+  }
+
+  /**
+   * Fair lock: a fresh grant overtook no waiter that was seen in line before it began and still waits,
+   * alive (neither aborted, nor closed, nor about to give up). Faults and stalls during either wait excuse
+   * it (an entry may have run out and been queued again).
+   */
+  #judgeArrivalOrder(job: Job, op: AcquireOp, at: number, what: string): void {
+    if (job.faulted) return;
+    for (const other of this.inflight) {
+      const o = other.op;
+      if (other === job || !isAcquireOp(o) || o.lock !== op.lock || other.faulted || other.aborted) continue;
+      if (other.client.closed || (other.outcome && other.outcome.at <= at)) continue;
+      const wait = o.kind === 'lock' ? undefined : o.wait;
+      if (wait === 0 || (wait !== undefined && other.startedAt + wait < at + 200)) continue;
+      if (other.queuedAt === undefined || other.queuedAt >= job.startedAt) continue;
+      throw this.violation(
+        `${what} was granted while ${other.actor.name}@${other.client.label} ${describeOp(o)}, in line since ` +
+          `${fmt(job.startedAt - other.startedAt)} ms before it, still waits: a fair lock overtook a waiter`,
+      );
+    }
+  }
+
+  /**
+   * Fair lock: every queue entry's deadline is within the waiter lease of now (none outlives its waiter).
+   * Marks the waits seen in line: a wait whose client has no other wait of this lock owns that client's
+   * entry (waiter ids are `<clientId>:w<n>`).
+   */
+  async #checkFairQueue(lock: number): Promise<void> {
+    const sentAt = now();
+    const queue = await this.world.fairQueue(lock);
+    if (!queue) return;
+    const waits = this.inflight.filter(
+      (j) => !j.settled && isAcquireOp(j.op) && j.op.lock === lock && !(j.op.kind === 'tryLock' && j.op.wait === 0),
+    );
+    for (const wait of waits) {
+      if (wait.queuedAt !== undefined || waits.some((other) => other !== wait && other.client === wait.client))
+        continue;
+      if (queue.ids.some((id) => id.startsWith(`${wait.client.clientId}:w`))) wait.queuedAt = sentAt;
+    }
+    const bound = Math.max(...WATCHDOG_TIMEOUTS) + ENTRY_MARGIN_MS;
+    for (const [id, deadline] of queue.deadlines) {
+      if (deadline > queue.serverNow + bound) {
+        throw this.violation(
+          `L${lock}: queue entry ${id} lives ${fmt(deadline - queue.serverNow)} ms more, beyond the waiter lease (${bound} ms)`,
+        );
+      }
+    }
   }
 
   /** Records the lease of a new acquisition of `hold` and checks the PTTL Redis shows right after it. */
@@ -807,6 +859,7 @@ export class Model {
       if (stalled()) return false;
       const snapshot = await this.world.snapshot(lock);
       if (stalled()) return false;
+      await this.#checkFairQueue(lock);
       const live = this.liveHolds(lock);
       if (live.length > 1) throw this.violation(`L${lock}: two live holds in the model`);
       const expected = new Map(live.map((h) => [h.field, h.count]));

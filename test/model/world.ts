@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { currentFlow } from '../../src/machinery/flow.js';
 import { createLockClient, type LockClient, type LockLease, type RLock } from '../../src/index.js';
-import { lockKeys, type LockKeys } from '../../src/redis/keys.js';
+import { fairLockKeys, lockKeys, type FairLockKeys, type LockKeys } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { newRedis, type Redis } from '../support/fixture.js';
 import type { Hold } from './model.js';
@@ -144,6 +144,8 @@ export class Job {
   aborted = false;
   /** A fault overlapped the call: its outcome and timing are judged loosely. */
   faulted = false;
+  /** Fair lock: when the model first saw this wait's entry in the queue (see Model's fair-queue check). */
+  queuedAt: number | undefined;
   outcome: Outcome | undefined;
   /** An acquisition's new frame. */
   frame: Frame | undefined;
@@ -490,17 +492,15 @@ export const LONGEST_LEASE_MS = 2000;
 export const ACTOR_NAMES = ['A0', 'A1', 'A2', 'B0', 'B1', 'B2'] as const;
 export const ACTORS_PER_CLIENT = 3;
 
-/** Everything one generated sequence runs against. */
-export class World {
+/**
+ * What every model's world has: the server, an admin connection, a connection for faults (DEBUG SLEEP), the
+ * lag monitor (unmodeled stalls are judged as faults) and the harness's own errors. A primitive's world
+ * extends it with its clients and actors.
+ */
+export class BaseWorld {
   readonly server: ServerInfo;
   readonly admin: Redis;
   readonly fault: Redis;
-  readonly names: readonly string[];
-  readonly keys: readonly LockKeys[];
-  readonly clients: ClientHandle[] = [];
-  readonly actors: Actor[] = [];
-  /** Old clients, kept to quit their connections at the end. */
-  readonly retired: ClientHandle[] = [];
   /** Problems of the harness itself (reported as failures too). */
   readonly harnessErrors: string[] = [];
   /** A fault still running in the background (DEBUG SLEEP). */
@@ -511,15 +511,13 @@ export class World {
   onStall: ((ms: number) => void) | undefined;
   readonly #lagMonitor: NodeJS.Timeout;
 
-  private constructor(server: ServerInfo, admin: Redis, names: readonly string[]) {
+  protected constructor(server: ServerInfo, admin: Redis) {
     this.server = server;
     this.admin = admin;
     this.fault = newRedis(server);
     this.fault.on('error', () => undefined);
-    this.names = names;
-    this.keys = names.map((name) => lockKeys('', name));
     // Watches for stalls nobody injected: a late tick of this timer (less what busyWait blocked on purpose),
-    // and renewals left unanswered too long (while DEBUG SLEEP is not running).
+    // and what a subclass adds (lateStall).
     let expected = now() + LAG_TICK_MS;
     let injectedBefore = injectedStallMs;
     this.#lagMonitor = setInterval(() => {
@@ -528,24 +526,34 @@ export class World {
       expected = t + LAG_TICK_MS;
       injectedBefore = injectedStallMs;
       if (late > LAG_NOTE_MS) this.lags.push({ at: t, ms: late });
-      let stall = late;
-      if (!this.faultInFlight) {
-        for (const client of this.clients) {
-          for (const renewal of client.renewalsInFlight) {
-            // Unanswered for this long, less what busyWait blocked on purpose meanwhile.
-            const age = t - renewal.sentAt - (injectedStallMs - renewal.injectedBefore);
-            if (renewal.noted || age <= UNMODELED_STALL_MS) continue;
-            renewal.noted = true;
-            stall = Math.max(stall, age);
-          }
-        }
-      }
+      const stall = Math.max(late, this.lateStall?.(t) ?? 0);
       if (stall > UNMODELED_STALL_MS) {
         trace(`unmodeled stall: ${stall.toFixed(0)} ms`);
         this.onStall?.(stall);
       }
     }, LAG_TICK_MS);
     this.#lagMonitor.unref();
+  }
+
+  /** A stall a subclass sees at `t` besides the event loop's own lateness (0: none). */
+  protected lateStall?(t: number): number;
+
+  /** Stops the lag monitor and waits for a fault still running (the start of every teardown). */
+  protected async stopMonitoring(): Promise<void> {
+    clearInterval(this.#lagMonitor);
+    await this.faultInFlight?.catch(() => undefined);
+  }
+
+  /** Closes every lock client (at most 5 s each), quits their connections and the fault connection. */
+  protected async closeAll(clients: readonly { readonly locks: LockClient; readonly redis: Redis }[]): Promise<void> {
+    for (const client of clients) {
+      await settlesWithin(
+        client.locks.close().catch(() => undefined),
+        5000,
+      );
+      await client.redis.quit().catch(() => client.redis.disconnect());
+    }
+    await this.fault.quit().catch(() => this.fault.disconnect());
   }
 
   /** The longest unmodeled lateness of this process since `since` (0: none noted). */
@@ -559,8 +567,73 @@ export class World {
     return longest;
   }
 
-  static async create(server: ServerInfo, admin: Redis, names: readonly string[]): Promise<World> {
-    const world = new World(server, admin, names);
+  /**
+   * Fires `DEBUG SLEEP` on its own connection; resolves once the server has had time to start sleeping, to
+   * `done` (wrapped: an async function would flatten a returned promise), which settles when it woke up.
+   */
+  async serverSleep(ms: number): Promise<{ readonly done: Promise<unknown> }> {
+    const done = this.fault.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3)).then(
+      () => undefined,
+      (error: unknown) => {
+        this.harnessErrors.push(`DEBUG SLEEP failed: ${String(error)}`);
+      },
+    );
+    this.faultInFlight = done;
+    await sleep(5);
+    return { done };
+  }
+}
+
+/** The lock under test: RLock (`getLock`) or RFairLock (`getFairLock`), which share RLock's interface. */
+export type LockKind = 'lock' | 'fair';
+
+/** A fair lock's waiter queue as Redis has it: waiter ids in line, and each one's deadline (server time). */
+export interface FairQueue {
+  readonly ids: readonly string[];
+  readonly deadlines: ReadonlyMap<string, number>;
+  readonly serverNow: number;
+}
+
+/** Everything one generated sequence of the lock model runs against. */
+export class World extends BaseWorld {
+  readonly kind: LockKind;
+  readonly names: readonly string[];
+  readonly keys: readonly LockKeys[];
+  readonly clients: ClientHandle[] = [];
+  readonly actors: Actor[] = [];
+  /** Old clients, kept to quit their connections at the end. */
+  readonly retired: ClientHandle[] = [];
+
+  private constructor(server: ServerInfo, admin: Redis, names: readonly string[], kind: LockKind) {
+    super(server, admin);
+    this.kind = kind;
+    this.names = names;
+    this.keys = names.map((name) => (kind === 'fair' ? fairLockKeys('', name) : lockKeys('', name)));
+  }
+
+  /** Renewals left unanswered too long (while DEBUG SLEEP is not running). */
+  protected override lateStall(t: number): number {
+    let stall = 0;
+    if (this.faultInFlight) return stall;
+    for (const client of this.clients) {
+      for (const renewal of client.renewalsInFlight) {
+        // Unanswered for this long, less what busyWait blocked on purpose meanwhile.
+        const age = t - renewal.sentAt - (injectedStallMs - renewal.injectedBefore);
+        if (renewal.noted || age <= UNMODELED_STALL_MS) continue;
+        renewal.noted = true;
+        stall = Math.max(stall, age);
+      }
+    }
+    return stall;
+  }
+
+  static async create(
+    server: ServerInfo,
+    admin: Redis,
+    names: readonly string[],
+    kind: LockKind = 'lock',
+  ): Promise<World> {
+    const world = new World(server, admin, names, kind);
     if (monitoring) await world.#monitor();
     for (let slot = 0; slot < WATCHDOG_TIMEOUTS.length; slot++) {
       world.clients.push(new ClientHandle(server, slot, 0, WATCHDOG_TIMEOUTS[slot] ?? 600));
@@ -596,7 +669,26 @@ export class World {
   monitorConnection: Redis | undefined;
 
   rlock(client: ClientHandle, lock: number): RLock {
-    return client.locks.getLock(this.names[lock] ?? '');
+    const name = this.names[lock] ?? '';
+    return this.kind === 'fair' ? client.locks.getFairLock(name) : client.locks.getLock(name);
+  }
+
+  /** A fair lock's queue (undefined for RLock). */
+  async fairQueue(lock: number): Promise<FairQueue | undefined> {
+    if (this.kind !== 'fair') return undefined;
+    const { queueKey, timeoutKey } = this.keys[lock] as FairLockKeys;
+    const replies = await this.admin
+      .multi()
+      .lrange(queueKey, 0, -1)
+      .zrange(timeoutKey, 0, -1, 'WITHSCORES')
+      .time()
+      .exec();
+    const ids = (replies?.[0]?.[1] ?? []) as string[];
+    const scores = (replies?.[1]?.[1] ?? []) as string[];
+    const [seconds = '0', micros = '0'] = (replies?.[2]?.[1] ?? []) as string[];
+    const deadlines = new Map<string, number>();
+    for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
+    return { ids, deadlines, serverNow: Number(seconds) * 1000 + Number(micros) / 1000 };
   }
 
   /** A fresh client in `slot` (after the old one was closed), on a ready connection. */
@@ -631,22 +723,6 @@ export class World {
     return value === null ? undefined : BigInt(value);
   }
 
-  /**
-   * Fires `DEBUG SLEEP` on its own connection; resolves once the server has had time to start sleeping, to
-   * `done` (wrapped: an async function would flatten a returned promise), which settles when it woke up.
-   */
-  async serverSleep(ms: number): Promise<{ readonly done: Promise<unknown> }> {
-    const done = this.fault.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3)).then(
-      () => undefined,
-      (error: unknown) => {
-        this.harnessErrors.push(`DEBUG SLEEP failed: ${String(error)}`);
-      },
-    );
-    this.faultInFlight = done;
-    await sleep(5);
-    return { done };
-  }
-
   /** Subscriber connections of the run's lock channels (0 when nobody waits). */
   async subscribers(): Promise<number> {
     const reply = (await this.admin.pubsub('NUMSUB', ...this.keys.map((k) => k.channel))) as (string | number)[];
@@ -669,7 +745,10 @@ export class World {
           // acquire undone after that), and then by at most that hold's lease: its expiry says so.
           if (/flowlock:hold:/.test(key)) {
             const pttl = await this.admin.pttl(key);
-            if (pttl > 0 && pttl <= LONGEST_LEASE_MS) continue;
+            // -2: it ran out between the SCAN and the PTTL.
+            if (pttl === -2 || (pttl > 0 && pttl <= LONGEST_LEASE_MS)) continue;
+            found.push(`${key} (PTTL ${pttl}: ${JSON.stringify(await this.admin.hgetall(key))})`);
+            continue;
           }
           found.push(key);
         }
@@ -680,8 +759,7 @@ export class World {
 
   /** Best effort, no judging: end every wait and hold, stop the actors, close and quit everything. */
   async teardown(): Promise<void> {
-    clearInterval(this.#lagMonitor);
-    await this.faultInFlight?.catch(() => undefined);
+    await this.stopMonitoring();
     for (const client of this.clients) client.renewHook = undefined;
     for (const actor of this.actors) {
       if (actor.last && !actor.last.settled) {
@@ -695,14 +773,7 @@ export class World {
       actor.post({ kind: 'stop' });
       if (!(await actor.stopped(3000))) this.harnessErrors.push(`${actor.name}: did not stop`);
     }
-    for (const client of [...this.clients, ...this.retired]) {
-      await settlesWithin(
-        client.locks.close().catch(() => undefined),
-        5000,
-      );
-      await client.redis.quit().catch(() => client.redis.disconnect());
-    }
-    await this.fault.quit().catch(() => this.fault.disconnect());
+    await this.closeAll([...this.clients, ...this.retired]);
     this.monitorConnection?.disconnect();
     await this.admin.del(...this.keys.map((k) => k.lockKey)).catch(() => undefined);
   }

@@ -1,0 +1,510 @@
+/**
+ * The model-based test of RSemaphore: six actors on two lock clients take and give back permits of one
+ * semaphore, interleaved with faults, and after every command Redis (the count, the permit queue and its
+ * deadlines, read on an admin connection) and what every actor was told are judged against a model:
+ *
+ * - conservation: available + held by the actors = the total the model set (trySetPermits, addPermits,
+ *   drainPermits, a DEL of the count), at every step; grants whose caller has not heard yet (in flight, or
+ *   being given back after a timeout, an abort or close()) may take permits only until the state is stable;
+ * - stable within STABLE_MS after every command (after its faults): the count is conserved exactly, every
+ *   waiting actor has its entry in the queue and no entry is left of one that stopped, and no queued waiter
+ *   could take its permits (the waiters a release serves are woken and take them: liveness);
+ * - no waiter overtaken: a queued waiter granted while one ahead of it in the queue still waits (between two
+ *   stable states with no fault between them); a newcomer granted beyond what the queued waiters leave it,
+ *   or refused what they leave it, from a stable state; a free semaphore grants at once;
+ * - what each caller is told: a tryAcquire with waitTime gives up no earlier than its waitTime; only an
+ *   abort or close() rejects a wait; close() settles every wait of its client and its grants in flight are
+ *   given back (conservation); a release always succeeds.
+ *
+ * Liveness at the end of a run: after the faults stop, six unbounded waiters for one permit each, served by
+ * one permit released as each is granted, are each granted within STABLE_MS of the previous release.
+ */
+import fc from 'fast-check';
+import type { RSemaphore } from '../../src/index.js';
+import { semaphoreKeys, type SemaphoreKeys } from '../../src/redis/keys.js';
+import type { Redis } from '../support/fixture.js';
+import {
+  ACTORS,
+  actorArb,
+  describeError,
+  faultCommands,
+  KeyFaultCommand,
+  fmt,
+  PrimitiveWorld,
+  slotArb,
+  WaitJob,
+  ModelHarness,
+  type InnerStep,
+  type PrimitiveActor,
+} from './primitive.js';
+import { countStep, newStats } from './runner.js';
+import { now, settlesWithin, type ServerInfo } from './world.js';
+
+export const stats = newStats();
+
+/** The permits the semaphore starts with (trySetPermits). */
+const INITIAL_PERMITS = 3;
+/** The most permits the model lets addPermits set. */
+const MAX_PERMITS = 5;
+/**
+ * How long after a command (and the end of its faults) the state may take to become stable. Its parts: a
+ * waiter refreshes its entry every third of watchdogTimeout (300 ms at most here); an entry left by a failed
+ * leave call lives watchdogTimeout (900 ms); a killed subscriber reconnects in well under a second; the rest
+ * is margin for a loaded 2-core machine (a wrong state never becomes stable: the margin costs nothing).
+ */
+const STABLE_MS = 6000;
+/** A free semaphore grants a newcomer within this (one round trip, on a loaded machine). */
+const AT_ONCE_MS = 3000;
+/** How long a waiting step is watched before the command ends (it then waits in the background). */
+const WATCH_MS = 120;
+
+type AcquireKind = 'try' | 'tryWait' | 'acquire';
+
+type Actor = PrimitiveActor<RSemaphore>;
+
+/** One acquisition by an actor. */
+class SemJob extends WaitJob<RSemaphore> {
+  readonly kind: AcquireKind;
+  readonly permits: number;
+  /** Its entry in the permit queue, once seen there. */
+  entry: string | undefined;
+
+  constructor(actor: Actor, kind: AcquireKind, permits: number, wait: number | undefined) {
+    super(actor, `${kind}(${permits}${wait !== undefined ? `, ${wait}ms` : ''})`, wait, (semaphore, signal) =>
+      kind === 'try'
+        ? semaphore.tryAcquire({ permits, signal })
+        : kind === 'tryWait'
+          ? semaphore.tryAcquire({ permits, waitTime: wait ?? 0, signal })
+          : semaphore.acquire({ permits, signal }).then(() => true),
+    );
+    this.kind = kind;
+    this.permits = permits;
+  }
+}
+
+const semJob = (actor: Actor): SemJob | undefined => (actor.last instanceof SemJob ? actor.last : undefined);
+
+/** What the admin connection read of the semaphore, in one MULTI. */
+interface Snapshot {
+  readonly available: number;
+  /** Live queue entries (a deadline after the server's time), in queue order. */
+  readonly queue: readonly string[];
+  /** Every entry of the list, live or not. */
+  readonly listed: number;
+  readonly at: number;
+}
+
+const entryNeed = (entry: string): number => Number(entry.split('|')[0]);
+const entryClient = (entry: string): string => entry.split('|')[1] ?? '';
+const entryNumber = (entry: string): number => Number(entry.split('|')[2]);
+const needs = (entries: readonly string[]): number => entries.reduce((sum, entry) => sum + entryNeed(entry), 0);
+
+class SemWorld extends PrimitiveWorld<RSemaphore> {
+  readonly semKeys: SemaphoreKeys;
+
+  constructor(server: ServerInfo, admin: Redis, name: string) {
+    const keys = semaphoreKeys('', name);
+    super(server, admin, name, [keys.lockKey, keys.queueKey, keys.deadlinesKey], (locks) => locks.getSemaphore(name));
+    this.semKeys = keys;
+  }
+
+  async snapshot(): Promise<Snapshot> {
+    const { lockKey, queueKey, deadlinesKey } = this.semKeys;
+    const replies = await this.admin
+      .multi()
+      .get(lockKey)
+      .lrange(queueKey, 0, -1)
+      .zrange(deadlinesKey, 0, -1, 'WITHSCORES')
+      .time()
+      .exec();
+    const value = replies?.[0]?.[1] as string | null;
+    const list = (replies?.[1]?.[1] ?? []) as string[];
+    const scores = (replies?.[2]?.[1] ?? []) as string[];
+    const [seconds = '0', micros = '0'] = (replies?.[3]?.[1] ?? []) as string[];
+    const serverNow = Number(seconds) * 1000 + Number(micros) / 1000;
+    const deadlines = new Map<string, number>();
+    for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
+    const queue = list.filter((entry) => (deadlines.get(entry) ?? -Infinity) > serverNow);
+    return { available: value === null ? 0 : Number(value), queue, listed: list.length, at: now() };
+  }
+}
+
+/** The model and the system under test of one generated sequence (fast-check's model and real). */
+export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
+  /** The permits the user set (available + held by the actors, once stable). */
+  total = INITIAL_PERMITS;
+  /** The last stable state, and whether the queue's order may have changed since (a fault, a stall). */
+  stable: Snapshot | undefined;
+  orderExcused = false;
+
+  private constructor(world: SemWorld) {
+    super(world, stats);
+  }
+
+  static async create(server: ServerInfo, admin: Redis, name: string): Promise<SemHarness> {
+    const world = new SemWorld(server, admin, name);
+    const h = new SemHarness(world);
+    await world.ready();
+    if (!(await world.clients[0]?.primitive.trySetPermits(INITIAL_PERMITS))) throw h.violation('trySetPermits refused');
+    if (await world.clients[1]?.primitive.trySetPermits(1)) throw h.violation('a second trySetPermits was taken');
+    await h.settle();
+    return h;
+  }
+
+  faulted(): void {
+    this.orderExcused = true;
+  }
+
+  protected describeModel(): string {
+    const actors = this.world.actors
+      .map((a) => `${a.name}: held ${a.held}${a.busy ? `, waits ${String(a.last)}` : ''}`)
+      .join('; ');
+    return `total ${this.total}; ${actors}`;
+  }
+
+  get held(): number {
+    return this.world.actors.reduce((sum, a) => sum + a.held, 0);
+  }
+
+  /** Takes in what settled acquisitions were told, judging each. */
+  adopt(): void {
+    for (const actor of this.world.actors) {
+      const job = semJob(actor);
+      if (!job?.outcome || job.adopted) continue;
+      job.adopted = true;
+      const { value: granted, error, at } = job.outcome;
+      if (granted) {
+        actor.held += job.permits;
+        this.note(`${actor.name} granted ${job.permits} (${String(job)})`);
+        continue;
+      }
+      this.judgeEnded(job);
+      if (error !== undefined) continue;
+      if (job.kind === 'acquire') throw this.violation(`${actor.name} acquire() resolved without permits`);
+      this.note(`${actor.name} ${String(job)} refused after ${fmt(at - job.startedAt)} ms`);
+    }
+  }
+
+  /** Permits taken in Redis and not yet told (in flight), from a snapshot read after adopt(). */
+  #unaccounted(snap: Snapshot): number {
+    const missing = this.total - snap.available - this.held;
+    if (missing < 0)
+      throw this.violation(
+        `more permits than the total: ${snap.available} available + ${this.held} held > ${this.total}`,
+      );
+    return missing;
+  }
+
+  /**
+   * Polls until the state is stable (see the file's comment), at most STABLE_MS after the command and its
+   * faults, judging conservation on every read; then judges the queue's order against the last stable state.
+   */
+  async settle(): Promise<Snapshot> {
+    const snap = await this.settleOn(
+      STABLE_MS,
+      () => this.adopt(),
+      () => this.world.snapshot(),
+      (state) => this.#unstable(state, this.#unaccounted(state)),
+    );
+    this.#judgeOrder(snap);
+    this.stable = snap;
+    this.orderExcused = false;
+    return snap;
+  }
+
+  #unstable(snap: Snapshot, missing: number): string | undefined {
+    if (missing > 0) {
+      const waiting = this.world.actors.filter((a) => a.busy);
+      return `${missing} permits taken and not told (${waiting.length} waiting, ${snap.available} available)`;
+    }
+    let ahead = 0;
+    for (const entry of snap.queue) {
+      if (snap.available - ahead >= entryNeed(entry)) return `queued ${entry} could take its permits`;
+      ahead += entryNeed(entry);
+    }
+    // Every waiting actor has its entry, and each entry a waiting actor (matched by client and need, in
+    // order of arrival: entries of a client are numbered in the order its waits began).
+    const waiting = this.world.actors
+      .map(semJob)
+      .filter((job): job is SemJob => job !== undefined && job.waiting && job.kind !== 'try')
+      .sort((a, b) => a.startedAt - b.startedAt);
+    const entries = [...snap.queue].sort((a, b) => entryNumber(a) - entryNumber(b));
+    const owners = new Map<string, SemJob>();
+    for (const job of waiting) {
+      const entry = entries.find(
+        (e) => !owners.has(e) && entryClient(e) === job.client.locks.clientId && entryNeed(e) === job.permits,
+      );
+      if (entry === undefined) return `${job.actor.name} ${String(job)} has no entry in the queue`;
+      owners.set(entry, job);
+    }
+    const ghost = entries.find((e) => !owners.has(e));
+    if (ghost !== undefined) return `queue entry ${ghost} has no waiter`;
+    if (snap.listed !== snap.queue.length) return `${snap.listed - snap.queue.length} dead entries still listed`;
+    for (const [entry, job] of owners) job.entry = entry;
+    return undefined;
+  }
+
+  /** A waiter granted while one ahead of it in the last stable queue still waits: overtaken. */
+  #judgeOrder(snap: Snapshot): void {
+    const before = this.stable;
+    if (!before || this.orderExcused) return;
+    const still = new Set(snap.queue);
+    const granted = new Set(
+      this.world.actors
+        .map(semJob)
+        .filter((job) => job?.entry !== undefined && job.outcome?.value === true)
+        .map((job) => job?.entry),
+    );
+    for (let i = 0; i < before.queue.length; i++) {
+      const ahead = before.queue[i] ?? '';
+      if (!still.has(ahead)) continue;
+      for (const behind of before.queue.slice(i + 1)) {
+        if (granted.has(behind)) throw this.violation(`queued ${behind} was granted while ${ahead} ahead still waits`);
+      }
+    }
+  }
+
+  /** Ends the run: aborts the waits, gives everything back, then checks liveness and what is left. */
+  async finish(): Promise<void> {
+    const { world } = this;
+    await this.abortWaits();
+    for (const actor of world.actors) await this.release(actor, actor.held);
+    await this.settle();
+    // Liveness once the faults stopped: one permit, six unbounded waiters, each released as it is granted.
+    const semaphore = world.clients[0]?.primitive;
+    if (!semaphore) throw new Error('no client');
+    if (this.total !== 1) await semaphore.addPermits(1 - this.total);
+    this.total = 1;
+    const jobs = world.actors.map((actor) => {
+      const job = new SemJob(actor, 'acquire', 1, undefined);
+      actor.last = job;
+      return job;
+    });
+    for (let served = 0; served < jobs.length; served++) {
+      const next = Promise.race(jobs.filter((j) => !j.adopted).map((j) => j.done.then(() => j)));
+      if (!(await settlesWithin(next, STABLE_MS)))
+        throw this.violation(`liveness: no waiter granted within ${STABLE_MS} ms of the permit's release`);
+      this.adopt();
+      const holder = world.actors.find((a) => a.held > 0);
+      if (!holder) throw this.violation('liveness: a wait ended without its permit');
+      await this.release(holder, holder.held);
+    }
+    const snap = await this.settle();
+    if (snap.available !== 1) throw this.violation(`${snap.available} permits available at the end, not 1`);
+    const { queueKey, deadlinesKey } = world.semKeys;
+    const [list, deadlines] = await Promise.all([
+      world.admin.lrange(queueKey, 0, -1),
+      world.admin.zrange(deadlinesKey, 0, -1, 'WITHSCORES'),
+    ]);
+    if (list.length + deadlines.length > 0)
+      throw this.violation(
+        `the permit queue is left on the server with nobody waiting: list [${list.join(', ')}], ` +
+          `deadlines [${deadlines.join(', ')}]`,
+      );
+    await this.closeClients();
+  }
+
+  async release(actor: Actor, permits: number): Promise<void> {
+    if (permits <= 0) return;
+    actor.held -= permits;
+    this.note(`${actor.name} release(${permits})`);
+    try {
+      await actor.client.primitive.release(permits);
+    } catch (error) {
+      throw this.violation(`${actor.name} release(${permits}) failed: ${describeError(error)}`);
+    }
+  }
+}
+
+type SemCommand = fc.AsyncCommand<SemHarness, SemHarness>;
+
+/** An acquisition by one actor; watched for WATCH_MS (a wait goes on in the background). */
+class AcquireCommand implements SemCommand, InnerStep<SemHarness> {
+  constructor(
+    readonly actor: number,
+    readonly kind: AcquireKind,
+    readonly permits: number,
+    readonly wait: number | undefined,
+  ) {}
+
+  by(actor: number): AcquireCommand {
+    return new AcquireCommand(actor, this.kind, this.permits, this.wait);
+  }
+
+  check(h: SemHarness): boolean {
+    return !(h.world.actors[this.actor]?.busy ?? true);
+  }
+
+  start(h: SemHarness): SemJob {
+    return h.world.begin(h, this.actor, (actor) => new SemJob(actor, this.kind, this.permits, this.wait));
+  }
+
+  async run(h: SemHarness): Promise<void> {
+    countStep(stats, this.kind, 'step');
+    const stable = h.stable;
+    const free = stable !== undefined && stable.available - needs(stable.queue) >= this.permits;
+    const job = this.start(h);
+    await settlesWithin(job.done, this.kind === 'try' || free ? AT_ONCE_MS : WATCH_MS);
+    h.adopt();
+    if (stable && !h.orderExcused) this.judgeNewcomer(h, stable, job);
+    await h.settle();
+  }
+
+  /**
+   * A newcomer from a stable state: granted only what the queued waiters that cannot leave meanwhile leave
+   * it; granted at once when the waiters (all of them) leave it enough.
+   */
+  judgeNewcomer(h: SemHarness, stable: Snapshot, job: SemJob): void {
+    const jobs = new Map(h.world.actors.map((a) => [semJob(a)?.entry, semJob(a)]));
+    let needAll = 0;
+    let needCertain = 0;
+    for (const entry of stable.queue) {
+      needAll += entryNeed(entry);
+      const owner = jobs.get(entry);
+      if (owner && owner.kind === 'acquire' && !owner.aborted && !owner.client.closed) needCertain += entryNeed(entry);
+    }
+    const { outcome } = job;
+    if (outcome?.value && stable.available - needCertain < job.permits)
+      throw h.violation(
+        `newcomer ${job.actor.name} ${String(job)} granted with ${stable.available} available and ` +
+          `${needCertain} kept for waiters ahead`,
+      );
+    // A short waitTime may run out before a reply on a loaded machine: only longer waits are judged here.
+    const judged = job.kind !== 'tryWait' || (job.wait ?? 0) >= 1500;
+    if (judged && stable.available - needAll >= job.permits && !outcome?.value && !job.aborted) {
+      if (!outcome) throw h.violation(`free permits: ${String(job)} not granted within ${AT_ONCE_MS} ms`);
+      throw h.violation(
+        `${String(job)} refused after ${fmt(outcome.at - job.startedAt)} ms with ${stable.available} available ` +
+          `and ${needAll} queued needs`,
+      );
+    }
+  }
+
+  toString(): string {
+    return `${ACTORS[this.actor] ?? '?'} ${this.kind}(${this.permits}${this.wait !== undefined ? `, ${this.wait}ms` : ''})`;
+  }
+}
+
+class ReleaseCommand implements SemCommand {
+  constructor(
+    readonly actor: number,
+    readonly permits: number,
+  ) {}
+
+  check(h: SemHarness): boolean {
+    return (h.world.actors[this.actor]?.held ?? 0) > 0;
+  }
+
+  async run(h: SemHarness): Promise<void> {
+    const actor = h.world.actors[this.actor];
+    if (!actor) return;
+    countStep(stats, 'release', 'step');
+    await h.release(actor, Math.min(this.permits, actor.held));
+    await h.settle();
+  }
+
+  toString(): string {
+    return `${ACTORS[this.actor] ?? '?'} release(${this.permits})`;
+  }
+}
+
+/** addPermits(delta), drainPermits() or availablePermits() by client A or B. */
+class CountCommand implements SemCommand {
+  constructor(
+    readonly slot: number,
+    readonly what: 'add' | 'drain' | 'available',
+    readonly delta: number,
+  ) {}
+
+  check(h: SemHarness): boolean {
+    if (this.what !== 'add') return true;
+    const total = h.total + this.delta;
+    return total >= 0 && total <= MAX_PERMITS;
+  }
+
+  async run(h: SemHarness): Promise<void> {
+    const client = h.world.clients[this.slot];
+    if (!client) return;
+    countStep(stats, this.what, 'step');
+    const semaphore = client.primitive;
+    if (this.what === 'add') {
+      await semaphore.addPermits(this.delta);
+      h.total += this.delta;
+    } else if (this.what === 'drain') {
+      const drained = await semaphore.drainPermits();
+      if (drained < 0) throw h.violation(`drainPermits returned ${drained}`);
+      h.total -= drained;
+    } else {
+      h.adopt();
+      const held = h.held;
+      const available = await semaphore.availablePermits();
+      if (available + held > h.total)
+        throw h.violation(`availablePermits() ${available} + ${held} held > total ${h.total}`);
+    }
+    h.note(`${client.label} ${String(this)} (total ${h.total})`);
+    await h.settle();
+  }
+
+  toString(): string {
+    const who = 'AB'[this.slot] ?? '?';
+    return this.what === 'add' ? `${who} addPermits(${this.delta})` : `${who} ${this.what}Permits()`;
+  }
+}
+
+/** DEL or PEXPIRE 1 of the count (its permits are gone from the total) or of the permit queue's keys. */
+class DeleteKeyCommand extends KeyFaultCommand<RSemaphore, SemHarness> {
+  override check(h: SemHarness): boolean {
+    // The count's PEXPIRE: only with nobody waiting (a grant between the read and the expiry would be lost
+    // to the model's arithmetic, not to the library).
+    return !(this.key === 'count' && this.how === 'pexpire' && h.world.actors.some((a) => a.busy));
+  }
+
+  protected async hit(h: SemHarness): Promise<void> {
+    const { admin, semKeys: keys } = h.world;
+    if (this.key === 'count') {
+      const value =
+        this.how === 'del'
+          ? ((await admin.call('GETDEL', keys.lockKey)) as string | null)
+          : ((await admin.multi().get(keys.lockKey).pexpire(keys.lockKey, 1).exec())?.[0]?.[1] as string | null);
+      if (this.how === 'pexpire') await h.world.expireNow(keys.lockKey);
+      h.total -= value === null ? 0 : Number(value);
+      return;
+    }
+    const key = this.key === 'queue' ? keys.queueKey : keys.deadlinesKey;
+    if (this.how === 'del') await admin.del(key);
+    else await h.world.expireNow(key);
+  }
+}
+
+const permitsArb = fc.integer({ min: 1, max: 3 });
+const acquireArb: fc.Arbitrary<AcquireCommand> = fc
+  .tuple(
+    actorArb,
+    fc.constantFrom<AcquireKind>('try', 'tryWait', 'acquire'),
+    permitsArb,
+    fc.constantFrom(50, 300, 1500),
+  )
+  .map(
+    ([actor, kind, permits, wait]) => new AcquireCommand(actor, kind, permits, kind === 'tryWait' ? wait : undefined),
+  );
+const releaseArb = fc.tuple(actorArb, permitsArb).map(([actor, permits]) => new ReleaseCommand(actor, permits));
+
+/** Operations three times as often as each kind of fault. */
+export const semaphoreCommands: fc.Arbitrary<SemCommand>[] = [
+  acquireArb,
+  acquireArb,
+  acquireArb,
+  releaseArb,
+  releaseArb,
+  releaseArb,
+  fc
+    .tuple(slotArb, fc.constantFrom('add' as const, 'drain' as const, 'available' as const), fc.constantFrom(-1, 1, 2))
+    .map(([slot, what, delta]) => new CountCommand(slot, what, delta)),
+  fc
+    .tuple(
+      fc.constantFrom('count' as const, 'queue' as const, 'deadlines' as const),
+      fc.constantFrom('del' as const, 'pexpire' as const),
+    )
+    .map(([key, how]) => new DeleteKeyCommand(key, how)),
+  ...faultCommands<RSemaphore, SemHarness>(acquireArb),
+];
