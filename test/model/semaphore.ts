@@ -213,6 +213,9 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
   }
 
   #unstable(snap: Snapshot, missing: number): string | undefined {
+    // A call that settled after adopt() ran may have changed Redis after the read: look again.
+    const unadopted = this.world.actors.map(semJob).find((job) => job?.outcome !== undefined && !job.adopted);
+    if (unadopted !== undefined) return `${unadopted.actor.name} ${String(unadopted)} settled since the read`;
     if (missing > 0) {
       const waiting = this.world.actors.filter((a) => a.busy);
       return `${missing} permits taken and not told (${waiting.length} waiting, ${snap.available} available)`;
