@@ -1,7 +1,8 @@
 // T14: the lock through the client under test (REDIS_CLIENT) in Sentinel mode: an ioredis or iovalkey Redis
 // with `sentinels`, or a node-redis createSentinel; with the master SIGKILLed under a steady workload.
 // Sentinel promotes the replica (a few seconds with down-after 1000 ms); callers may see errors until
-// then, and must not afterwards: work resumes within a bound and the last operation succeeds.
+// then, and must not afterwards: work resumes within a bound and the last operation succeeds (or only ran
+// out of its wait time: a non-fair lock bounds no wait under contention).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis as Redis5, type RedisOptions } from 'ioredis';
 import { Redis as Redis6 } from 'ioredis6';
@@ -104,7 +105,7 @@ describe('T14: Sentinel failover', () => {
     const acquisitions: number[] = [];
     const sections: (Section & { at: number })[] = [];
     const failures: Failure[] = [];
-    const last = new Map<string, 'ok' | 'error'>();
+    const last = new Map<string, string>();
     let counter = 0;
     let stopping = false;
     // Connected first (a command without a waitTime waits for that): the workload's 2 s waitTime is for the
@@ -129,7 +130,7 @@ describe('T14: Sentinel failover', () => {
           last.set(worker, 'ok');
         } catch (error) {
           failures.push({ startedAt, at: performance.now(), worker, error: String(error) });
-          last.set(worker, 'error');
+          last.set(worker, String(error));
           await sleep(50); // no hot loop while commands fail fast
         }
       }
@@ -161,8 +162,12 @@ describe('T14: Sentinel failover', () => {
 
       stopping = true;
       await Promise.all(workers);
-      // The last operation of each worker, and one more on each client, succeed.
-      expect([...last.values()], `the last failures: ${JSON.stringify(failures.slice(-2))}`).toEqual(['ok', 'ok']);
+      // The last operation of each worker, and one more on each client, succeed. A non-fair lock bounds no
+      // wait under contention, though: on a loaded machine one of two clients taking turns can wait past its
+      // 2 s (the other takes the lock again after each of its own releases), so a wait that ran out is no
+      // failover failure; anything else is.
+      const failedOtherwise = (error: string): boolean => !error.startsWith('LockAcquireTimeoutError');
+      expect([...last.values()].filter((outcome) => outcome !== 'ok' && failedOtherwise(outcome))).toEqual([]);
       for (const locks of clients) {
         expect(await locks.getLock(name).withLock(() => 'done', options)).toBe('done');
       }
@@ -196,7 +201,10 @@ describe('T14: Sentinel failover', () => {
 
       expect(failuresBefore).toBe(0);
       expect(resumedAt - killedAt).toBeLessThan(15_000);
-      expect(late).toEqual([]);
+      expect(late.filter((f) => failedOtherwise(f.error))).toEqual([]);
+      // ...and rarely: a wait that runs out more often than once in 20 operations is not barging but a stall.
+      const afterQuiet = acquisitions.filter((at) => at > quietFrom).length;
+      expect(late.length).toBeLessThanOrEqual(Math.max(2, Math.floor(afterQuiet / 20)));
     } finally {
       stopping = true;
       await Promise.all(workers);
