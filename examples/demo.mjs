@@ -503,9 +503,16 @@ async function observeScene(redis) {
       'holds()',
       `${hold.name} holdCount=${hold.holdCount} renewing=${hold.renewing} lease left ${Math.round(hold.leaseRemainingMs)} ms`,
     );
-    // What `flowlock inspect` shows: the holder info the acquire wrote beside the lock (not in Redisson's hash).
-    const [holder] = (await inspectLock(redis, 'demo:orders:42')).owners;
-    log('admin', 'inspectLock', `${holder?.owner} since ${holder?.since} by ${holder?.who}`);
+    // What `flowlock inspect` shows: the owner at once; when and where the hold began once the watchdog's
+    // first renewal (a third of watchdogTimeout in) has written it beside the lock (not in Redisson's hash).
+    const first = (await inspectLock(redis, 'demo:orders:42')).owners[0];
+    log('admin', 'inspectLock', `${first?.owner} since ${first?.since} by ${first?.who}`);
+    let holder = first;
+    for (let tries = 0; tries < 100 && !holder?.who; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      [holder] = (await inspectLock(redis, 'demo:orders:42')).owners;
+    }
+    log('admin', 'inspectLock', `${holder?.owner} since ${holder?.since} by ${holder?.who} (renewed once)`);
     await redis.del('demo:orders:42');
     log('admin', 'DEL', 'demo:orders:42 (as an eviction or an operator would)');
     await once(lease.signal, 'abort');
