@@ -41,10 +41,10 @@ function instantClient(): object {
   return Object.assign(new EventEmitter(), {
     status: 'ready',
     options: {},
-    // The lock's acquire script has 4 keys (reply: acquired, token, hold count 1, owner 1); its release 4
-    // as well, told apart by their arguments' count: the acquire's 4th is the owner, the release's its mode.
+    // The lock's acquire script has 4 keys and 5 arguments (reply: acquired, token, hold count 1, owner 1);
+    // its release 4 keys and 6 arguments: told apart by their count.
     evalsha: (_sha: string, _keys: number, ...rest: unknown[]) =>
-      Promise.resolve(rest.length === 8 ? [1, token++, 1, 1] : [0, 1, 0]),
+      Promise.resolve(rest.length === 9 ? [1, token++, 1, 1] : [0, 1, 0]),
     eval: () => Promise.reject(new Error('not used')),
     call: () => Promise.resolve(''),
     duplicate: () => {

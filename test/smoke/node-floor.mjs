@@ -146,7 +146,8 @@ try {
     const redis = new Redis(url);
     const locks = esm.createLockClient(redis, { holderInfo: { app: 'smoke' } });
     const name = `smoke:cli:${process.pid}`;
-    const lease = await locks.getLock(name).acquire({ leaseTime: 10_000 });
+    // A fair lock records its holder info with the grant (a plain lock's hold at its first renewal).
+    const lease = await locks.getFairLock(name).acquire({ leaseTime: 10_000 });
     const cliPath = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
     const cli = spawnSync(process.execPath, [cliPath, 'inspect', name, '--url', url, '--json'], {
       encoding: 'utf8',
