@@ -11,7 +11,17 @@ import fc from 'fast-check';
 import { createLockClient, LockClientClosedError, type LockClient } from '../../src/index.js';
 import { newRedis, type Redis } from '../support/fixture.js';
 import { countSkipped, countStep, type Stats } from './runner.js';
-import { BaseWorld, busyWait, now, settlesWithin, trace, WATCHDOG_TIMEOUTS, type ServerInfo } from './world.js';
+import {
+  BaseWorld,
+  busyWait,
+  now,
+  settlesWithin,
+  trace,
+  traceLog,
+  tracing,
+  WATCHDOG_TIMEOUTS,
+  type ServerInfo,
+} from './world.js';
 
 export const ACTORS = ['A0', 'A1', 'A2', 'B0', 'B1', 'B2'] as const;
 export const ACTORS_PER_CLIENT = 3;
@@ -262,6 +272,10 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
       async () => {
         adopt();
         state = { value: await read() };
+        // A call that settled while Redis was read is neither waiting nor adopted: judging this read without
+        // it would miss its grant (its reply may come in before a read sent earlier on another connection).
+        const unadopted = this.world.actors.find((a) => a.last?.outcome !== undefined && !a.last.adopted);
+        if (unadopted) return `${unadopted.name}'s ${String(unadopted.last)} settled during the read`;
         return unstable(state.value);
       },
     );
@@ -315,7 +329,8 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
   }
 
   violation(message: string): Violation {
-    return new Violation(`${message}\n  ${this.describeModel()}\n  log:\n    ${this.#log.join('\n    ')}`);
+    const traced = tracing ? `\n  trace:\n${traceLog.slice(-120).join('\n')}` : '';
+    return new Violation(`${message}\n  ${this.describeModel()}\n  log:\n    ${this.#log.join('\n    ')}${traced}`);
   }
 }
 

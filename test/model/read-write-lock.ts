@@ -259,12 +259,15 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
   async finish(): Promise<void> {
     const { world } = this;
     await this.abortWaits();
+    // An aborted wait may have been granted all the same: adopted (and released below) before liveness.
+    await this.settle();
     for (const job of this.live()) await this.release(job);
     await this.settle();
     // Liveness once the faults stopped: three writers and three readers, each releasing at once.
     const jobs = world.actors.map((actor) => {
       const job = new RwJob(actor, actor.index % 2 === 0 ? 'write' : 'read', undefined);
       actor.last = job;
+      this.note(`liveness: ${actor.name} ${String(job)} on ${job.client.label}`);
       return job;
     });
     const released = new Set<RwJob>();
