@@ -2,8 +2,8 @@
  * What the models of the lock family's other primitives (semaphore, latch, ...) share: two lock clients on
  * their own connections (a closed one is replaced by a fresh one), six actors (three per client) that each
  * run one waiting call at a time in the background, and the fault commands (an event-loop stall or DEBUG
- * SLEEP with a call in flight, CLIENT KILL TYPE pubsub, close() with a call of its client in flight, an
- * abort). A model supplies its harness (PrimitiveHarness: settle-and-judge after every command) and its own
+ * SLEEP with a call in flight, SCRIPT FLUSH, a killed data connection or a dropped reply with a call in
+ * flight, CLIENT KILL TYPE pubsub, close() with a call of its client in flight, an abort). A model supplies its harness (PrimitiveHarness: settle-and-judge after every command) and its own
  * operations. Nothing here judges but what every primitive must do: an aborted or closed wait settles.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -156,7 +156,6 @@ export class PrimitiveWorld<P> extends BaseWorld {
     this.name = name;
     this.keys = keys;
     this.#make = make;
-    for (let slot = 0; slot < 2; slot++) this.clients.push(new PrimitiveClient(server, slot, 0, make));
     ACTORS.forEach((_, i) => this.actors.push(new PrimitiveActor(this, i)));
   }
 
@@ -179,8 +178,14 @@ export class PrimitiveWorld<P> extends BaseWorld {
     return job;
   }
 
-  /** Waits for ready connections (a command queued offline reaches Redis later than a model assumes). */
+  /**
+   * Starts the proxy, then the two clients (slot 1's through the proxy), and waits for ready connections (a
+   * command queued offline reaches Redis later than a model assumes).
+   */
   async ready(): Promise<void> {
+    await this.startProxy();
+    for (let slot = 0; slot < 2; slot++)
+      this.clients.push(new PrimitiveClient(this.endpointFor(slot), slot, 0, this.#make));
     await Promise.all([this.fault, ...this.clients.map((c) => c.redis)].map((r) => r.ping()));
   }
 
@@ -188,7 +193,7 @@ export class PrimitiveWorld<P> extends BaseWorld {
     const old = this.clients[slot];
     if (!old) throw new Error(`no client in slot ${slot}`);
     this.retired.push(old);
-    const fresh = new PrimitiveClient(this.server, slot, old.gen + 1, this.#make);
+    const fresh = new PrimitiveClient(this.endpointFor(slot), slot, old.gen + 1, this.#make);
     this.clients[slot] = fresh;
     await fresh.redis.ping();
     return fresh;
@@ -379,6 +384,77 @@ export class FaultCommand<P, H extends PrimitiveHarness<P>> implements Command<H
   }
 }
 
+/** How long a dropped reply is waited for before the drop is called off (the step ends then). */
+const DROP_WINDOW_MS = 500;
+
+/**
+ * A fault on the way to Redis, with a model's call (or none) in flight:
+ * - `flush`: SCRIPT FLUSH, then the call (its scripts meet NOSCRIPT and are sent again by source);
+ * - `kill`: CLIENT KILL of the caller's data connection right after the call went out (ioredis reconnects and
+ *   resends what was unanswered: the call may run twice);
+ * - `kill-queued`: the same while the server sleeps 50 ms, so that the call and the kill queue up: woken, the
+ *   server may run the call and drop the connection before its reply goes out (a resend of a call that ran);
+ * - `drop`: the next reply through the test proxy (slot 1's connections, the call's or its subscriber's) is
+ *   dropped and that connection cut, as a network would (called off after DROP_WINDOW_MS).
+ */
+export class ConnectionFaultCommand<P, H extends PrimitiveHarness<P>> implements Command<H> {
+  readonly inner: InnerStep<H> | undefined;
+
+  constructor(
+    readonly how: 'flush' | 'kill' | 'kill-queued' | 'drop',
+    inner: InnerStep<H> | undefined,
+  ) {
+    // A dropped reply hits slot 1's connections only: the call is made by the matching actor of that client.
+    this.inner = how === 'drop' ? inner?.by(ACTORS_PER_CLIENT + (inner.actor % ACTORS_PER_CLIENT)) : inner;
+  }
+
+  check(h: H): boolean {
+    return this.inner === undefined || this.inner.check(h);
+  }
+
+  async run(h: H): Promise<void> {
+    const { world } = h;
+    countStep(h.stats, CONNECTION_FAULT_KINDS[this.how], 'step');
+    h.faulted();
+    const slot = this.inner ? Math.floor(this.inner.actor / ACTORS_PER_CLIENT) : 0;
+    const client = world.clients[slot];
+    const id = this.how.startsWith('kill') && client ? await client.redis.client('ID') : undefined;
+    if (this.how === 'flush') await world.flushScripts();
+    if (this.how === 'drop') world.proxy?.dropNextReplies(1);
+    const sleeping = this.how === 'kill-queued' ? await world.serverSleep(50) : undefined;
+    if (this.inner) {
+      countStep(h.stats, this.inner.kind, 'inner');
+      this.inner.start(h);
+    }
+    if (id !== undefined) {
+      await sleep(sleeping ? 1 : Math.floor(Math.random() * 3));
+      await world.admin.call('CLIENT', 'KILL', 'ID', String(id));
+    }
+    await sleeping?.done;
+    if (this.how === 'drop') {
+      const by = now() + DROP_WINDOW_MS;
+      while ((world.proxy?.pendingDrops ?? 0) > 0 && now() < by) await sleep(5);
+      const dropped = world.proxy?.pendingDrops === 0;
+      world.proxy?.dropNextReplies(0);
+      h.note(dropped ? 'a reply was dropped' : 'no reply to drop');
+    }
+    h.calmFrom = now();
+    h.note(`${String(this)} over`);
+    await h.settle();
+  }
+
+  toString(): string {
+    return `${CONNECTION_FAULT_KINDS[this.how]}${this.inner ? ` with ${String(this.inner)}` : ''}`;
+  }
+}
+
+const CONNECTION_FAULT_KINDS = {
+  flush: 'SCRIPT FLUSH',
+  kill: 'CLIENT KILL data',
+  'kill-queued': 'CLIENT KILL data behind DEBUG SLEEP',
+  drop: 'dropped reply',
+} as const;
+
 /**
  * DEL or PEXPIRE 1 of one of the primitive's keys from the admin connection; `hit` does it (an expired key is
  * judged once gone: see expireNow) and tells the model what it took.
@@ -516,6 +592,9 @@ export function faultCommands<P, H extends PrimitiveHarness<P>>(
     fc
       .tuple(fc.constantFrom('stall' as const, 'sleep' as const), faultMsArb, maybe)
       .map(([how, ms, step]) => new FaultCommand<P, H>(how, ms, step)),
+    fc
+      .tuple(fc.constantFrom('flush' as const, 'kill' as const, 'kill-queued' as const, 'drop' as const), maybe)
+      .map(([how, step]) => new ConnectionFaultCommand<P, H>(how, step)),
     fc.constant(new KillSubscribersCommand<P, H>()),
     fc.tuple(slotArb, maybe).map(([slot, step]) => new CloseCommand<P, H>(slot, step)),
     actorArb.map((actor) => new AbortCommand<P, H>(actor)),

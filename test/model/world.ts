@@ -9,6 +9,7 @@ import { createLockClient, type LockClient, type LockLease, type RLock } from '.
 import { fairLockKeys, lockKeys, type FairLockKeys, type LockKeys } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { newRedis, type Redis } from '../support/fixture.js';
+import { TcpProxy } from '../support/proxy.js';
 import type { Hold } from './model.js';
 
 export const now = (): number => performance.now();
@@ -501,6 +502,11 @@ export class BaseWorld {
   readonly server: ServerInfo;
   readonly admin: Redis;
   readonly fault: Redis;
+  /**
+   * The test proxy the second client (slot 1) connects through, for dropped replies (started by the
+   * subclass before its clients: startProxy).
+   */
+  proxy: TcpProxy | undefined;
   /** Problems of the harness itself (reported as failures too). */
   readonly harnessErrors: string[] = [];
   /** A fault still running in the background (DEBUG SLEEP). */
@@ -535,6 +541,21 @@ export class BaseWorld {
     this.#lagMonitor.unref();
   }
 
+  /** Starts the proxy of slot 1's connections. */
+  protected async startProxy(): Promise<void> {
+    this.proxy = await TcpProxy.start(this.server.port);
+  }
+
+  /** Where the client of `slot` connects: slot 1 through the proxy once it runs, slot 0 straight. */
+  endpointFor(slot: number): ServerInfo {
+    return slot === 1 && this.proxy ? { host: '127.0.0.1', port: this.proxy.port } : this.server;
+  }
+
+  /** SCRIPT FLUSH: every client's next script call meets NOSCRIPT (and sends the source). */
+  async flushScripts(): Promise<void> {
+    await this.admin.call('SCRIPT', 'FLUSH');
+  }
+
   /** A stall a subclass sees at `t` besides the event loop's own lateness (0: none). */
   protected lateStall?(t: number): number;
 
@@ -554,6 +575,7 @@ export class BaseWorld {
       await client.redis.quit().catch(() => client.redis.disconnect());
     }
     await this.fault.quit().catch(() => this.fault.disconnect());
+    await this.proxy?.close();
   }
 
   /** The longest unmodeled lateness of this process since `since` (0: none noted). */
@@ -635,8 +657,9 @@ export class World extends BaseWorld {
   ): Promise<World> {
     const world = new World(server, admin, names, kind);
     if (monitoring) await world.#monitor();
+    await world.startProxy();
     for (let slot = 0; slot < WATCHDOG_TIMEOUTS.length; slot++) {
-      world.clients.push(new ClientHandle(server, slot, 0, WATCHDOG_TIMEOUTS[slot] ?? 600));
+      world.clients.push(new ClientHandle(world.endpointFor(slot), slot, 0, WATCHDOG_TIMEOUTS[slot] ?? 600));
     }
     // A command sent while the connection is still being set up waits in ioredis' offline queue and reaches
     // Redis later than the model assumes: start on ready connections.
@@ -696,7 +719,7 @@ export class World extends BaseWorld {
     const old = this.clients[slot];
     if (!old) throw new Error(`no client in slot ${slot}`);
     this.retired.push(old);
-    const fresh = new ClientHandle(this.server, slot, old.gen + 1, old.watchdogTimeout);
+    const fresh = new ClientHandle(this.endpointFor(slot), slot, old.gen + 1, old.watchdogTimeout);
     this.clients[slot] = fresh;
     await fresh.redis.ping();
     return fresh;

@@ -50,6 +50,11 @@ export class TcpProxy {
     this.#dropReplies = count;
   }
 
+  /** Replies still to be dropped (set by dropNextReplies; 0 cancels what is left). */
+  get pendingDrops(): number {
+    return this.#dropReplies;
+  }
+
   /** Stops forwarding in both directions (bytes are held back, connections stay open) until `resume()`. */
   stop(): void {
     this.#stopped = true;
