@@ -18,8 +18,12 @@ import {
 } from './model.js';
 import {
   ACTOR_NAMES,
+  ACTORS_PER_CLIENT,
   busyWait,
+  CONNECTION_FAULT_NAMES,
+  CONNECTION_FAULTS,
   LONGEST_LEASE_MS,
+  RECONNECT_ALLOWANCE_MS,
   now,
   settlesWithin,
   trace,
@@ -27,6 +31,7 @@ import {
   type AcquireOp,
   type Actor,
   type ClientHandle,
+  type ConnectionFault,
   type Job,
   type LockKind,
   type ServerInfo,
@@ -637,6 +642,37 @@ class ServerSleepCommand extends FaultCommand {
   }
 }
 
+/** A connection fault (world.ts, ConnectionFault) while the steps go out. */
+class ConnectionFaultCommand extends FaultCommand {
+  readonly how: ConnectionFault;
+
+  constructor(how: ConnectionFault, steps: readonly Step[]) {
+    super(how === 'flush' ? 0 : RECONNECT_ALLOWANCE_MS, steps);
+    this.how = how;
+  }
+
+  protected get kind(): string {
+    return CONNECTION_FAULT_NAMES[this.how];
+  }
+  protected readonly title = 'connectionFault';
+  /** A reconnect delays replies like a short server stall. */
+  protected get context(): FinishContext {
+    return { stallMs: 0, sleepMs: this.ms };
+  }
+
+  protected async inject(h: Harness): Promise<readonly Step[]> {
+    // A kill cuts the connection of the first step's client (A's when no step names an actor).
+    const first = this.steps.find((step): step is ActorStep => step instanceof ActorStep);
+    const victim = h.world.clients[first ? Math.floor(first.actor / ACTORS_PER_CLIENT) : 0];
+    if (!victim) return [];
+    return h.world.connectionFault(this.how, victim.redis, () => this.startSteps(h));
+  }
+
+  override toString(): string {
+    return `${CONNECTION_FAULT_NAMES[this.how]}(${this.steps.length > 0 ? `during: ${this.inner()}` : ''})`;
+  }
+}
+
 /**
  * Blocks the event loop for `ms` right after client `slot`'s watchdog sent a renewal (the renewal runs in
  * Redis during the stall, its reply is read after the watchdog's timer), then runs `then` 15 ms later.
@@ -896,6 +932,12 @@ export const commandArbs: fc.Arbitrary<HarnessCommand>[] = [
         .tuple(lockArb, fc.constantFrom('del' as const, 'pexpire' as const))
         .map(([lock, how]) => new DeleteKeyCommand(lock, how)),
       weight: 2,
+    },
+    {
+      arbitrary: fc
+        .tuple(fc.constantFrom(...CONNECTION_FAULTS), fc.oneof(fc.constant([]), innerArb))
+        .map(([how, steps]) => new ConnectionFaultCommand(how, steps)),
+      weight: 3,
     },
     { arbitrary: fc.constant(null).map(() => new KillSubscribersCommand()), weight: 1 },
     { arbitrary: closeArb.map((step) => new StepCommand(step)), weight: 1 },

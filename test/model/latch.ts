@@ -1,13 +1,15 @@
 /**
  * The model-based test of RCountDownLatch: six actors on two lock clients await, count down, arm and read
  * one latch, interleaved with faults (test/model/primitive.ts's, DEL and PEXPIRE of the count, and a killed
- * data connection under a count-down in flight, which ioredis resends). After every command Redis (the
+ * data connection under a count-down in flight, which ioredis resends), and a played Redisson client (Java)
+ * counting down and arming the same latch through Redisson's own scripts. After every command Redis (the
  * count, read on an admin connection) and what every caller was told are judged against a model:
  *
  * - the count in Redis is the model's exactly (every count-down counted once, a resend included; the key
  *   absent at zero); trySetCount succeeds exactly when the latch is not counting; getCount tells the count;
  * - never open before zero: an await resolves true only if the count was zero at some moment of its wait;
- * - every waiter is released at zero: once a count-down reaches zero (it announces it), every waiter, and
+ * - every waiter is released at zero: once a count-down reaches zero (it announces it; Java's on Redisson's
+ *   channel, which our waiters must hear), every waiter, and
  *   every await begun while the count is zero, resolves true within RELEASE_MS (after faults end); a zero
  *   made by deleting the key announces nothing, so only the awaits begun after it are bound;
  * - an await with a waitTime gives up no earlier than its waitTime; only an abort or close() rejects it.
@@ -20,6 +22,7 @@ import fc from 'fast-check';
 import type { RCountDownLatch } from '../../src/index.js';
 import { latchKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
+import { RedissonCountDownLatch } from '../support/redisson.js';
 import {
   ACTORS,
   actorArb,
@@ -63,6 +66,10 @@ class AwaitJob extends WaitJob<RCountDownLatch> {
 }
 
 const awaitJob = (actor: Actor): AwaitJob | undefined => (actor.last instanceof AwaitJob ? actor.last : undefined);
+
+/** The slot of the played Redisson client (test/support/redisson.ts) that takes part beside clients A and B. */
+const JAVA = 2;
+const WHO = ['A', 'B', 'Java'] as const;
 
 /** A stretch in which the count was zero, as the model knows it: from a change's send to a change's reply. */
 interface Open {
@@ -121,13 +128,20 @@ export class LatchHarness extends ModelHarness<RCountDownLatch, LatchWorld> {
     this.opens.push({ from: sentAt, to: Infinity });
   }
 
-  async trySetCount(slot: number, n: number): Promise<void> {
+  /** Client A's or B's latch, or (slot JAVA) a played Redisson client's on the admin connection. */
+  #latch(slot: number): Pick<RCountDownLatch, 'trySetCount' | 'countDown'> {
+    if (slot === JAVA) return new RedissonCountDownLatch(this.world.admin, this.world.name);
     const latch = this.world.clients[slot]?.primitive;
     if (!latch) throw new Error('no client');
+    return latch;
+  }
+
+  async trySetCount(slot: number, n: number): Promise<void> {
+    const latch = this.#latch(slot);
     const expected = this.count === 0;
     const set = await latch.trySetCount(n);
     const at = now();
-    this.note(`${'AB'[slot] ?? '?'} trySetCount(${n}) -> ${set}`);
+    this.note(`${WHO[slot] ?? '?'} trySetCount(${n}) -> ${set}`);
     if (set !== expected)
       throw this.violation(`trySetCount(${n}) returned ${set} with the count at ${this.count} in the model`);
     if (!set) return;
@@ -137,8 +151,7 @@ export class LatchHarness extends ModelHarness<RCountDownLatch, LatchWorld> {
   }
 
   async countDown(slot: number): Promise<void> {
-    const latch = this.world.clients[slot]?.primitive;
-    if (!latch) throw new Error('no client');
+    const latch = this.#latch(slot);
     const sentAt = now();
     await latch.countDown();
     this.countedDown(sentAt);
@@ -289,7 +302,7 @@ class CountCommand implements LatchCommand {
   }
 
   toString(): string {
-    const who = 'AB'[this.slot] ?? '?';
+    const who = WHO[this.slot] ?? '?';
     return this.what === 'trySetCount' ? `${who} trySetCount(${this.n})` : `${who} ${this.what}()`;
   }
 }
@@ -355,6 +368,10 @@ const countArb = fc
     fc.integer({ min: 1, max: 3 }),
   )
   .map(([slot, what, n]) => new CountCommand(slot, what, n));
+/** A played Redisson client counts down or sets the count: our waiters must hear its zero. */
+const javaArb = fc
+  .tuple(fc.constantFrom('countDown' as const, 'trySetCount' as const), fc.integer({ min: 1, max: 3 }))
+  .map(([what, n]) => new CountCommand(JAVA, what, n));
 
 /** Operations three times as often as each kind of fault. */
 export const latchCommands: fc.Arbitrary<LatchCommand>[] = [
@@ -364,6 +381,7 @@ export const latchCommands: fc.Arbitrary<LatchCommand>[] = [
   countArb,
   countArb,
   countArb,
+  javaArb,
   fc.tuple(slotArb, fc.boolean()).map(([slot, asleep]) => new ResendCommand(slot, asleep)),
   fc.constantFrom('del' as const, 'pexpire' as const).map((how) => new DeleteKeyCommand('count', how)),
   ...faultCommands<RCountDownLatch, LatchHarness>(awaitArb),

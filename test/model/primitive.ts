@@ -14,12 +14,15 @@ import { countSkipped, countStep, type Stats } from './runner.js';
 import {
   BaseWorld,
   busyWait,
+  CONNECTION_FAULT_NAMES,
+  CONNECTION_FAULTS,
   now,
   settlesWithin,
   trace,
   traceLog,
   tracing,
   WATCHDOG_TIMEOUTS,
+  type ConnectionFault,
   type ServerInfo,
 } from './world.js';
 
@@ -384,24 +387,12 @@ export class FaultCommand<P, H extends PrimitiveHarness<P>> implements Command<H
   }
 }
 
-/** How long a dropped reply is waited for before the drop is called off (the step ends then). */
-const DROP_WINDOW_MS = 500;
-
-/**
- * A fault on the way to Redis, with a model's call (or none) in flight:
- * - `flush`: SCRIPT FLUSH, then the call (its scripts meet NOSCRIPT and are sent again by source);
- * - `kill`: CLIENT KILL of the caller's data connection right after the call went out (ioredis reconnects and
- *   resends what was unanswered: the call may run twice);
- * - `kill-queued`: the same while the server sleeps 50 ms, so that the call and the kill queue up: woken, the
- *   server may run the call and drop the connection before its reply goes out (a resend of a call that ran);
- * - `drop`: the next reply through the test proxy (slot 1's connections, the call's or its subscriber's) is
- *   dropped and that connection cut, as a network would (called off after DROP_WINDOW_MS).
- */
+/** A connection fault (world.ts, ConnectionFault) with a model's call (or none) in flight. */
 export class ConnectionFaultCommand<P, H extends PrimitiveHarness<P>> implements Command<H> {
   readonly inner: InnerStep<H> | undefined;
 
   constructor(
-    readonly how: 'flush' | 'kill' | 'kill-queued' | 'drop',
+    readonly how: ConnectionFault,
     inner: InnerStep<H> | undefined,
   ) {
     // A dropped reply hits slot 1's connections only: the call is made by the matching actor of that client.
@@ -414,46 +405,26 @@ export class ConnectionFaultCommand<P, H extends PrimitiveHarness<P>> implements
 
   async run(h: H): Promise<void> {
     const { world } = h;
-    countStep(h.stats, CONNECTION_FAULT_KINDS[this.how], 'step');
+    const client = world.clients[this.inner ? Math.floor(this.inner.actor / ACTORS_PER_CLIENT) : 0];
+    if (!client) return;
+    countStep(h.stats, CONNECTION_FAULT_NAMES[this.how], 'step');
     h.faulted();
-    const slot = this.inner ? Math.floor(this.inner.actor / ACTORS_PER_CLIENT) : 0;
-    const client = world.clients[slot];
-    const id = this.how.startsWith('kill') && client ? await client.redis.client('ID') : undefined;
-    if (this.how === 'flush') await world.flushScripts();
-    if (this.how === 'drop') world.proxy?.dropNextReplies(1);
-    const sleeping = this.how === 'kill-queued' ? await world.serverSleep(50) : undefined;
-    if (this.inner) {
-      countStep(h.stats, this.inner.kind, 'inner');
-      this.inner.start(h);
-    }
-    if (id !== undefined) {
-      await sleep(sleeping ? 1 : Math.floor(Math.random() * 3));
-      await world.admin.call('CLIENT', 'KILL', 'ID', String(id));
-    }
-    await sleeping?.done;
-    if (this.how === 'drop') {
-      const by = now() + DROP_WINDOW_MS;
-      while ((world.proxy?.pendingDrops ?? 0) > 0 && now() < by) await sleep(5);
-      const dropped = world.proxy?.pendingDrops === 0;
-      world.proxy?.dropNextReplies(0);
-      h.note(dropped ? 'a reply was dropped' : 'no reply to drop');
-    }
+    await world.connectionFault(this.how, client.redis, () => {
+      if (this.inner) {
+        countStep(h.stats, this.inner.kind, 'inner');
+        this.inner.start(h);
+      }
+      return Promise.resolve();
+    });
     h.calmFrom = now();
     h.note(`${String(this)} over`);
     await h.settle();
   }
 
   toString(): string {
-    return `${CONNECTION_FAULT_KINDS[this.how]}${this.inner ? ` with ${String(this.inner)}` : ''}`;
+    return `${CONNECTION_FAULT_NAMES[this.how]}${this.inner ? ` with ${String(this.inner)}` : ''}`;
   }
 }
-
-const CONNECTION_FAULT_KINDS = {
-  flush: 'SCRIPT FLUSH',
-  kill: 'CLIENT KILL data',
-  'kill-queued': 'CLIENT KILL data behind DEBUG SLEEP',
-  drop: 'dropped reply',
-} as const;
 
 /**
  * DEL or PEXPIRE 1 of one of the primitive's keys from the admin connection; `hit` does it (an expired key is
@@ -593,7 +564,7 @@ export function faultCommands<P, H extends PrimitiveHarness<P>>(
       .tuple(fc.constantFrom('stall' as const, 'sleep' as const), faultMsArb, maybe)
       .map(([how, ms, step]) => new FaultCommand<P, H>(how, ms, step)),
     fc
-      .tuple(fc.constantFrom('flush' as const, 'kill' as const, 'kill-queued' as const, 'drop' as const), maybe)
+      .tuple(fc.constantFrom(...CONNECTION_FAULTS), maybe)
       .map(([how, step]) => new ConnectionFaultCommand<P, H>(how, step)),
     fc.constant(new KillSubscribersCommand<P, H>()),
     fc.tuple(slotArb, maybe).map(([slot, step]) => new CloseCommand<P, H>(slot, step)),

@@ -1,7 +1,8 @@
 /**
  * The model-based test of RReadWriteLock: six actors on two lock clients take the read or the write lock of
  * one name (each acquisition in a flow of its own, with a fixed 30 s lease, so that only the faults take
- * holds away), interleaved with faults (test/model/primitive.ts's, and DEL or PEXPIRE of the lock's hash or
+ * holds away), beside a played Redisson client (Java) taking and giving back read and write holds through
+ * Redisson's own scripts, interleaved with faults (test/model/primitive.ts's, and DEL or PEXPIRE of the lock's hash or
  * of the waiting writers' registry). After every command Redis (the hash: `mode`, read owners, the writer;
  * the registry; on an admin connection) and what every caller was told are judged against a model:
  *
@@ -23,6 +24,7 @@ import fc from 'fast-check';
 import { LockAcquireTimeoutError, type LockLease, type RReadWriteLock } from '../../src/index.js';
 import { readWriteLockKeys, type ReadWriteLockKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
+import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
 import {
   ACTORS,
   actorArb,
@@ -104,10 +106,22 @@ interface Snapshot {
 class RwWorld extends PrimitiveWorld<RReadWriteLock> {
   readonly rwKeys: ReadWriteLockKeys;
 
+  /** A played Redisson client (one thread) on the same lock, through Redisson's scripts (JavaCommand). */
+  readonly java: RedissonReadWriteLock;
+
   constructor(server: ServerInfo, admin: Redis, name: string) {
     const keys = readWriteLockKeys('', name);
-    super(server, admin, name, [keys.lockKey, keys.writersKey, keys.holdKey], (locks) => locks.getReadWriteLock(name));
+    const owner = redissonOwner();
+    // Redisson's read hold has a timeout key of its own (deleted at its unlock; left with its lease by a DEL).
+    super(
+      server,
+      admin,
+      name,
+      [keys.lockKey, keys.writersKey, keys.holdKey, `{${name}}:${owner}:rwlock_timeout:1`],
+      (locks) => locks.getReadWriteLock(name),
+    );
     this.rwKeys = keys;
+    this.java = new RedissonReadWriteLock(admin, name, owner);
   }
 
   async snapshot(): Promise<Snapshot> {
@@ -131,6 +145,8 @@ class RwWorld extends PrimitiveWorld<RReadWriteLock> {
 }
 
 export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
+  /** What the played Redisson client holds (it takes one hold at a time, without waiting). */
+  java: Side | undefined;
   stable: Snapshot | undefined;
   /** The registry or the holds may have changed under the model (a fault): newcomers are not judged. */
   excused = false;
@@ -159,7 +175,7 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
         return `${a.name}: ${job.live ? `holds ${job.side}` : job.waiting ? `waits ${String(job)}` : '-'}`;
       })
       .join('; ');
-    return actors;
+    return `${actors}; Java: ${this.java ? `holds ${this.java}` : '-'}`;
   }
 
   live(side?: Side): RwJob[] {
@@ -177,11 +193,11 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
     for (const job of settled) {
       const who = `${job.actor.name} ${String(job)}`;
       if (job.outcome?.value) {
-        const others = this.live(job.side === 'write' ? undefined : 'write');
-        if (others.length > 0)
-          throw this.violation(
-            `${who} was granted while ${others.map((o) => `${o.actor.name} holds ${o.side}`).join(', ')}`,
-          );
+        const others = this.live(job.side === 'write' ? undefined : 'write').map(
+          (o) => `${o.actor.name} holds ${o.side}`,
+        );
+        if (this.java === 'write' || (this.java && job.side === 'write')) others.push(`Java holds ${this.java}`);
+        if (others.length > 0) throw this.violation(`${who} was granted while ${others.join(', ')}`);
         if (job.client.closed) job.gone = true;
       }
       job.adopted = true;
@@ -195,8 +211,8 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
   }
 
   #unstable(snap: Snapshot): string | undefined {
-    const reads = this.live('read').length;
-    const writes = this.live('write').length;
+    const reads = this.live('read').length + (this.java === 'read' ? 1 : 0);
+    const writes = this.live('write').length + (this.java === 'write' ? 1 : 0);
     if (snap.writers > 1 || (snap.writers > 0 && snap.readers > 0))
       throw this.violation(`Redis has ${snap.writers} writers and ${snap.readers} readers at once`);
     if (snap.readers < reads || snap.writers < writes)
@@ -247,8 +263,19 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
     for (const job of this.live()) if (job.client === client) job.gone = true;
   }
 
+  /** The played Redisson client gives its hold back through Redisson's script (its message must wake ours). */
+  async javaRelease(): Promise<void> {
+    const side = this.java;
+    if (!side) return;
+    this.java = undefined;
+    this.note(`Java releases its ${side} hold`);
+    const reply = side === 'read' ? await this.world.java.readUnlock() : await this.world.java.writeUnlock();
+    if (reply === null) throw this.violation(`Java's ${side} unlock found no hold of its own`);
+  }
+
   /** A DEL or PEXPIRE of the hash: every hold is gone. */
   holdsGone(): void {
+    this.java = undefined;
     for (const job of this.live()) job.gone = true;
     for (const actor of this.world.actors) {
       const job = rwJob(actor);
@@ -262,6 +289,7 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
     // An aborted wait may have been granted all the same: adopted (and released below) before liveness.
     await this.settle();
     for (const job of this.live()) await this.release(job);
+    await this.javaRelease();
     await this.settle();
     // Liveness once the faults stopped: three writers and three readers, each releasing at once.
     const jobs = world.actors.map((actor) => {
@@ -375,6 +403,45 @@ class ReleaseCommand implements RwCommand {
   }
 }
 
+/**
+ * A played Redisson client (test/support/redisson.ts) on the same lock: tryReadLock or tryWriteLock (no wait,
+ * the model's lease) through Redisson's scripts, judged against every live hold (a grant must respect them:
+ * our scripts must leave the hash as Redisson's expect it), or its unlock, whose message our waiters must hear
+ * (the settle's liveness). Redisson does not see our waiting writers: its readers may pass them.
+ */
+class JavaCommand implements RwCommand {
+  constructor(readonly what: 'read' | 'write' | 'release') {}
+
+  check(h: RwHarness): boolean {
+    return this.what === 'release' ? h.java !== undefined : h.java === undefined;
+  }
+
+  async run(h: RwHarness): Promise<void> {
+    countStep(stats, `Java ${this.what}`, 'step');
+    if (this.what === 'release') await h.javaRelease();
+    else {
+      h.adopt();
+      const { java } = h.world;
+      const ttl = this.what === 'read' ? await java.tryReadLock(LEASE_MS) : await java.tryWriteLock(LEASE_MS);
+      h.note(`Java try${this.what === 'read' ? 'Read' : 'Write'}Lock -> ${ttl === null ? 'granted' : `ttl ${ttl}`}`);
+      if (ttl === null) {
+        // Holds told before the call was sent, and still live now (a fault may have taken some away since).
+        const blocking = h.live(this.what === 'write' ? undefined : 'write');
+        if (blocking.length > 0)
+          throw h.violation(
+            `Java's ${this.what} lock was granted while ${blocking.map((o) => `${o.actor.name} holds ${o.side}`).join(', ')}`,
+          );
+        h.java = this.what;
+      }
+    }
+    await h.settle();
+  }
+
+  toString(): string {
+    return this.what === 'release' ? 'Java release' : `Java try${this.what === 'read' ? 'Read' : 'Write'}Lock`;
+  }
+}
+
 /** DEL or PEXPIRE 1 of the lock's hash (every hold is gone) or of the waiting writers' registry. */
 class DeleteKeyCommand extends KeyFaultCommand<RReadWriteLock, RwHarness> {
   protected async hit(h: RwHarness): Promise<void> {
@@ -403,6 +470,7 @@ export const readWriteCommands: fc.Arbitrary<RwCommand>[] = [
   releaseArb,
   releaseArb,
   releaseArb,
+  fc.constantFrom('read' as const, 'write' as const, 'release' as const).map((what) => new JavaCommand(what)),
   fc
     .tuple(fc.constantFrom('lock' as const, 'writers' as const), fc.constantFrom('del' as const, 'pexpire' as const))
     .map(([key, how]) => new DeleteKeyCommand(key, how)),

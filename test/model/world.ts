@@ -488,6 +488,30 @@ export interface ServerInfo {
 }
 
 export const WATCHDOG_TIMEOUTS = [600, 900] as const;
+
+/**
+ * A fault on the way to Redis while a model's calls go out:
+ * - `flush`: SCRIPT FLUSH first (the calls' scripts meet NOSCRIPT and are sent again by source);
+ * - `kill`: CLIENT KILL of a client's data connection right after the calls went out (ioredis reconnects and
+ *   resends what was unanswered: a call may run twice);
+ * - `kill-queued`: the same while the server sleeps 50 ms, so that the calls and the kill queue up: woken, the
+ *   server may run a call and drop the connection before its reply goes out (a resend of a call that ran);
+ * - `drop`: the next reply through the test proxy (slot 1's connections: a call's, a renewal's or its
+ *   subscriber's) is dropped and that connection cut, as a network would (called off after DROP_WINDOW_MS).
+ */
+export type ConnectionFault = 'flush' | 'kill' | 'kill-queued' | 'drop';
+export const CONNECTION_FAULTS: readonly ConnectionFault[] = ['flush', 'kill', 'kill-queued', 'drop'];
+/** Each connection fault's name in the step counts and printed sequences. */
+export const CONNECTION_FAULT_NAMES: Readonly<Record<ConnectionFault, string>> = {
+  flush: 'SCRIPT FLUSH',
+  kill: 'CLIENT KILL data',
+  'kill-queued': 'CLIENT KILL data behind DEBUG SLEEP',
+  drop: 'dropped reply',
+};
+/** How long a dropped reply is waited for before the drop is called off. */
+const DROP_WINDOW_MS = 500;
+/** What a reconnect (ioredis retries after 50 ms) may add to a call's time after a kill or a drop. */
+export const RECONNECT_ALLOWANCE_MS = 300;
 /** The longest fixed lease a step asks for (commands.ts, leaseArb): longer than either watchdog timeout. */
 export const LONGEST_LEASE_MS = 2000;
 export const ACTOR_NAMES = ['A0', 'A1', 'A2', 'B0', 'B1', 'B2'] as const;
@@ -551,9 +575,29 @@ export class BaseWorld {
     return slot === 1 && this.proxy ? { host: '127.0.0.1', port: this.proxy.port } : this.server;
   }
 
-  /** SCRIPT FLUSH: every client's next script call meets NOSCRIPT (and sends the source). */
-  async flushScripts(): Promise<void> {
-    await this.admin.call('SCRIPT', 'FLUSH');
+  /**
+   * Runs `start` (a model's calls going out) inside a connection fault, resolving to what it resolved to once
+   * the fault is over (see ConnectionFault; `victim`: the data connection a kill cuts).
+   */
+  async connectionFault<T>(how: ConnectionFault, victim: Redis, start: () => Promise<T>): Promise<T> {
+    const id = how === 'kill' || how === 'kill-queued' ? await victim.client('ID') : undefined;
+    if (how === 'flush') await this.admin.call('SCRIPT', 'FLUSH');
+    if (how === 'drop') this.proxy?.dropNextReplies(1);
+    const sleeping = how === 'kill-queued' ? await this.serverSleep(50) : undefined;
+    const started = await start();
+    if (id !== undefined) {
+      await sleep(sleeping ? 1 : Math.floor(Math.random() * 3));
+      await this.admin.call('CLIENT', 'KILL', 'ID', String(id));
+    }
+    await sleeping?.done;
+    if (sleeping) this.faultInFlight = undefined;
+    if (how === 'drop') {
+      const by = now() + DROP_WINDOW_MS;
+      while ((this.proxy?.pendingDrops ?? 0) > 0 && now() < by) await sleep(5);
+      trace(this.proxy?.pendingDrops === 0 ? 'a reply was dropped' : 'no reply to drop');
+      this.proxy?.dropNextReplies(0);
+    }
+    return started;
   }
 
   /** A stall a subclass sees at `t` besides the event loop's own lateness (0: none). */
