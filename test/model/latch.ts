@@ -291,7 +291,7 @@ class CountCommand implements LatchCommand {
   }
 
   async run(h: LatchHarness): Promise<void> {
-    countStep(stats, this.what, 'step');
+    countStep(stats, this.slot === JAVA ? `Java ${this.what}` : this.what, 'step');
     if (this.what === 'countDown') await h.countDown(this.slot);
     else if (this.what === 'trySetCount') await h.trySetCount(this.slot, this.n);
     else {

@@ -162,9 +162,17 @@ export class PrimitiveWorld<P> extends BaseWorld {
     ACTORS.forEach((_, i) => this.actors.push(new PrimitiveActor(this, i)));
   }
 
-  /** PEXPIRE `key` 1 from the admin connection; resolves once it is gone (a read within that ms sees it). */
+  /**
+   * PEXPIRE `key` 1 from the admin connection; resolves once it is gone (a read within that ms sees it), or
+   * made anew by a client (with a TTL of its own: not waited out).
+   */
   async expireNow(key: string): Promise<void> {
-    if ((await this.admin.pexpire(key, 1)) === 1) while ((await this.admin.exists(key)) > 0) await sleep(2);
+    if ((await this.admin.pexpire(key, 1)) !== 1) return;
+    for (;;) {
+      const ttl = await this.admin.pttl(key);
+      if (ttl < 0 || ttl > 1) return;
+      await sleep(2);
+    }
   }
 
   /** Starts `make(actor)` as actor `index`'s current call, noted in the model's log. */
