@@ -12,6 +12,8 @@ afterAll(() => {
   process.off('unhandledRejection', record);
   process.off('uncaughtException', record);
   if (escaped.length > 0) {
-    throw new Error(`${escaped.length} unhandled error(s) escaped: ${escaped.map(String).join('; ')}`);
+    // With their stacks: an escaped error names no test, and where it was made is the only lead.
+    const described = escaped.map((error) => (error instanceof Error ? (error.stack ?? String(error)) : String(error)));
+    throw new Error(`${escaped.length} unhandled error(s) escaped: ${described.join('\n---\n')}`);
   }
 });
