@@ -14,13 +14,17 @@
  * - a waiting writer is not starved by our readers: from a stable state with an unbounded writer waiting in
  *   the registry, a new reader is not granted;
  * - only an abort or close() rejects a wait; close() releases its client's holds; a release of a live hold
- *   succeeds.
+ *   succeeds;
+ * - nested calls in a holder's flow (NestedCommand): re-entry and downgrade granted at once with exactly one
+ *   count more in the hash, and the hash as before after their release; an upgrade refused
+ *   (LockUpgradeError) with nothing changed.
  *
  * Liveness at the end of a run: after the faults stop, three unbounded writers and three unbounded readers
  * on a free lock are each granted (and release at once) within STABLE_MS of the previous release.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import fc from 'fast-check';
-import { LockAcquireTimeoutError, type LockLease, type RReadWriteLock } from '../../src/index.js';
+import { LockAcquireTimeoutError, LockUpgradeError, type LockLease, type RReadWriteLock } from '../../src/index.js';
 import { readWriteLockKeys, type ReadWriteLockKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
 import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
@@ -63,6 +67,11 @@ class RwJob extends WaitJob<RReadWriteLock> {
   lease: LockLease | undefined;
   /** The hold is gone (a DEL or PEXPIRE of the hash) or being released: not judged as live. */
   gone = false;
+  /**
+   * Runs a function in the acquisition's flow (a nested call: NestedCommand). Declared only: it is set while
+   * the base constructor runs the call, which an initialised field would overwrite.
+   */
+  declare inFlow: (<R>(fn: () => R) => R) | undefined;
 
   constructor(actor: Actor, side: Side, wait: number | undefined) {
     super(actor, `${side}(${wait === undefined ? '' : `${wait}ms`})`, wait, async (rw, signal, job) => {
@@ -70,7 +79,10 @@ class RwJob extends WaitJob<RReadWriteLock> {
       const options =
         wait === undefined ? { leaseTime: LEASE_MS, signal } : { waitTime: wait, leaseTime: LEASE_MS, signal };
       try {
-        const lease = await actor.client.locks.run(() => lock.acquire(options));
+        const lease = await actor.client.locks.run(() => {
+          if (job instanceof RwJob) job.inFlow = AsyncLocalStorage.snapshot();
+          return lock.acquire(options);
+        });
         if (job instanceof RwJob) job.lease = lease;
         return true;
       } catch (error) {
@@ -393,6 +405,91 @@ class ReleaseCommand implements RwCommand {
 }
 
 /**
+ * A nested call in the flow of a live hold, held and released within the command: the same side again
+ * (re-entry), the read lock under the write lock (downgrade), both granted at once with the hash as before
+ * plus one count (an owner's count, or the flow's read field beside its write field), and as before once
+ * the nested lease is released; or the write lock under a read hold only (upgrade): LockUpgradeError at
+ * once, with nothing in Redis changed.
+ */
+class NestedCommand implements RwCommand {
+  constructor(
+    readonly actor: number,
+    readonly side: Side,
+  ) {}
+
+  check(h: RwHarness): boolean {
+    const actor = h.world.actors[this.actor];
+    return (actor && rwJob(actor)?.live) ?? false;
+  }
+
+  async run(h: RwHarness): Promise<void> {
+    const actor = h.world.actors[this.actor];
+    const job = actor && rwJob(actor);
+    if (!job?.live || !job.inFlow) return;
+    const what =
+      job.side === 'read' && this.side === 'write' ? 'upgrade' : job.side === this.side ? 're-entry' : 'downgrade';
+    countStep(stats, `nested ${what}`, 'step');
+    const { admin, rwKeys } = h.world;
+    const before = await admin.hgetall(rwKeys.lockKey);
+    const rw = job.client.primitive;
+    const lock = this.side === 'read' ? rw.readLock() : rw.writeLock();
+    const who = `${job.actor.name} (holding ${job.side}) nested ${this.side}()`;
+    let nested: LockLease;
+    try {
+      nested = await job.inFlow(() => lock.acquire({ waitTime: 0, leaseTime: LEASE_MS }));
+    } catch (error) {
+      if (what !== 'upgrade' || !(error instanceof LockUpgradeError))
+        throw h.violation(`${who} (${what}) rejected: ${describeError(error)}`);
+      const after = await admin.hgetall(rwKeys.lockKey);
+      if (JSON.stringify(after) !== JSON.stringify(before))
+        throw h.violation(
+          `${who}: a refused upgrade changed the hash from ${JSON.stringify(before)} to ${JSON.stringify(after)}`,
+        );
+      h.note(`${who} -> refused (upgrade)`);
+      await h.settle();
+      return;
+    }
+    if (what === 'upgrade') {
+      await nested.release().catch(() => undefined);
+      throw h.violation(`${who} was granted: an upgrade must be refused`);
+    }
+    const during = await admin.hgetall(rwKeys.lockKey);
+    const added = oneCountMore(before, during);
+    if (added !== undefined) throw h.violation(`${who} (${what}): ${added}`);
+    h.note(`${who} -> granted (${what})`);
+    try {
+      await nested.release();
+    } catch (error) {
+      throw h.violation(`${who}: release of the nested hold failed: ${describeError(error)}`);
+    }
+    const after = await admin.hgetall(rwKeys.lockKey);
+    if (JSON.stringify(after) !== JSON.stringify(before))
+      throw h.violation(
+        `${who}: after its release the hash is ${JSON.stringify(after)}, not ${JSON.stringify(before)}`,
+      );
+    await h.settle();
+  }
+
+  toString(): string {
+    return `${ACTORS[this.actor] ?? '?'} nested ${this.side}()`;
+  }
+}
+
+/** Why `during` is not `before` plus one count (one owner's count up by one, or one new field at 1). */
+function oneCountMore(before: Record<string, string>, during: Record<string, string>): string | undefined {
+  const changed = Object.keys(during).filter((field) => during[field] !== before[field]);
+  const removed = Object.keys(before).filter((field) => !(field in during));
+  const [field] = changed;
+  const ok =
+    removed.length === 0 &&
+    changed.length === 1 &&
+    field !== undefined &&
+    field !== 'mode' &&
+    Number(during[field]) === Number(before[field] ?? 0) + 1;
+  return ok ? undefined : `the hash went from ${JSON.stringify(before)} to ${JSON.stringify(during)}`;
+}
+
+/**
  * A played Redisson client (test/support/redisson.ts) on the same lock: tryReadLock or tryWriteLock (no wait,
  * the model's lease) through Redisson's scripts, judged against every live hold (a grant must respect them:
  * our scripts must leave the hash as Redisson's expect it), or its unlock, whose message our waiters must hear
@@ -456,6 +553,9 @@ const acquireArb: fc.Arbitrary<AcquireCommand> = fc
   )
   .map(([actor, side, wait]) => new AcquireCommand(actor, side, wait));
 const releaseArb = actorArb.map((actor) => new ReleaseCommand(actor));
+const nestedArb = fc
+  .tuple(actorArb, fc.constantFrom<Side>('read', 'write'))
+  .map(([actor, side]) => new NestedCommand(actor, side));
 
 /** Operations three times as often as each kind of fault. */
 export const readWriteCommands: fc.Arbitrary<RwCommand>[] = [
@@ -465,6 +565,8 @@ export const readWriteCommands: fc.Arbitrary<RwCommand>[] = [
   releaseArb,
   releaseArb,
   releaseArb,
+  nestedArb,
+  nestedArb,
   fc.constantFrom('read' as const, 'write' as const, 'release' as const).map((what) => new JavaCommand(what)),
   fc
     .tuple(fc.constantFrom('lock' as const, 'writers' as const), fc.constantFrom('del' as const, 'pexpire' as const))
