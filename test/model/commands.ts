@@ -12,6 +12,7 @@ import {
   describeOp,
   ignored,
   BOUND_MARGIN,
+  HANDOFF_MS,
   LOCAL_MARGIN,
   Model,
   STALLED_BOUND_MARGIN,
@@ -97,6 +98,26 @@ export class Harness {
         await model.adoptFinished();
       }
     }
+    await model.settle();
+    // Liveness once the faults stopped: six unbounded waiters on L0 (in watchdog mode), each granted within
+    // HANDOFF_MS of the previous release and releasing at once.
+    const waiters = world.actors.map((actor) => model.post(actor, { kind: 'lock', lock: 0, lease: -1 }));
+    for (;;) {
+      const holders = waiters.filter((job) => job.settled && job.actor.frames.length > 0);
+      for (const job of holders) {
+        const release = model.post(job.actor, { kind: 'release' });
+        if (!(await model.waitFor(release.done, 5000))) throw model.violation(`${job.actor.name}: a release hangs`);
+        await model.adoptFinished();
+      }
+      const pending = waiters.filter((job) => !job.settled);
+      if (pending.length === 0) break;
+      if (holders.length > 0 || waiters.some((job) => job.settled && job.actor.frames.length > 0)) continue;
+      if (!(await model.waitFor(Promise.race(pending.map((job) => job.done)), HANDOFF_MS)))
+        throw model.violation(`liveness: no waiter of L0 granted within ${HANDOFF_MS} ms of the previous release`);
+      await model.adoptFinished();
+    }
+    if (waiters.some((job) => job.outcome?.ok !== true))
+      throw model.violation('liveness: an unbounded lock() of L0 ended without the lock');
     await model.settle();
     for (let lock = 0; lock < world.names.length; lock++) {
       if (model.liveHolds(lock).length > 0) throw model.violation(`L${lock} still held after every frame was released`);

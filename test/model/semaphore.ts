@@ -227,6 +227,9 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
       if (snap.available - ahead >= entryNeed(entry)) return `queued ${entry} could take its permits`;
       ahead += entryNeed(entry);
     }
+    // A single attempt still in flight (started inside a fault) may take permits at any moment.
+    const attempt = this.world.actors.map(semJob).find((job) => job?.waiting === true && job.kind === 'try');
+    if (attempt !== undefined) return `${attempt.actor.name} ${String(attempt)} in flight`;
     // Every waiting actor has its entry, and each entry a waiting actor (matched by client and need, in
     // order of arrival: entries of a client are numbered in the order its waits began).
     const waiting = this.world.actors
