@@ -20,7 +20,7 @@
  * on a free lock are each granted (and release at once) within STABLE_MS of the previous release.
  */
 import fc from 'fast-check';
-import { LockAcquireTimeoutError, type LockLease, type RReadWriteLock } from '../../src/index.js';
+import type { LockLease, RReadWriteLock } from '../../src/index.js';
 import { readWriteLockKeys, type ReadWriteLockKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
 import {
@@ -29,29 +29,17 @@ import {
   describeError,
   faultCommands,
   KeyFaultCommand,
-  fmt,
-  ModelHarness,
   PrimitiveWorld,
   WaitJob,
   type InnerStep,
   type PrimitiveActor,
   type PrimitiveClient,
 } from './primitive.js';
+import { acquiredInTime, HoldHarness, LEASE_MS, STABLE_MS, WATCH_MS } from './holds.js';
 import { countStep, newStats } from './runner.js';
 import { settlesWithin, type ServerInfo } from './world.js';
 
 export const stats = newStats();
-
-/** Every hold's lease: longer than any run, so that only a fault takes a hold away. */
-const LEASE_MS = 30_000;
-/**
- * How long after a command (and the end of its faults) the state may take to become stable: a release
- * message or a waiter's own retry (every third of watchdogTimeout, 300 ms at most here), a killed subscriber's
- * reconnect, and margin for a loaded 2-core machine.
- */
-const STABLE_MS = 6000;
-/** How long an acquisition step is watched before the command ends (it then waits in the background). */
-const WATCH_MS = 150;
 
 type Side = 'read' | 'write';
 type Actor = PrimitiveActor<RReadWriteLock>;
@@ -73,14 +61,10 @@ class RwJob extends WaitJob<RReadWriteLock> {
       const lock = side === 'read' ? rw.readLock() : rw.writeLock();
       const options =
         wait === undefined ? { leaseTime: LEASE_MS, signal } : { waitTime: wait, leaseTime: LEASE_MS, signal };
-      try {
+      return acquiredInTime(async () => {
         const lease = await actor.client.locks.run(() => lock.acquire(options));
         if (job instanceof RwJob) job.lease = lease;
-        return true;
-      } catch (error) {
-        if (error instanceof LockAcquireTimeoutError) return false;
-        throw error;
-      }
+      });
     });
     this.side = side;
   }
@@ -130,7 +114,7 @@ class RwWorld extends PrimitiveWorld<RReadWriteLock> {
   }
 }
 
-export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
+export class RwHarness extends HoldHarness<RReadWriteLock, RwWorld, RwJob> {
   stable: Snapshot | undefined;
   /** The registry or the holds may have changed under the model (a fault): newcomers are not judged. */
   excused = false;
@@ -168,30 +152,18 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
       .filter((job): job is RwJob => job !== undefined && job.live && (side === undefined || job.side === side));
   }
 
-  /** Takes in what settled acquisitions were told (oldest first), judging each grant against the live holds. */
-  adopt(): void {
-    const settled = this.world.actors
-      .map(rwJob)
-      .filter((job): job is RwJob => job?.outcome !== undefined && !job.adopted)
-      .sort((a, b) => (a.outcome?.at ?? 0) - (b.outcome?.at ?? 0));
-    for (const job of settled) {
-      const who = `${job.actor.name} ${String(job)}`;
-      if (job.outcome?.value) {
-        const others = this.live(job.side === 'write' ? undefined : 'write');
-        if (others.length > 0)
-          throw this.violation(
-            `${who} was granted while ${others.map((o) => `${o.actor.name} holds ${o.side}`).join(', ')}`,
-          );
-        if (job.client.closed) job.gone = true;
-      }
-      job.adopted = true;
-      this.judgeEnded(job);
-      if (job.outcome?.value === false && job.outcome.error === undefined && job.wait === undefined)
-        throw this.violation(`${who} gave up without a waitTime`);
-      this.note(
-        `${who} -> ${job.outcome?.value ? 'granted' : 'not granted'} after ${fmt((job.outcome?.at ?? 0) - job.startedAt)} ms`,
+  protected jobOf(actor: Actor): RwJob | undefined {
+    return rwJob(actor);
+  }
+
+  /** A grant while another hold excludes it is a violation (a write grant: any hold; a read grant: a writer's). */
+  protected granted(job: RwJob, who: string): void {
+    const others = this.live(job.side === 'write' ? undefined : 'write');
+    if (others.length > 0)
+      throw this.violation(
+        `${who} was granted while ${others.map((o) => `${o.actor.name} holds ${o.side}`).join(', ')}`,
       );
-    }
+    if (job.client.closed) job.gone = true;
   }
 
   #unstable(snap: Snapshot): string | undefined {
@@ -264,37 +236,24 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
     for (const job of this.live()) await this.release(job);
     await this.settle();
     // Liveness once the faults stopped: three writers and three readers, each releasing at once.
-    const jobs = world.actors.map((actor) => {
-      const job = new RwJob(actor, actor.index % 2 === 0 ? 'write' : 'read', undefined);
-      actor.last = job;
-      this.note(`liveness: ${actor.name} ${String(job)} on ${job.client.label}`);
-      return job;
-    });
-    const released = new Set<RwJob>();
-    while (released.size < jobs.length) {
-      const next = Promise.race(jobs.filter((j) => !released.has(j)).map((j) => j.done));
-      if (!(await settlesWithin(next, STABLE_MS))) {
+    await this.takeTurns(
+      (actor) => new RwJob(actor, actor.index % 2 === 0 ? 'write' : 'read', undefined),
+      async (job) => {
+        if (!job.live) return false;
+        await this.release(job);
+        return true;
+      },
+      async () => {
         const { lockKey, writersKey, holdKey } = world.rwKeys;
-        const redisState = JSON.stringify([
+        return JSON.stringify([
           await world.admin.hgetall(lockKey),
           await world.admin.pttl(lockKey),
           await world.admin.zrange(writersKey, 0, -1, 'WITHSCORES'),
           await world.admin.time(),
           await world.admin.hgetall(holdKey),
         ]);
-        throw this.violation(
-          `liveness: no waiter granted within ${STABLE_MS} ms of the previous release (Redis: ${redisState})`,
-        );
-      }
-      this.adopt();
-      for (const job of jobs) {
-        if (job.adopted && !released.has(job)) {
-          released.add(job);
-          if (job.live) await this.release(job);
-          else throw this.violation(`liveness: ${job.actor.name} ${String(job)} ended without a hold`);
-        }
-      }
-    }
+      },
+    );
     await this.settle();
     const left = await world.admin.exists(world.rwKeys.lockKey, world.rwKeys.writersKey);
     if (left > 0) throw this.violation('the lock or the writers registry is left on the server');
