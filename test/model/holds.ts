@@ -63,6 +63,15 @@ export abstract class HoldHarness<P, W extends PrimitiveWorld<P>, J extends Wait
   }
 
   /**
+   * Aborts every wait still running and settles (the start of every finish): an aborted wait may have been
+   * granted all the same, and is adopted then (for the model to release before liveness).
+   */
+  protected async endWaits(): Promise<void> {
+    await this.abortWaits();
+    await this.settle();
+  }
+
+  /**
    * Liveness once the faults stopped: each actor starts `make(actor)` (an unbounded acquisition), and each
    * is granted within STABLE_MS of the previous release; `release` gives a granted call's hold back at once
    * (false: the call holds nothing). `redisState` describes Redis for a violation.

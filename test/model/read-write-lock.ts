@@ -230,9 +230,7 @@ export class RwHarness extends HoldHarness<RReadWriteLock, RwWorld, RwJob> {
 
   async finish(): Promise<void> {
     const { world } = this;
-    await this.abortWaits();
-    // An aborted wait may have been granted all the same: adopted (and released below) before liveness.
-    await this.settle();
+    await this.endWaits();
     for (const job of this.live()) await this.release(job);
     await this.settle();
     // Liveness once the faults stopped: three writers and three readers, each releasing at once.
