@@ -24,7 +24,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import fc from 'fast-check';
-import { LockAcquireTimeoutError, LockUpgradeError, type LockLease, type RReadWriteLock } from '../../src/index.js';
+import { LockUpgradeError, type LockLease, type RReadWriteLock } from '../../src/index.js';
 import { readWriteLockKeys, type ReadWriteLockKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
 import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
@@ -34,29 +34,17 @@ import {
   describeError,
   faultCommands,
   KeyFaultCommand,
-  fmt,
-  ModelHarness,
   PrimitiveWorld,
   WaitJob,
   type InnerStep,
   type PrimitiveActor,
   type PrimitiveClient,
 } from './primitive.js';
+import { acquiredInTime, HoldHarness, LEASE_MS, STABLE_MS, WATCH_MS } from './holds.js';
 import { countStep, newStats } from './runner.js';
 import { settlesWithin, type ServerInfo } from './world.js';
 
 export const stats = newStats();
-
-/** Every hold's lease: longer than any run, so that only a fault takes a hold away. */
-const LEASE_MS = 30_000;
-/**
- * How long after a command (and the end of its faults) the state may take to become stable: a release
- * message or a waiter's own retry (every third of watchdogTimeout, 300 ms at most here), a killed subscriber's
- * reconnect, and margin for a loaded 2-core machine.
- */
-const STABLE_MS = 6000;
-/** How long an acquisition step is watched before the command ends (it then waits in the background). */
-const WATCH_MS = 150;
 
 type Side = 'read' | 'write';
 type Actor = PrimitiveActor<RReadWriteLock>;
@@ -78,17 +66,13 @@ class RwJob extends WaitJob<RReadWriteLock> {
       const lock = side === 'read' ? rw.readLock() : rw.writeLock();
       const options =
         wait === undefined ? { leaseTime: LEASE_MS, signal } : { waitTime: wait, leaseTime: LEASE_MS, signal };
-      try {
+      return acquiredInTime(async () => {
         const lease = await actor.client.locks.run(() => {
           if (job instanceof RwJob) job.inFlow = AsyncLocalStorage.snapshot();
           return lock.acquire(options);
         });
         if (job instanceof RwJob) job.lease = lease;
-        return true;
-      } catch (error) {
-        if (error instanceof LockAcquireTimeoutError) return false;
-        throw error;
-      }
+      });
     });
     this.side = side;
   }
@@ -150,7 +134,7 @@ class RwWorld extends PrimitiveWorld<RReadWriteLock> {
   }
 }
 
-export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
+export class RwHarness extends HoldHarness<RReadWriteLock, RwWorld, RwJob> {
   /** What the played Redisson client holds (it takes one hold at a time, without waiting). */
   java: Side | undefined;
   stable: Snapshot | undefined;
@@ -190,30 +174,19 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
       .filter((job): job is RwJob => job !== undefined && job.live && (side === undefined || job.side === side));
   }
 
-  /** Takes in what settled acquisitions were told (oldest first), judging each grant against the live holds. */
-  adopt(): void {
-    const settled = this.world.actors
-      .map(rwJob)
-      .filter((job): job is RwJob => job?.outcome !== undefined && !job.adopted)
-      .sort((a, b) => (a.outcome?.at ?? 0) - (b.outcome?.at ?? 0));
-    for (const job of settled) {
-      const who = `${job.actor.name} ${String(job)}`;
-      if (job.outcome?.value) {
-        const others = this.live(job.side === 'write' ? undefined : 'write').map(
-          (o) => `${o.actor.name} holds ${o.side}`,
-        );
-        if (this.java === 'write' || (this.java && job.side === 'write')) others.push(`Java holds ${this.java}`);
-        if (others.length > 0) throw this.violation(`${who} was granted while ${others.join(', ')}`);
-        if (job.client.closed) job.gone = true;
-      }
-      job.adopted = true;
-      this.judgeEnded(job);
-      if (job.outcome?.value === false && job.outcome.error === undefined && job.wait === undefined)
-        throw this.violation(`${who} gave up without a waitTime`);
-      this.note(
-        `${who} -> ${job.outcome?.value ? 'granted' : 'not granted'} after ${fmt((job.outcome?.at ?? 0) - job.startedAt)} ms`,
-      );
-    }
+  protected jobOf(actor: Actor): RwJob | undefined {
+    return rwJob(actor);
+  }
+
+  /**
+   * A grant while another hold excludes it is a violation (a write grant: any hold; a read grant: a
+   * writer's), the played Redisson client's included.
+   */
+  protected granted(job: RwJob, who: string): void {
+    const others = this.live(job.side === 'write' ? undefined : 'write').map((o) => `${o.actor.name} holds ${o.side}`);
+    if (this.java === 'write' || (this.java && job.side === 'write')) others.push(`Java holds ${this.java}`);
+    if (others.length > 0) throw this.violation(`${who} was granted while ${others.join(', ')}`);
+    if (job.client.closed) job.gone = true;
   }
 
   #unstable(snap: Snapshot): string | undefined {
@@ -286,44 +259,29 @@ export class RwHarness extends ModelHarness<RReadWriteLock, RwWorld> {
 
   async finish(): Promise<void> {
     const { world } = this;
-    await this.abortWaits();
-    // An aborted wait may have been granted all the same: adopted (and released below) before liveness.
-    await this.settle();
+    await this.endWaits();
     for (const job of this.live()) await this.release(job);
     await this.javaRelease();
     await this.settle();
     // Liveness once the faults stopped: three writers and three readers, each releasing at once.
-    const jobs = world.actors.map((actor) => {
-      const job = new RwJob(actor, actor.index % 2 === 0 ? 'write' : 'read', undefined);
-      actor.last = job;
-      this.note(`liveness: ${actor.name} ${String(job)} on ${job.client.label}`);
-      return job;
-    });
-    const released = new Set<RwJob>();
-    while (released.size < jobs.length) {
-      const next = Promise.race(jobs.filter((j) => !released.has(j)).map((j) => j.done));
-      if (!(await settlesWithin(next, STABLE_MS))) {
+    await this.takeTurns(
+      (actor) => new RwJob(actor, actor.index % 2 === 0 ? 'write' : 'read', undefined),
+      async (job) => {
+        if (!job.live) return false;
+        await this.release(job);
+        return true;
+      },
+      async () => {
         const { lockKey, writersKey, holdKey } = world.rwKeys;
-        const redisState = JSON.stringify([
+        return JSON.stringify([
           await world.admin.hgetall(lockKey),
           await world.admin.pttl(lockKey),
           await world.admin.zrange(writersKey, 0, -1, 'WITHSCORES'),
           await world.admin.time(),
           await world.admin.hgetall(holdKey),
         ]);
-        throw this.violation(
-          `liveness: no waiter granted within ${STABLE_MS} ms of the previous release (Redis: ${redisState})`,
-        );
-      }
-      this.adopt();
-      for (const job of jobs) {
-        if (job.adopted && !released.has(job)) {
-          released.add(job);
-          if (job.live) await this.release(job);
-          else throw this.violation(`liveness: ${job.actor.name} ${String(job)} ended without a hold`);
-        }
-      }
-    }
+      },
+    );
     await this.settle();
     const left = await world.admin.exists(world.rwKeys.lockKey, world.rwKeys.writersKey);
     if (left > 0) throw this.violation('the lock or the writers registry is left on the server');
