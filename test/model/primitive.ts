@@ -9,13 +9,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { createLockClient, LockClientClosedError, type LockClient } from '../../src/index.js';
-import { newRedis, type Redis } from '../support/fixture.js';
+import type { Redis } from '../support/fixture.js';
 import { countSkipped, countStep, type Stats } from './runner.js';
 import {
   BaseWorld,
   busyWait,
   CONNECTION_FAULT_NAMES,
   CONNECTION_FAULTS,
+  modelRedis,
   now,
   settlesWithin,
   trace,
@@ -55,7 +56,7 @@ export class PrimitiveClient<P> {
     this.slot = slot;
     this.gen = gen;
     this.label = `${'AB'[slot] ?? '?'}${gen > 0 ? `#${gen}` : ''}`;
-    this.redis = newRedis(server);
+    this.redis = modelRedis(server);
     this.redis.on('error', () => undefined);
     this.locks = createLockClient(this.redis, { watchdogTimeout: WATCHDOG_TIMEOUTS[slot] ?? 600 });
     this.primitive = make(this.locks);

@@ -214,7 +214,7 @@ export class ClientHandle {
     this.gen = gen;
     this.label = `${'AB'[slot] ?? '?'}${gen > 0 ? `#${gen}` : ''}`;
     this.watchdogTimeout = watchdogTimeout;
-    this.redis = newRedis(server);
+    this.redis = modelRedis(server);
     this.redis.on('error', () => undefined);
     // Timing hook for the fault "stall right after a renewal was sent": wraps this connection's EVALSHA.
     const evalsha = this.redis.evalsha.bind(this.redis) as (...args: unknown[]) => Promise<unknown>;
@@ -487,6 +487,14 @@ export interface ServerInfo {
   readonly port: number;
 }
 
+/**
+ * A connection of the model's: ioredis keeps where each command was sent from, so that a rejection nobody
+ * handled ("Connection is closed." after a disconnect, reported by test/support/setup.ts) names its sender.
+ */
+export function modelRedis(server: ServerInfo): Redis {
+  return newRedis(server, { showFriendlyErrorStack: true });
+}
+
 export const WATCHDOG_TIMEOUTS = [600, 900] as const;
 
 /**
@@ -544,7 +552,7 @@ export class BaseWorld {
   protected constructor(server: ServerInfo, admin: Redis) {
     this.server = server;
     this.admin = admin;
-    this.fault = newRedis(server);
+    this.fault = modelRedis(server);
     this.fault.on('error', () => undefined);
     // Watches for stalls nobody injected: a late tick of this timer (less what busyWait blocked on purpose),
     // and what a subclass adds (lateStall).
