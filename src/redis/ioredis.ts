@@ -206,8 +206,11 @@ class IoredisSubscriber implements Subscriber {
     this.#mode = mode;
     this.#events = events;
     let connection: Client;
+    // This subscriber restores its own subscriptions after a reconnect (#restore), and handles the outcome;
+    // ioredis' own resubscription (autoResubscribe) handles none, so a connection that closes again before
+    // its reply leaves an unhandled rejection ("Connection is closed.") in the user's process.
     if (isCluster(client)) {
-      const redisOptions = { ...client.options.redisOptions, keyPrefix: '' };
+      const redisOptions = { ...client.options.redisOptions, keyPrefix: '', autoResubscribe: false };
       connection = client.duplicate(undefined, {
         keyPrefix: '',
         redisOptions,
@@ -215,7 +218,7 @@ class IoredisSubscriber implements Subscriber {
       });
       if (mode === 'sharded') this.#followSlots(client, connection);
     } else {
-      connection = client.duplicate({ keyPrefix: '' });
+      connection = client.duplicate({ keyPrefix: '', autoResubscribe: false });
     }
     this.#connection = connection;
     // Connection errors surface as failed subscribe calls and reconnects; the listener keeps an unhandled

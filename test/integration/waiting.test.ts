@@ -52,6 +52,45 @@ describe('waiting after pub/sub trouble', () => {
     expect(acquiredAt - releasedAt).toBeLessThan(1500);
   });
 
+  it('a subscriber closed while it reconnects leaves no unhandled rejection', async () => {
+    // ioredis' own resubscription after a reconnect (autoResubscribe) handles no error: a client closed
+    // before its reply rejected it unhandled ("Connection is closed.") in the user's process (found by the
+    // model test). The subscriber restores its channels itself, and handles the outcome.
+    const escaped: unknown[] = [];
+    const record = (error: unknown): void => {
+      escaped.push(error);
+    };
+    process.on('unhandledRejection', record);
+    try {
+      for (let round = 0; round < 15; round++) {
+        const name = uniqueName();
+        await redis.admin.hset(name, 'foreign:1', '1');
+        await redis.admin.pexpire(name, 30_000);
+        const clients = Array.from({ length: 8 }, () => redis.locks());
+        // Each wait ends rejected by its client's close() below.
+        const waits = clients.map((c) => c.run(() => c.getLock(name).tryLock({ waitTime: 10_000 })).catch(() => false));
+        await until(
+          () => clients.every((c) => c.waits().some((w) => w.subscription === 'active')),
+          'every waiter parked on an active subscription',
+        );
+        await killPubSubConnections();
+        // Each client is closed at another moment of its subscriber's reconnect (ioredis retries after 50 ms).
+        await Promise.all(
+          clients.map(async (c, i) => {
+            await sleep(30 + i * 12 + (round % 3) * 4);
+            await c.close();
+          }),
+        );
+        await Promise.all(waits);
+        await redis.admin.del(name);
+      }
+      await sleep(100);
+    } finally {
+      process.off('unhandledRejection', record);
+    }
+    expect(escaped.map(String)).toEqual([]);
+  });
+
   it('a release with no message (DEL by a third party) is found by the TTL-bounded wait', async () => {
     const waiter = redis.locks();
     const name = uniqueName();
