@@ -94,10 +94,84 @@ interface Snapshot {
   readonly at: number;
 }
 
-const entryNeed = (entry: string): number => Number(entry.split('|')[0]);
-const entryClient = (entry: string): string => entry.split('|')[1] ?? '';
-const entryNumber = (entry: string): number => Number(entry.split('|')[2]);
-const needs = (entries: readonly string[]): number => entries.reduce((sum, entry) => sum + entryNeed(entry), 0);
+// The permit queue (both semaphores share it): entries "<need>|<clientId>|<n>", in a list, each with a
+// deadline in a sorted set (lua/includes/permit-queue.lua).
+export const entryNeed = (entry: string): number => Number(entry.split('|')[0]);
+export const entryClient = (entry: string): string => entry.split('|')[1] ?? '';
+export const entryNumber = (entry: string): number => Number(entry.split('|')[2]);
+export const needs = (entries: readonly string[]): number => entries.reduce((sum, entry) => sum + entryNeed(entry), 0);
+
+/** The server's time in ms from a TIME reply read in a MULTI. */
+export function serverTimeOf(reply: unknown): number {
+  const [seconds = '0', micros = '0'] = (reply ?? []) as string[];
+  return Number(seconds) * 1000 + Number(micros) / 1000;
+}
+
+/** The live entries of the permit queue (a deadline after `serverNow`), in queue order, from LRANGE and ZRANGE. */
+export function liveQueue(list: readonly string[], scores: readonly string[], serverNow: number): string[] {
+  const deadlines = new Map<string, number>();
+  for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
+  return list.filter((entry) => (deadlines.get(entry) ?? -Infinity) > serverNow);
+}
+
+/** What matching a waiter with its queue entry needs of it. */
+export interface QueuedWaiter {
+  readonly startedAt: number;
+  readonly permits: number;
+  readonly client: { readonly locks: { readonly clientId: string } };
+  readonly actor: { readonly name: string };
+  toString(): string;
+}
+
+/**
+ * Matches every waiter with its entry in `queue` (by client and need, in order of arrival: entries of a client
+ * are numbered in the order its waits began); a reason when a waiter has no entry or an entry no waiter.
+ */
+export function matchWaiters<J extends QueuedWaiter>(
+  waiters: readonly J[],
+  queue: readonly string[],
+): Map<string, J> | string {
+  const waiting = [...waiters].sort((a, b) => a.startedAt - b.startedAt);
+  const entries = [...queue].sort((a, b) => entryNumber(a) - entryNumber(b));
+  const owners = new Map<string, J>();
+  for (const job of waiting) {
+    const entry = entries.find(
+      (e) => !owners.has(e) && entryClient(e) === job.client.locks.clientId && entryNeed(e) === job.permits,
+    );
+    if (entry === undefined) return `${job.actor.name} ${String(job)} has no entry in the queue`;
+    owners.set(entry, job);
+  }
+  const ghost = entries.find((e) => !owners.has(e));
+  if (ghost !== undefined) return `queue entry ${ghost} has no waiter`;
+  return owners;
+}
+
+/** The first queued waiter that could take its permits from `available` (none may, once stable). */
+export function servableEntry(queue: readonly string[], available: number): string | undefined {
+  let ahead = 0;
+  for (const entry of queue) {
+    if (available - ahead >= entryNeed(entry)) return entry;
+    ahead += entryNeed(entry);
+  }
+  return undefined;
+}
+
+/** A waiter of the queue `before` granted (its entry in `granted`) while one ahead of it is still in `after`. */
+export function overtaking(
+  before: readonly string[],
+  after: readonly string[],
+  granted: ReadonlySet<string | undefined>,
+): string | undefined {
+  const still = new Set(after);
+  for (let i = 0; i < before.length; i++) {
+    const ahead = before[i] ?? '';
+    if (!still.has(ahead)) continue;
+    for (const behind of before.slice(i + 1)) {
+      if (granted.has(behind)) return `queued ${behind} was granted while ${ahead} ahead still waits`;
+    }
+  }
+  return undefined;
+}
 
 class SemWorld extends PrimitiveWorld<RSemaphore> {
   readonly semKeys: SemaphoreKeys;
@@ -120,11 +194,7 @@ class SemWorld extends PrimitiveWorld<RSemaphore> {
     const value = replies?.[0]?.[1] as string | null;
     const list = (replies?.[1]?.[1] ?? []) as string[];
     const scores = (replies?.[2]?.[1] ?? []) as string[];
-    const [seconds = '0', micros = '0'] = (replies?.[3]?.[1] ?? []) as string[];
-    const serverNow = Number(seconds) * 1000 + Number(micros) / 1000;
-    const deadlines = new Map<string, number>();
-    for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
-    const queue = list.filter((entry) => (deadlines.get(entry) ?? -Infinity) > serverNow);
+    const queue = liveQueue(list, scores, serverTimeOf(replies?.[3]?.[1]));
     return { available: value === null ? 0 : Number(value), queue, listed: list.length, at: now() };
   }
 }
@@ -220,28 +290,16 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
       const waiting = this.world.actors.filter((a) => a.busy);
       return `${missing} permits taken and not told (${waiting.length} waiting, ${snap.available} available)`;
     }
-    let ahead = 0;
-    for (const entry of snap.queue) {
-      if (snap.available - ahead >= entryNeed(entry)) return `queued ${entry} could take its permits`;
-      ahead += entryNeed(entry);
-    }
-    // Every waiting actor has its entry, and each entry a waiting actor (matched by client and need, in
-    // order of arrival: entries of a client are numbered in the order its waits began).
-    const waiting = this.world.actors
-      .map(semJob)
-      .filter((job): job is SemJob => job !== undefined && job.waiting && job.kind !== 'try')
-      .sort((a, b) => a.startedAt - b.startedAt);
-    const entries = [...snap.queue].sort((a, b) => entryNumber(a) - entryNumber(b));
-    const owners = new Map<string, SemJob>();
-    for (const job of waiting) {
-      const entry = entries.find(
-        (e) => !owners.has(e) && entryClient(e) === job.client.locks.clientId && entryNeed(e) === job.permits,
-      );
-      if (entry === undefined) return `${job.actor.name} ${String(job)} has no entry in the queue`;
-      owners.set(entry, job);
-    }
-    const ghost = entries.find((e) => !owners.has(e));
-    if (ghost !== undefined) return `queue entry ${ghost} has no waiter`;
+    const servable = servableEntry(snap.queue, snap.available);
+    if (servable !== undefined) return `queued ${servable} could take its permits`;
+    // Every waiting actor has its entry, and each entry a waiting actor.
+    const owners = matchWaiters(
+      this.world.actors
+        .map(semJob)
+        .filter((job): job is SemJob => job !== undefined && job.waiting && job.kind !== 'try'),
+      snap.queue,
+    );
+    if (typeof owners === 'string') return owners;
     if (snap.listed !== snap.queue.length) return `${snap.listed - snap.queue.length} dead entries still listed`;
     for (const [entry, job] of owners) job.entry = entry;
     return undefined;
@@ -251,20 +309,14 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
   #judgeOrder(snap: Snapshot): void {
     const before = this.stable;
     if (!before || this.orderExcused) return;
-    const still = new Set(snap.queue);
     const granted = new Set(
       this.world.actors
         .map(semJob)
         .filter((job) => job?.entry !== undefined && job.outcome?.value === true)
         .map((job) => job?.entry),
     );
-    for (let i = 0; i < before.queue.length; i++) {
-      const ahead = before.queue[i] ?? '';
-      if (!still.has(ahead)) continue;
-      for (const behind of before.queue.slice(i + 1)) {
-        if (granted.has(behind)) throw this.violation(`queued ${behind} was granted while ${ahead} ahead still waits`);
-      }
-    }
+    const overtaken = overtaking(before.queue, snap.queue, granted);
+    if (overtaken !== undefined) throw this.violation(overtaken);
   }
 
   /** Ends the run: aborts the waits, gives everything back, then checks liveness and what is left. */
