@@ -774,9 +774,9 @@ class AcquireCommand implements PesCommand, InnerStep<PesHarness> {
 }
 
 /**
- * A release of one of an actor's permits (held, or one that ended: a stale release), by lease or by id;
- * with a racer, an acquisition started as the release is sent (a newcomer that must not take the permit a
- * queued waiter is woken for).
+ * A release of one of an actor's permits (or of the next actor's that has any; held, or one that ended: a
+ * stale release), by lease or by id; with a racer, an acquisition started as the release is sent (a
+ * newcomer that must not take the permit a queued waiter is woken for).
  */
 class ReleaseCommand implements PesCommand {
   constructor(
@@ -787,7 +787,11 @@ class ReleaseCommand implements PesCommand {
   ) {}
 
   #target(h: PesHarness): Permit | undefined {
-    const actor = h.world.actors[this.actor];
+    // The actor named, or the next one that has permits.
+    const { actors } = h.world;
+    const actor = actors
+      .map((_, i) => actors[(this.actor + i) % actors.length])
+      .find((a) => a !== undefined && h.permitsOf(a).length > 0);
     if (!actor) return undefined;
     const permits = h.permitsOf(actor);
     // Mostly a held permit; a stale one when the pick says so or none is held.
@@ -830,7 +834,7 @@ class ReleaseCommand implements PesCommand {
   }
 
   toString(): string {
-    return `${ACTORS[this.actor] ?? '?'} release #${this.pick} by ${this.how}${this.racer ? ` racing ${String(this.racer)}` : ''}`;
+    return `${ACTORS[this.actor] ?? '?'}+ release #${this.pick} by ${this.how}${this.racer ? ` racing ${String(this.racer)}` : ''}`;
   }
 }
 
