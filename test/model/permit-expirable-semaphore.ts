@@ -741,12 +741,15 @@ class AcquireCommand implements PesCommand, InnerStep<PesHarness> {
     if (outcome?.value) {
       // The server's time at the grant is at most the read's + (the grant - the read's send).
       const by = stable.serverNow + (outcome.at - stable.sentAt) + CLOCK_MS;
-      // A watchdog-mode permit still held is renewed; the holder of a fixed lease gives it back from
-      // endsFrom (its acquisition's send + leaseTime - drift), which may come before the server's lease end.
+      // A watchdog-mode permit still held is renewed; a lost one was given back from its loss on (the signal
+      // aborts before the give-back is sent); the holder of a fixed lease gives it back from endsFrom (its
+      // acquisition's start + leaseTime - drift), which may come before the server's lease end.
       const couldEnd = ([id, end]: [string, number]): boolean => {
         const p = h.permits.get(id);
-        if (p?.state !== 'held' || p.job.box.lostAt !== undefined) return end <= by;
-        return p.leaseMs !== -1 && (end <= by || PesHarness.endsFrom(p) <= outcome.at);
+        const lostAt = p?.job.box.lostAt;
+        if (lostAt !== undefined) return lostAt <= outcome.at || end <= by;
+        if (p?.state === 'held' && p.leaseMs === -1) return false;
+        return end <= by || (p !== undefined && p.leaseMs !== -1 && PesHarness.endsFrom(p) <= outcome.at);
       };
       const couldExpire = [...stable.out].filter(couldEnd).length;
       if (stable.count + couldExpire + freed - needCertain < 1)
