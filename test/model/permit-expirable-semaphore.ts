@@ -21,9 +21,11 @@
  *   no earlier than the lease could end (the acquisition's start + leaseTime, less the library's drift of
  *   1% + 2 ms) unless a fault intervened, and no later than RETURN_MS after it must have ended (the grant's
  *   reply + leaseTime, or the end of the latest fault if later); a lost permit (or one of a closed client)
- *   leaves the sorted set within STABLE_MS: given back at once, the count has it (when a fault since may
- *   have cut that give-back off, it may instead stay past its lease end there, where any script that takes
- *   permits reclaims it first); a watchdog-mode permit is never lost without a fault since its grant;
+ *   leaves the sorted set within GIVE_BACK_MS of its loss: given back at once, the count has it (when a
+ *   fault since may have cut that give-back off, it may instead stay past its lease end there, where any
+ *   script that takes permits reclaims it first). So a fixed lease's permit is back in the count by the
+ *   grant's reply + leaseTime + RETURN_MS + GIVE_BACK_MS, counted from the end of the latest fault if
+ *   later. A watchdog-mode permit is never lost without a fault since its grant;
  * - a release of a live permit succeeds (by lease, by id, from either client): live = not told lost, its
  *   client open, no fault since a watchdog-mode grant, or a fixed lease that cannot end within RACE_MS; a
  *   release of a permit that ended (lease over, lost, released already, deleted by a fault) rejects with
@@ -105,6 +107,11 @@ const STABLE_MS = 6000;
  * only when some other script happens to look (Redisson's lazy reclaim) or a holder never told.
  */
 const RETURN_MS = 1000;
+/**
+ * A permit that ended (lost, its client closed) is given back within this (one round trip from its holder,
+ * on a loaded machine) unless a fault intervened: it rules out a permit left for the next script to reclaim.
+ */
+const GIVE_BACK_MS = 2000;
 /** A release sent this long before a fixed lease can end reaches Redis before it does (a loaded machine). */
 const RACE_MS = 500;
 /** A free semaphore grants a newcomer within this (one round trip, on a loaded machine). */
@@ -471,8 +478,12 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
       }
       // Given back at once by its holder (or by close()); left past its lease end for any script to reclaim
       // only when a fault since may have cut the give-back off.
-      if (p.state === 'ended' && end !== undefined && (end > snap.serverNow || p.endedFaults === this.faults))
-        waitFor ??= `${who} ended ${fmt(snap.at - (p.endedAt ?? 0))} ms ago and is still out`;
+      if (p.state === 'ended' && end !== undefined && (end > snap.serverNow || p.endedFaults === this.faults)) {
+        const since = Math.min(p.job.box.lostAt ?? Infinity, p.endedAt ?? Infinity);
+        if (p.endedFaults === this.faults && snap.sentAt > Math.max(since, this.calmFrom) + GIVE_BACK_MS)
+          throw this.violation(`${who} was not given back within ${GIVE_BACK_MS} ms of its end`);
+        waitFor ??= `${who} ended ${fmt(snap.at - since)} ms ago and is still out`;
+      }
     }
     if (waitFor !== undefined) return waitFor;
     for (const [id, end] of snap.out) {
@@ -814,11 +825,11 @@ class ReleaseCommand implements PesCommand {
       countSkipped(stats);
       return;
     }
-    countStep(
-      stats,
-      `release ${p.job.box.finish ? 'withPermit' : this.how}${p.state === 'held' ? '' : ' stale'}`,
-      'step',
-    );
+    // Counted by how, and by what the permit is: held, expired (a fixed lease that ended), ended otherwise
+    // (lost, its client closed), released already, gone (a fault deleted it).
+    const expired = p.state === 'ended' && p.leaseMs !== -1 && now() > PesHarness.endsBy(p);
+    const what = p.state === 'held' ? '' : ` ${expired ? 'expired' : p.state}`;
+    countStep(stats, `release ${p.job.box.finish ? 'withPermit' : this.how}${what}`, 'step');
     const racer = this.racer?.check(h) ? this.racer : undefined;
     const { stable, orderExcused } = h;
     const releasing = h.release(p, this.how);
