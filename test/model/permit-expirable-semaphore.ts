@@ -75,12 +75,28 @@ import {
   SETTLE_MS,
   slotArb,
   WaitJob,
-  type InnerStep,
   type PrimitiveActor,
   type PrimitiveClient,
 } from './primitive.js';
 import { countSkipped, countStep, newStats } from './runner.js';
-import { liveQueue, matchWaiters, needs, overtaking, servableEntry, serverTimeOf, entryNeed } from './semaphore.js';
+import {
+  AT_ONCE_MS,
+  CountCommand,
+  hitCount,
+  hitKey,
+  judgeRefused,
+  INITIAL_PERMITS,
+  liveQueue,
+  matchWaiters,
+  NewcomerCommand,
+  needs,
+  overtaking,
+  queuedNeeds,
+  servableEntry,
+  serverTimeOf,
+  setUp,
+  WATCH_MS,
+} from './semaphore.js';
 import { now, settlesWithin, WATCHDOG_TIMEOUTS, type ServerInfo } from './world.js';
 
 export const stats = newStats();
@@ -88,10 +104,6 @@ export const stats = newStats();
 type Pes = RPermitExpirableSemaphore;
 type Actor = PrimitiveActor<Pes>;
 
-/** The permits the semaphore starts with (trySetPermits). */
-const INITIAL_PERMITS = 3;
-/** The most permits the model lets addPermits set. */
-const MAX_PERMITS = 5;
 /**
  * How long after a command (and the end of its faults) the state may take to become stable: a waiter
  * refreshes its entry every third of watchdogTimeout (300 ms at most here); an entry left by a failed leave
@@ -114,10 +126,6 @@ const RETURN_MS = 1000;
 const GIVE_BACK_MS = 2000;
 /** A release sent this long before a fixed lease can end reaches Redis before it does (a loaded machine). */
 const RACE_MS = 500;
-/** A free semaphore grants a newcomer within this (one round trip, on a loaded machine). */
-const AT_ONCE_MS = 3000;
-/** How long a waiting step is watched before the command ends (it then waits in the background). */
-const WATCH_MS = 120;
 /** Clock granularity between the server's TIME (ms, wall clock) and this process's monotonic clock. */
 const CLOCK_MS = 5;
 /** The lease of the end's liveness holders that never release (their permit comes back at its end). */
@@ -323,10 +331,7 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
   static async create(server: ServerInfo, admin: Redis, name: string): Promise<PesHarness> {
     const world = new PesWorld(server, admin, name);
     const h = new PesHarness(world);
-    await world.ready();
-    if (!(await world.clients[0]?.primitive.trySetPermits(INITIAL_PERMITS))) throw h.violation('trySetPermits refused');
-    if (await world.clients[1]?.primitive.trySetPermits(1)) throw h.violation('a second trySetPermits was taken');
-    await h.settle();
+    await setUp(h, world);
     return h;
   }
 
@@ -703,36 +708,26 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
 
 type PesCommand = fc.AsyncCommand<PesHarness, PesHarness>;
 
-/** An acquisition by one actor; watched for WATCH_MS (a wait goes on in the background). */
-class AcquireCommand implements PesCommand, InnerStep<PesHarness> {
+class AcquireCommand extends NewcomerCommand<Pes, Snapshot, PesHarness, PesJob> {
   constructor(
-    readonly actor: number,
-    readonly kind: AcquireKind,
+    actor: number,
+    override readonly kind: AcquireKind,
     readonly leaseMs: number,
     readonly wait: number | undefined,
-  ) {}
+  ) {
+    super(actor, kind);
+  }
 
   by(actor: number): AcquireCommand {
     return new AcquireCommand(actor, this.kind, this.leaseMs, this.wait);
   }
 
-  check(h: PesHarness): boolean {
-    return !(h.world.actors[this.actor]?.busy ?? true);
+  protected make(actor: Actor): PesJob {
+    return new PesJob(actor, this.kind, this.leaseMs, this.wait);
   }
 
-  start(h: PesHarness): PesJob {
-    return h.world.begin(h, this.actor, (actor) => new PesJob(actor, this.kind, this.leaseMs, this.wait));
-  }
-
-  async run(h: PesHarness): Promise<void> {
-    countStep(stats, this.kind, 'step');
-    const stable = h.stable;
-    const free = stable !== undefined && effective(stable) - needs(stable.queue) >= 1;
-    const job = this.start(h);
-    await settlesWithin(job.done, this.kind === 'try' || free ? AT_ONCE_MS : WATCH_MS);
-    h.adopt();
-    if (stable && !h.orderExcused) this.judgeNewcomer(h, stable, job);
-    await h.settle();
+  protected free(stable: Snapshot): boolean {
+    return effective(stable) - needs(stable.queue) >= 1;
   }
 
   /**
@@ -743,11 +738,10 @@ class AcquireCommand implements PesCommand, InnerStep<PesHarness> {
    */
   judgeNewcomer(h: PesHarness, stable: Snapshot, job: PesJob, freed = 0): void {
     const jobs = new Map(h.world.actors.map((a) => [pesJob(a)?.entry, pesJob(a)]));
-    let needCertain = 0;
-    for (const entry of stable.queue) {
+    const queued = queuedNeeds(stable.queue, (entry) => {
       const owner = jobs.get(entry);
-      if (owner?.unbounded && !owner.aborted && !owner.client.closed) needCertain += entryNeed(entry);
-    }
+      return owner !== undefined && owner.unbounded && !owner.aborted && !owner.client.closed;
+    });
     const { outcome } = job;
     if (outcome?.value) {
       // The server's time at the grant is at most the read's + (the grant - the read's send).
@@ -763,23 +757,14 @@ class AcquireCommand implements PesCommand, InnerStep<PesHarness> {
         return end <= by || (p !== undefined && p.leaseMs !== -1 && PesHarness.endsFrom(p) <= outcome.at);
       };
       const couldExpire = [...stable.out].filter(couldEnd).length;
-      if (stable.count + couldExpire + freed - needCertain < 1)
+      if (stable.count + couldExpire + freed - queued.certain < 1)
         throw h.violation(
           `newcomer ${job.actor.name} ${String(job)} granted with ${stable.count} available, ${couldExpire} ` +
-            `leases that could have ended, ${freed} released meanwhile and ${needCertain} kept for waiters ahead`,
+            `leases that could have ended, ${freed} released meanwhile and ${queued.certain} kept for waiters ahead`,
         );
     }
-    // A short waitTime may run out before a reply on a loaded machine: only longer waits are judged here.
     const judged = !BOUNDED.has(job.kind) || (job.wait ?? 0) >= 1500;
-    const available = effective(stable);
-    const needAll = needs(stable.queue);
-    if (judged && available - needAll >= 1 && !outcome?.value && !job.aborted) {
-      if (!outcome) throw h.violation(`free permits: ${String(job)} not granted within ${AT_ONCE_MS} ms`);
-      throw h.violation(
-        `${String(job)} refused after ${fmt(outcome.at - job.startedAt)} ms with ${available} available ` +
-          `and ${needAll} queued needs`,
-      );
-    }
+    judgeRefused(h, job, judged, effective(stable), queued.all, 1);
   }
 
   toString(): string {
@@ -853,42 +838,14 @@ class ReleaseCommand implements PesCommand {
 }
 
 /** addPermits(delta) or availablePermits() by client A or B. */
-class CountCommand implements PesCommand {
-  constructor(
-    readonly slot: number,
-    readonly what: 'add' | 'available',
-    readonly delta: number,
-  ) {}
-
-  check(h: PesHarness): boolean {
-    if (this.what !== 'add') return true;
-    const total = h.total + this.delta;
-    return total >= 0 && total <= MAX_PERMITS;
-  }
-
-  async run(h: PesHarness): Promise<void> {
-    const client = h.world.clients[this.slot];
-    if (!client) return;
-    countStep(stats, this.what, 'step');
-    const ps = client.primitive;
-    if (this.what === 'add') {
-      await ps.addPermits(this.delta);
-      h.total += this.delta;
-    } else {
-      h.adopt();
-      const at = now();
-      const held = [...h.permits.values()].filter((p) => h.mustHold(p, at)).length;
-      const available = await ps.availablePermits();
-      if (available + held > h.total)
-        throw h.violation(`availablePermits() ${available} + ${held} live permits > total ${h.total}`);
-    }
-    h.note(`${client.label} ${String(this)} (total ${h.total})`);
-    await h.settle();
-  }
-
-  toString(): string {
-    const who = 'AB'[this.slot] ?? '?';
-    return this.what === 'add' ? `${who} addPermits(${this.delta})` : `${who} availablePermits()`;
+class PesCountCommand extends CountCommand<Pes, PesHarness, 'available'> {
+  protected async other(h: PesHarness, ps: Pes): Promise<void> {
+    h.adopt();
+    const at = now();
+    const held = [...h.permits.values()].filter((p) => h.mustHold(p, at)).length;
+    const available = await ps.availablePermits();
+    if (available + held > h.total)
+      throw h.violation(`availablePermits() ${available} + ${held} live permits > total ${h.total}`);
   }
 }
 
@@ -916,11 +873,7 @@ class DeleteKeyCommand extends KeyFaultCommand<Pes, PesHarness> {
     const { admin, semKeys: keys } = h.world;
     const expire = this.how === 'pexpire';
     if (this.key === 'count') {
-      const value = expire
-        ? ((await admin.multi().get(keys.lockKey).pexpire(keys.lockKey, 1).exec())?.[0]?.[1] as string | null)
-        : ((await admin.call('GETDEL', keys.lockKey)) as string | null);
-      if (expire) await h.world.expireNow(keys.lockKey);
-      h.total -= value === null ? 0 : Number(value);
+      h.total -= await hitCount(h.world, keys.lockKey, this.how);
       return;
     }
     if (this.key === 'timeout') {
@@ -935,9 +888,7 @@ class DeleteKeyCommand extends KeyFaultCommand<Pes, PesHarness> {
       }
       return;
     }
-    const key = this.key === 'queue' ? keys.queueKey : keys.deadlinesKey;
-    if (expire) await h.world.expireNow(key);
-    else await admin.del(key);
+    await hitKey(h.world, this.key === 'queue' ? keys.queueKey : keys.deadlinesKey, this.how);
   }
 }
 
@@ -971,7 +922,7 @@ export const permitExpirableSemaphoreCommands: fc.Arbitrary<PesCommand>[] = [
   releaseArb,
   fc
     .tuple(slotArb, fc.constantFrom('add' as const, 'available' as const), fc.constantFrom(-1, 1, 2))
-    .map(([slot, what, delta]) => new CountCommand(slot, what, delta)),
+    .map(([slot, what, delta]) => new PesCountCommand(slot, what, delta)),
   fc
     .tuple(
       fc.constantFrom('count' as const, 'timeout' as const, 'queue' as const, 'deadlines' as const),
