@@ -38,12 +38,14 @@
  *   effective available count (liveness: the waiters a release or an expiry serves are woken and take);
  * - no waiter overtaken: a queued waiter granted while one ahead of it in the queue still waits (between two
  *   stable states with no fault between them); a newcomer granted beyond what the queued waiters leave it,
- *   counting every permit that could have expired by its grant, or refused what they leave it from a
- *   stable state; a free semaphore grants at once;
+ *   counting every permit that could have expired by its grant (and the one a release racing it frees:
+ *   ReleaseCommand's racer), or refused what they leave it from a stable state; a free semaphore grants at
+ *   once;
  * - what each caller is told: permit ids are 32 lowercase hex digits, never seen before; a tryAcquire or a
  *   bounded acquire/withPermit gives up (undefined, LockAcquireTimeoutError) no earlier than its waitTime;
  *   an unbounded one never gives up; only an abort or close() rejects a wait otherwise; close() settles
- *   every wait of its client, aborts the signals of its permits and gives them back.
+ *   every wait of its client, aborts the signals of its permits and gives them back; availablePermits()
+ *   plus the live permits is at most the total.
  *
  * Liveness at the end of a run: after the faults stop and the total is set to 1, six unbounded waiters take
  * the permit in turn, each granted within STABLE_MS of the previous holder's release or, for the holders of
