@@ -38,6 +38,7 @@ import {
   ModelHarness,
   type InnerStep,
   type PrimitiveActor,
+  type PrimitiveHarness,
 } from './primitive.js';
 import { countStep, newStats } from './runner.js';
 import { now, settlesWithin, type ServerInfo } from './world.js';
@@ -45,7 +46,7 @@ import { now, settlesWithin, type ServerInfo } from './world.js';
 export const stats = newStats();
 
 /** The permits the semaphore starts with (trySetPermits). */
-const INITIAL_PERMITS = 3;
+export const INITIAL_PERMITS = 3;
 /** The most permits the model lets addPermits set. */
 const MAX_PERMITS = 5;
 /**
@@ -56,9 +57,9 @@ const MAX_PERMITS = 5;
  */
 const STABLE_MS = 6000;
 /** A free semaphore grants a newcomer within this (one round trip, on a loaded machine). */
-const AT_ONCE_MS = 3000;
+export const AT_ONCE_MS = 3000;
 /** How long a waiting step is watched before the command ends (it then waits in the background). */
-const WATCH_MS = 120;
+export const WATCH_MS = 120;
 
 type AcquireKind = 'try' | 'tryWait' | 'acquire';
 
@@ -96,10 +97,84 @@ interface Snapshot {
   readonly at: number;
 }
 
-const entryNeed = (entry: string): number => Number(entry.split('|')[0]);
-const entryClient = (entry: string): string => entry.split('|')[1] ?? '';
-const entryNumber = (entry: string): number => Number(entry.split('|')[2]);
-const needs = (entries: readonly string[]): number => entries.reduce((sum, entry) => sum + entryNeed(entry), 0);
+// The permit queue (both semaphores share it): entries "<need>|<clientId>|<n>", in a list, each with a
+// deadline in a sorted set (lua/includes/permit-queue.lua).
+export const entryNeed = (entry: string): number => Number(entry.split('|')[0]);
+export const entryClient = (entry: string): string => entry.split('|')[1] ?? '';
+export const entryNumber = (entry: string): number => Number(entry.split('|')[2]);
+export const needs = (entries: readonly string[]): number => entries.reduce((sum, entry) => sum + entryNeed(entry), 0);
+
+/** The server's time in ms from a TIME reply read in a MULTI. */
+export function serverTimeOf(reply: unknown): number {
+  const [seconds = '0', micros = '0'] = (reply ?? []) as string[];
+  return Number(seconds) * 1000 + Number(micros) / 1000;
+}
+
+/** The live entries of the permit queue (a deadline after `serverNow`), in queue order, from LRANGE and ZRANGE. */
+export function liveQueue(list: readonly string[], scores: readonly string[], serverNow: number): string[] {
+  const deadlines = new Map<string, number>();
+  for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
+  return list.filter((entry) => (deadlines.get(entry) ?? -Infinity) > serverNow);
+}
+
+/** What matching a waiter with its queue entry needs of it. */
+export interface QueuedWaiter {
+  readonly startedAt: number;
+  readonly permits: number;
+  readonly client: { readonly locks: { readonly clientId: string } };
+  readonly actor: { readonly name: string };
+  toString(): string;
+}
+
+/**
+ * Matches every waiter with its entry in `queue` (by client and need, in order of arrival: entries of a client
+ * are numbered in the order its waits began); a reason when a waiter has no entry or an entry no waiter.
+ */
+export function matchWaiters<J extends QueuedWaiter>(
+  waiters: readonly J[],
+  queue: readonly string[],
+): Map<string, J> | string {
+  const waiting = [...waiters].sort((a, b) => a.startedAt - b.startedAt);
+  const entries = [...queue].sort((a, b) => entryNumber(a) - entryNumber(b));
+  const owners = new Map<string, J>();
+  for (const job of waiting) {
+    const entry = entries.find(
+      (e) => !owners.has(e) && entryClient(e) === job.client.locks.clientId && entryNeed(e) === job.permits,
+    );
+    if (entry === undefined) return `${job.actor.name} ${String(job)} has no entry in the queue`;
+    owners.set(entry, job);
+  }
+  const ghost = entries.find((e) => !owners.has(e));
+  if (ghost !== undefined) return `queue entry ${ghost} has no waiter`;
+  return owners;
+}
+
+/** The first queued waiter that could take its permits from `available` (none may, once stable). */
+export function servableEntry(queue: readonly string[], available: number): string | undefined {
+  let ahead = 0;
+  for (const entry of queue) {
+    if (available - ahead >= entryNeed(entry)) return entry;
+    ahead += entryNeed(entry);
+  }
+  return undefined;
+}
+
+/** A waiter of the queue `before` granted (its entry in `granted`) while one ahead of it is still in `after`. */
+export function overtaking(
+  before: readonly string[],
+  after: readonly string[],
+  granted: ReadonlySet<string | undefined>,
+): string | undefined {
+  const still = new Set(after);
+  for (let i = 0; i < before.length; i++) {
+    const ahead = before[i] ?? '';
+    if (!still.has(ahead)) continue;
+    for (const behind of before.slice(i + 1)) {
+      if (granted.has(behind)) return `queued ${behind} was granted while ${ahead} ahead still waits`;
+    }
+  }
+  return undefined;
+}
 
 class SemWorld extends PrimitiveWorld<RSemaphore> {
   readonly semKeys: SemaphoreKeys;
@@ -122,11 +197,7 @@ class SemWorld extends PrimitiveWorld<RSemaphore> {
     const value = replies?.[0]?.[1] as string | null;
     const list = (replies?.[1]?.[1] ?? []) as string[];
     const scores = (replies?.[2]?.[1] ?? []) as string[];
-    const [seconds = '0', micros = '0'] = (replies?.[3]?.[1] ?? []) as string[];
-    const serverNow = Number(seconds) * 1000 + Number(micros) / 1000;
-    const deadlines = new Map<string, number>();
-    for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
-    const queue = list.filter((entry) => (deadlines.get(entry) ?? -Infinity) > serverNow);
+    const queue = liveQueue(list, scores, serverTimeOf(replies?.[3]?.[1]));
     return { available: value === null ? 0 : Number(value), queue, listed: list.length, at: now() };
   }
 }
@@ -146,10 +217,7 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
   static async create(server: ServerInfo, admin: Redis, name: string): Promise<SemHarness> {
     const world = new SemWorld(server, admin, name);
     const h = new SemHarness(world);
-    await world.ready();
-    if (!(await world.clients[0]?.primitive.trySetPermits(INITIAL_PERMITS))) throw h.violation('trySetPermits refused');
-    if (await world.clients[1]?.primitive.trySetPermits(1)) throw h.violation('a second trySetPermits was taken');
-    await h.settle();
+    await setUp(h, world);
     return h;
   }
 
@@ -222,31 +290,19 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
       const waiting = this.world.actors.filter((a) => a.busy);
       return `${missing} permits taken and not told (${waiting.length} waiting, ${snap.available} available)`;
     }
-    let ahead = 0;
-    for (const entry of snap.queue) {
-      if (snap.available - ahead >= entryNeed(entry)) return `queued ${entry} could take its permits`;
-      ahead += entryNeed(entry);
-    }
+    const servable = servableEntry(snap.queue, snap.available);
+    if (servable !== undefined) return `queued ${servable} could take its permits`;
     // A single attempt still in flight (started inside a fault) may take permits at any moment.
     const attempt = this.world.actors.map(semJob).find((job) => job?.waiting === true && job.kind === 'try');
     if (attempt !== undefined) return `${attempt.actor.name} ${String(attempt)} in flight`;
-    // Every waiting actor has its entry, and each entry a waiting actor (matched by client and need, in
-    // order of arrival: entries of a client are numbered in the order its waits began).
-    const waiting = this.world.actors
-      .map(semJob)
-      .filter((job): job is SemJob => job !== undefined && job.waiting && job.kind !== 'try')
-      .sort((a, b) => a.startedAt - b.startedAt);
-    const entries = [...snap.queue].sort((a, b) => entryNumber(a) - entryNumber(b));
-    const owners = new Map<string, SemJob>();
-    for (const job of waiting) {
-      const entry = entries.find(
-        (e) => !owners.has(e) && entryClient(e) === job.client.locks.clientId && entryNeed(e) === job.permits,
-      );
-      if (entry === undefined) return `${job.actor.name} ${String(job)} has no entry in the queue`;
-      owners.set(entry, job);
-    }
-    const ghost = entries.find((e) => !owners.has(e));
-    if (ghost !== undefined) return `queue entry ${ghost} has no waiter`;
+    // Every waiting actor has its entry, and each entry a waiting actor.
+    const owners = matchWaiters(
+      this.world.actors
+        .map(semJob)
+        .filter((job): job is SemJob => job !== undefined && job.waiting && job.kind !== 'try'),
+      snap.queue,
+    );
+    if (typeof owners === 'string') return owners;
     if (snap.listed !== snap.queue.length) return `${snap.listed - snap.queue.length} dead entries still listed`;
     for (const [entry, job] of owners) job.entry = entry;
     return undefined;
@@ -256,20 +312,14 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
   #judgeOrder(snap: Snapshot): void {
     const before = this.stable;
     if (!before || this.orderExcused) return;
-    const still = new Set(snap.queue);
     const granted = new Set(
       this.world.actors
         .map(semJob)
         .filter((job) => job?.entry !== undefined && job.outcome?.value === true)
         .map((job) => job?.entry),
     );
-    for (let i = 0; i < before.queue.length; i++) {
-      const ahead = before.queue[i] ?? '';
-      if (!still.has(ahead)) continue;
-      for (const behind of before.queue.slice(i + 1)) {
-        if (granted.has(behind)) throw this.violation(`queued ${behind} was granted while ${ahead} ahead still waits`);
-      }
-    }
+    const overtaken = overtaking(before.queue, snap.queue, granted);
+    if (overtaken !== undefined) throw this.violation(overtaken);
   }
 
   /** Ends the run: aborts the waits, gives everything back, then checks liveness and what is left. */
@@ -333,38 +383,131 @@ export class SemHarness extends ModelHarness<RSemaphore, SemWorld> {
   }
 }
 
-type SemCommand = fc.AsyncCommand<SemHarness, SemHarness>;
+/**
+ * Readies a semaphore's world: client A sets INITIAL_PERMITS, client B's trySetPermits is refused (they are
+ * set); the harness settles on that.
+ */
+export async function setUp(
+  h: { violation(message: string): Error; settle(): Promise<unknown> },
+  world: {
+    ready(): Promise<void>;
+    readonly clients: readonly { readonly primitive: { trySetPermits(permits: number): Promise<boolean> } }[];
+  },
+): Promise<void> {
+  await world.ready();
+  if (!(await world.clients[0]?.primitive.trySetPermits(INITIAL_PERMITS))) throw h.violation('trySetPermits refused');
+  if (await world.clients[1]?.primitive.trySetPermits(1)) throw h.violation('a second trySetPermits was taken');
+  await h.settle();
+}
 
-/** An acquisition by one actor; watched for WATCH_MS (a wait goes on in the background). */
-class AcquireCommand implements SemCommand, InnerStep<SemHarness> {
+/** What a newcomer's command needs of a semaphore's harness (both semaphores' models). */
+export interface NewcomerHarness<P, S> extends PrimitiveHarness<P> {
+  /** The last stable state, and whether the queue's order may have changed since (a fault, a stall). */
+  readonly stable: S | undefined;
+  readonly orderExcused: boolean;
+  /** Takes in what settled acquisitions were told, judging each. */
+  adopt(): void;
+}
+
+/**
+ * An acquisition by one actor, watched for WATCH_MS (a wait goes on in the background), or AT_ONCE_MS when
+ * it is a single attempt or the last stable state leaves it what it asks; then judged as a newcomer against
+ * that state when no fault came between.
+ */
+export abstract class NewcomerCommand<P, S, H extends NewcomerHarness<P, S>, J extends WaitJob<P>>
+  implements fc.AsyncCommand<H, H>, InnerStep<H>
+{
   constructor(
     readonly actor: number,
-    readonly kind: AcquireKind,
-    readonly permits: number,
-    readonly wait: number | undefined,
+    readonly kind: string,
   ) {}
 
-  by(actor: number): AcquireCommand {
-    return new AcquireCommand(actor, this.kind, this.permits, this.wait);
-  }
+  abstract by(actor: number): NewcomerCommand<P, S, H, J>;
+  /** The acquisition, as `actor`'s current call. */
+  protected abstract make(actor: PrimitiveActor<P>): J;
+  /** Whether `stable` leaves this newcomer what it asks. */
+  protected abstract free(stable: S): boolean;
+  abstract judgeNewcomer(h: H, stable: S, job: J): void;
+  abstract toString(): string;
 
-  check(h: SemHarness): boolean {
+  check(h: H): boolean {
     return !(h.world.actors[this.actor]?.busy ?? true);
   }
 
-  start(h: SemHarness): SemJob {
-    return h.world.begin(h, this.actor, (actor) => new SemJob(actor, this.kind, this.permits, this.wait));
+  start(h: H): J {
+    return h.world.begin(h, this.actor, (actor) => this.make(actor));
   }
 
-  async run(h: SemHarness): Promise<void> {
-    countStep(stats, this.kind, 'step');
+  async run(h: H): Promise<void> {
+    countStep(h.stats, this.kind, 'step');
     const stable = h.stable;
-    const free = stable !== undefined && stable.available - needs(stable.queue) >= this.permits;
+    const free = stable !== undefined && this.free(stable);
     const job = this.start(h);
     await settlesWithin(job.done, this.kind === 'try' || free ? AT_ONCE_MS : WATCH_MS);
     h.adopt();
     if (stable && !h.orderExcused) this.judgeNewcomer(h, stable, job);
     await h.settle();
+  }
+}
+
+/**
+ * The needs queued ahead of a newcomer: all of them, and those whose waiters cannot leave meanwhile (`certain`:
+ * an unbounded wait, not aborted, its client open).
+ */
+export function queuedNeeds(
+  queue: readonly string[],
+  certain: (entry: string) => boolean,
+): { readonly all: number; readonly certain: number } {
+  return {
+    all: needs(queue),
+    certain: needs(queue.filter(certain)),
+  };
+}
+
+/**
+ * A newcomer refused (or not granted within AT_ONCE_MS) while `available` less the queued needs left it its
+ * `permits`. `judged`: a short waitTime may run out before a reply on a loaded machine, so only longer waits
+ * are judged.
+ */
+export function judgeRefused(
+  h: { violation(message: string): Error },
+  job: WaitJob<unknown>,
+  judged: boolean,
+  available: number,
+  needAll: number,
+  permits: number,
+): void {
+  const { outcome } = job;
+  if (!judged || available - needAll < permits || outcome?.value || job.aborted) return;
+  if (!outcome) throw h.violation(`free permits: ${String(job)} not granted within ${AT_ONCE_MS} ms`);
+  throw h.violation(
+    `${String(job)} refused after ${fmt(outcome.at - job.startedAt)} ms with ${available} available ` +
+      `and ${needAll} queued needs`,
+  );
+}
+
+type SemCommand = fc.AsyncCommand<SemHarness, SemHarness>;
+
+class AcquireCommand extends NewcomerCommand<RSemaphore, Snapshot, SemHarness, SemJob> {
+  constructor(
+    actor: number,
+    override readonly kind: AcquireKind,
+    readonly permits: number,
+    readonly wait: number | undefined,
+  ) {
+    super(actor, kind);
+  }
+
+  by(actor: number): AcquireCommand {
+    return new AcquireCommand(actor, this.kind, this.permits, this.wait);
+  }
+
+  protected make(actor: Actor): SemJob {
+    return new SemJob(actor, this.kind, this.permits, this.wait);
+  }
+
+  protected free(stable: Snapshot): boolean {
+    return stable.available - needs(stable.queue) >= this.permits;
   }
 
   /**
@@ -373,28 +516,17 @@ class AcquireCommand implements SemCommand, InnerStep<SemHarness> {
    */
   judgeNewcomer(h: SemHarness, stable: Snapshot, job: SemJob): void {
     const jobs = new Map(h.world.actors.map((a) => [semJob(a)?.entry, semJob(a)]));
-    let needAll = 0;
-    let needCertain = 0;
-    for (const entry of stable.queue) {
-      needAll += entryNeed(entry);
+    const queued = queuedNeeds(stable.queue, (entry) => {
       const owner = jobs.get(entry);
-      if (owner && owner.kind === 'acquire' && !owner.aborted && !owner.client.closed) needCertain += entryNeed(entry);
-    }
-    const { outcome } = job;
-    if (outcome?.value && stable.available - needCertain < job.permits)
+      return owner !== undefined && owner.kind === 'acquire' && !owner.aborted && !owner.client.closed;
+    });
+    if (job.outcome?.value && stable.available - queued.certain < job.permits)
       throw h.violation(
         `newcomer ${job.actor.name} ${String(job)} granted with ${stable.available} available and ` +
-          `${needCertain} kept for waiters ahead`,
+          `${queued.certain} kept for waiters ahead`,
       );
-    // A short waitTime may run out before a reply on a loaded machine: only longer waits are judged here.
     const judged = job.kind !== 'tryWait' || (job.wait ?? 0) >= 1500;
-    if (judged && stable.available - needAll >= job.permits && !outcome?.value && !job.aborted) {
-      if (!outcome) throw h.violation(`free permits: ${String(job)} not granted within ${AT_ONCE_MS} ms`);
-      throw h.violation(
-        `${String(job)} refused after ${fmt(outcome.at - job.startedAt)} ms with ${stable.available} available ` +
-          `and ${needAll} queued needs`,
-      );
-    }
+    judgeRefused(h, job, judged, stable.available, queued.all, job.permits);
   }
 
   toString(): string {
@@ -425,39 +557,43 @@ class ReleaseCommand implements SemCommand {
   }
 }
 
-/** addPermits(delta), drainPermits() or availablePermits() by client A or B. */
-class CountCommand implements SemCommand {
+/** What a count command needs of a semaphore's harness: the total the user set. */
+export interface CountHarness<P> extends PrimitiveHarness<P> {
+  total: number;
+}
+
+/**
+ * addPermits(delta) by client A or B (keeping the total within 0..MAX_PERMITS), or another call on the count
+ * (`what`Permits()) that a subclass runs and judges; the harness settles after it.
+ */
+export abstract class CountCommand<
+  P extends { addPermits(delta: number): Promise<void> },
+  H extends CountHarness<P>,
+  W extends string,
+> implements fc.AsyncCommand<H, H> {
   constructor(
     readonly slot: number,
-    readonly what: 'add' | 'drain' | 'available',
+    readonly what: 'add' | W,
     readonly delta: number,
   ) {}
 
-  check(h: SemHarness): boolean {
+  /** Runs and judges `what` (anything but add) on `primitive`. */
+  protected abstract other(h: H, primitive: P): Promise<void>;
+
+  check(h: H): boolean {
     if (this.what !== 'add') return true;
     const total = h.total + this.delta;
     return total >= 0 && total <= MAX_PERMITS;
   }
 
-  async run(h: SemHarness): Promise<void> {
+  async run(h: H): Promise<void> {
     const client = h.world.clients[this.slot];
     if (!client) return;
-    countStep(stats, this.what, 'step');
-    const semaphore = client.primitive;
+    countStep(h.stats, this.what, 'step');
     if (this.what === 'add') {
-      await semaphore.addPermits(this.delta);
+      await client.primitive.addPermits(this.delta);
       h.total += this.delta;
-    } else if (this.what === 'drain') {
-      const drained = await semaphore.drainPermits();
-      if (drained < 0) throw h.violation(`drainPermits returned ${drained}`);
-      h.total -= drained;
-    } else {
-      h.adopt();
-      const held = h.held;
-      const available = await semaphore.availablePermits();
-      if (available + held > h.total)
-        throw h.violation(`availablePermits() ${available} + ${held} held > total ${h.total}`);
-    }
+    } else await this.other(h, client.primitive);
     h.note(`${client.label} ${String(this)} (total ${h.total})`);
     await h.settle();
   }
@@ -499,6 +635,23 @@ class JavaCommand implements SemCommand {
   }
 }
 
+/** addPermits(delta), drainPermits() or availablePermits() by client A or B. */
+class SemCountCommand extends CountCommand<RSemaphore, SemHarness, 'drain' | 'available'> {
+  protected async other(h: SemHarness, semaphore: RSemaphore): Promise<void> {
+    if (this.what === 'drain') {
+      const drained = await semaphore.drainPermits();
+      if (drained < 0) throw h.violation(`drainPermits returned ${drained}`);
+      h.total -= drained;
+      return;
+    }
+    h.adopt();
+    const held = h.held;
+    const available = await semaphore.availablePermits();
+    if (available + held > h.total)
+      throw h.violation(`availablePermits() ${available} + ${held} held > total ${h.total}`);
+  }
+}
+
 /** DEL or PEXPIRE 1 of the count (its permits are gone from the total) or of the permit queue's keys. */
 class DeleteKeyCommand extends KeyFaultCommand<RSemaphore, SemHarness> {
   override check(h: SemHarness): boolean {
@@ -508,20 +661,32 @@ class DeleteKeyCommand extends KeyFaultCommand<RSemaphore, SemHarness> {
   }
 
   protected async hit(h: SemHarness): Promise<void> {
-    const { admin, semKeys: keys } = h.world;
-    if (this.key === 'count') {
-      const value =
-        this.how === 'del'
-          ? ((await admin.call('GETDEL', keys.lockKey)) as string | null)
-          : ((await admin.multi().get(keys.lockKey).pexpire(keys.lockKey, 1).exec())?.[0]?.[1] as string | null);
-      if (this.how === 'pexpire') await h.world.expireNow(keys.lockKey);
-      h.total -= value === null ? 0 : Number(value);
-      return;
-    }
-    const key = this.key === 'queue' ? keys.queueKey : keys.deadlinesKey;
-    if (this.how === 'del') await admin.del(key);
-    else await h.world.expireNow(key);
+    const keys = h.world.semKeys;
+    if (this.key === 'count') h.total -= await hitCount(h.world, keys.lockKey, this.how);
+    else await hitKey(h.world, this.key === 'queue' ? keys.queueKey : keys.deadlinesKey, this.how);
   }
+}
+
+/** What a key fault needs of a world: the admin connection, and a PEXPIRE 1 that waits for the key to go. */
+interface KeyWorld {
+  readonly admin: Redis;
+  expireNow(key: string): Promise<void>;
+}
+
+/** DEL (GETDEL) or PEXPIRE 1 of a semaphore's count; resolves to the permits it had. */
+export async function hitCount(world: KeyWorld, key: string, how: 'del' | 'pexpire'): Promise<number> {
+  const value =
+    how === 'del'
+      ? ((await world.admin.call('GETDEL', key)) as string | null)
+      : ((await world.admin.multi().get(key).pexpire(key, 1).exec())?.[0]?.[1] as string | null);
+  if (how === 'pexpire') await world.expireNow(key);
+  return value === null ? 0 : Number(value);
+}
+
+/** DEL or PEXPIRE 1 of a key (one of the permit queue's). */
+export async function hitKey(world: KeyWorld, key: string, how: 'del' | 'pexpire'): Promise<void> {
+  if (how === 'del') await world.admin.del(key);
+  else await world.expireNow(key);
 }
 
 const permitsArb = fc.integer({ min: 1, max: 3 });
@@ -550,7 +715,7 @@ export const semaphoreCommands: fc.Arbitrary<SemCommand>[] = [
     .map(([what, permits]) => new JavaCommand(what, permits)),
   fc
     .tuple(slotArb, fc.constantFrom('add' as const, 'drain' as const, 'available' as const), fc.constantFrom(-1, 1, 2))
-    .map(([slot, what, delta]) => new CountCommand(slot, what, delta)),
+    .map(([slot, what, delta]) => new SemCountCommand(slot, what, delta)),
   fc
     .tuple(
       fc.constantFrom('count' as const, 'queue' as const, 'deadlines' as const),
