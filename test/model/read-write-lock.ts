@@ -41,7 +41,7 @@ import {
   type PrimitiveClient,
 } from './primitive.js';
 import { acquiredInTime, HoldHarness, LEASE_MS, STABLE_MS, WATCH_MS } from './holds.js';
-import { countStep, newStats } from './runner.js';
+import { countSkipped, countStep, newStats } from './runner.js';
 import { settlesWithin, type ServerInfo } from './world.js';
 
 export const stats = newStats();
@@ -383,7 +383,11 @@ class NestedCommand implements RwCommand {
   async run(h: RwHarness): Promise<void> {
     const actor = h.world.actors[this.actor];
     const job = actor && rwJob(actor);
-    if (!job?.live || !job.inFlow) return;
+    // Only with nobody waiting: a wait granted meanwhile would change the hash beside the nested call.
+    if (!job?.live || !job.inFlow || h.world.actors.some((a) => a.busy)) {
+      countSkipped(stats);
+      return;
+    }
     const what =
       job.side === 'read' && this.side === 'write' ? 'upgrade' : job.side === this.side ? 're-entry' : 'downgrade';
     countStep(stats, `nested ${what}`, 'step');
