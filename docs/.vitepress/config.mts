@@ -85,6 +85,7 @@ export default defineConfig({
           { text: 'Redis layout', link: '/internals/layout' },
           { text: 'Scripts and source', link: '/internals/scripts' },
           { text: 'Fault model', link: '/internals/fault-model' },
+          { text: 'Model-based tests', link: '/internals/model-tests' },
         ],
       },
       {
