@@ -20,6 +20,7 @@ const clusterFiles = [
   'count-down-latch',
   'cluster',
   'faults/clients',
+  'faults/glide',
   'diagnostics',
   'admin',
   'cli',

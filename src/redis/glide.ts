@@ -88,6 +88,12 @@ const SUBSCRIBE_TIMEOUT_MS = 5000;
  */
 const SUBSCRIPTIONS_CHECK_MS = 100;
 
+/**
+ * How often at most the subscriber asks its connections' CLIENT IDs: when GLIDE's core synchronised the
+ * subscriptions (which it does every 3 s, for every client's subscribe, and after a reconnect).
+ */
+const CONNECTION_CHECK_MS = 1000;
+
 function toArg(arg: ScriptArg): GlideString {
   return typeof arg === 'number' ? String(arg) : arg;
 }
@@ -297,15 +303,17 @@ class GlideMaster implements MasterConnection {
 /**
  * The library's own GLIDE client for pub/sub, created with the message callback. GLIDE subscribes again by
  * itself after a reconnect; this reports, from `getSubscriptions()` every SUBSCRIPTIONS_CHECK_MS, a confirmed
- * channel missing on the server (`lost`) and its return (`restored`), and a resubscription by the core that
- * this subscriber did not ask for (the core's last sync time moved: a reconnect so short that no check saw a
- * channel missing, whose messages may still have been lost). The sync time is the process's, so another
- * GLIDE client's subscribe also counts: its waiters then ask once more, for nothing.
+ * channel missing on the server (`lost`) and its return (`restored`). A reconnect so short that no check saw
+ * a channel missing may still have lost messages: it moves the core's last subscription sync time, which
+ * this then follows up with the connections' CLIENT IDs (the sync time is the process's, and moves for every
+ * GLIDE client's subscribe too; a new connection has a new id).
  */
 class GlideSubscriber implements Subscriber {
   readonly #connection: Promise<Client>;
   readonly #mode: PubSubMode;
   readonly #events: SubscriberEvents;
+  /** Channels subscribed or being subscribed. */
+  readonly #channels = new Set<string>();
   /** Channels whose subscribe call succeeded (only those can be missed on the server). */
   readonly #confirmed = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
@@ -313,6 +321,9 @@ class GlideSubscriber implements Subscriber {
   /** Subscribe and unsubscribe calls in flight: the core's sync time moves for them. */
   #busy = 0;
   #syncedAt: string | undefined;
+  /** The CLIENT IDs of the subscriber's connections, as last seen, and when they were asked for. */
+  #connectionIds: string | undefined;
+  #connectionCheckedAt = -Infinity;
   #checking = false;
   #closed = false;
 
@@ -343,22 +354,32 @@ class GlideSubscriber implements Subscriber {
   }
 
   async subscribe(channels: readonly string[]): Promise<void> {
-    const fresh = channels.filter((channel) => !this.#confirmed.has(channel));
+    const fresh = channels.filter((channel) => !this.#channels.has(channel));
     if (fresh.length === 0) return;
+    for (const channel of fresh) this.#channels.add(channel);
+    try {
+      const client = await this.#connection;
+      if (this.#closed) return;
+      await this.#call(client, () =>
+        this.#mode === 'sharded' && isClusterClient(client)
+          ? client.ssubscribe(new Set(fresh), SUBSCRIBE_TIMEOUT_MS)
+          : client.subscribe(new Set(fresh), SUBSCRIBE_TIMEOUT_MS),
+      );
+    } catch (error) {
+      // Asked for again by the next subscribe call.
+      for (const channel of fresh) this.#channels.delete(channel);
+      throw error;
+    }
     const client = await this.#connection;
-    if (this.#closed) return;
-    await this.#call(client, () =>
-      this.#mode === 'sharded' && isClusterClient(client)
-        ? client.ssubscribe(new Set(fresh), SUBSCRIBE_TIMEOUT_MS)
-        : client.subscribe(new Set(fresh), SUBSCRIBE_TIMEOUT_MS),
-    );
-    for (const channel of fresh) this.#confirmed.add(channel);
+    // A channel unsubscribed meanwhile was unsubscribed after this call (GLIDE keeps the order).
+    for (const channel of fresh) if (this.#channels.has(channel)) this.#confirmed.add(channel);
     this.#watch(client);
   }
 
   async unsubscribe(channels: readonly string[]): Promise<void> {
-    const known = channels.filter((channel) => this.#confirmed.delete(channel));
+    const known = channels.filter((channel) => this.#channels.delete(channel));
     if (known.length === 0) return;
+    for (const channel of known) this.#confirmed.delete(channel);
     const client = await this.#connection;
     if (this.#closed) return;
     await this.#call(client, () =>
@@ -379,6 +400,11 @@ class GlideSubscriber implements Subscriber {
     );
   }
 
+  /** Read through a call: TypeScript would keep a check made before an await narrowed after it. */
+  #isClosed(): boolean {
+    return this.#closed;
+  }
+
   /** A (un)subscribe call: the core's sync time it moves is ours, no sign of a reconnect. */
   async #call(client: Client, command: () => Promise<void>): Promise<void> {
     this.#busy++;
@@ -393,6 +419,12 @@ class GlideSubscriber implements Subscriber {
   /** Starts the subscription checks (once). */
   #watch(client: Client): void {
     if (this.#timer || this.#closed) return;
+    connectionIds(client, this.#mode).then(
+      (ids) => {
+        this.#connectionIds ??= ids;
+      },
+      () => undefined,
+    );
     this.#timer = setInterval(() => {
       if (this.#checking || this.#closed) return;
       this.#checking = true;
@@ -420,14 +452,34 @@ class GlideSubscriber implements Subscriber {
       }
       return;
     }
-    const syncedAt = syncTime(client);
-    const resynced = syncedAt !== this.#syncedAt;
-    if (this.#busy === 0) this.#syncedAt = syncedAt;
-    if (this.#lost || (resynced && this.#busy === 0)) {
+    if (this.#lost) {
       this.#lost = false;
       this.#events.restored(true);
+      return;
     }
+    const syncedAt = syncTime(client);
+    if (syncedAt === this.#syncedAt || this.#busy > 0) return;
+    // Left unseen until the next check: at most one CLIENT ID round trip per CONNECTION_CHECK_MS.
+    if (performance.now() - this.#connectionCheckedAt < CONNECTION_CHECK_MS) return;
+    this.#syncedAt = syncedAt;
+    this.#connectionCheckedAt = performance.now();
+    const ids = await connectionIds(client, this.#mode);
+    if (this.#isClosed() || ids === this.#connectionIds) return;
+    const reconnected = this.#connectionIds !== undefined;
+    this.#connectionIds = ids;
+    if (reconnected) this.#events.restored(true);
   }
+}
+
+/**
+ * The CLIENT IDs of a subscriber's connections, as one string: its one connection, or on a cluster its
+ * connection to every primary (shard channels) or every node (classic channels).
+ */
+async function connectionIds(client: Client, mode: PubSubMode): Promise<string> {
+  const reply = isClusterClient(client)
+    ? await client.customCommand(['CLIENT', 'ID'], { route: mode === 'sharded' ? 'allPrimaries' : 'allNodes' })
+    : await client.customCommand(['CLIENT', 'ID']);
+  return JSON.stringify(reply);
 }
 
 /** When GLIDE's core last synchronised subscriptions with the servers (any client of the process). */

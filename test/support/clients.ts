@@ -93,7 +93,10 @@ function glideConfig(target: Target, options: ClientOptions): GlideClientConfigu
     target.topology === 'cluster'
       ? target.nodes.map(({ host, port }) => ({ host, port }))
       : [{ host: target.host, port: options.port ?? target.port }];
-  const config: GlideClientConfiguration = { addresses };
+  // GLIDE's default requestTimeout of 250 ms is a command timeout, which the other libraries' clients in these
+  // tests do not have: tests that stall the server for seconds would see it fail their calls. 10 s leaves
+  // their bounds to the library, as on the other libraries; faults/glide.test.ts runs GLIDE's short timeouts.
+  const config: GlideClientConfiguration = { addresses, requestTimeout: 10_000 };
   if (options.lazyConnect) config.lazyConnect = true;
   if (options.password !== undefined) {
     config.credentials = { password: options.password, ...(options.username ? { username: options.username } : {}) };
