@@ -285,11 +285,14 @@ class GlideMaster implements MasterConnection {
   async wait(replicas: number, timeoutMs: number): Promise<number> {
     const before = this.#id;
     const waited = this.#send(['WAIT', String(replicas), String(timeoutMs)]);
+    // Awaited below, after the ids: a rejection meanwhile is not unhandled.
+    waited.catch(() => undefined);
     // Sent right behind the WAIT, on the same connection: answered after it.
     this.#id = this.#clientId();
-    const [acknowledged, previous, current] = await Promise.all([waited, before, this.#id]);
+    const [previous, current] = await Promise.all([before, this.#id]);
+    // Counted whether or not the WAIT failed: the next WAIT compares with the id asked for after this one.
     if (previous === undefined || current === undefined || previous !== current) this.#closes++;
-    return Number(acknowledged);
+    return Number(await waited);
   }
 
   #clientId(): Promise<string | undefined> {
