@@ -479,10 +479,15 @@ class GlideSubscriber implements Subscriber {
  * connection to every primary (shard channels) or every node (classic channels).
  */
 async function connectionIds(client: Client, mode: PubSubMode): Promise<string> {
-  const reply = isClusterClient(client)
-    ? await client.customCommand(['CLIENT', 'ID'], { route: mode === 'sharded' ? 'allPrimaries' : 'allNodes' })
-    : await client.customCommand(['CLIENT', 'ID']);
-  return JSON.stringify(reply);
+  if (!isClusterClient(client)) return JSON.stringify(await client.customCommand(['CLIENT', 'ID']));
+  const reply = await client.customCommand(['CLIENT', 'ID'], {
+    route: mode === 'sharded' ? 'allPrimaries' : 'allNodes',
+  });
+  // One id per node address, in no fixed order (a record, or a list of {key, value}): sorted by address.
+  const pairs = Array.isArray(reply)
+    ? (reply as { key: unknown; value: unknown }[]).map(({ key, value }) => [String(key), String(value)])
+    : Object.entries(reply as Record<string, unknown>).map(([key, value]) => [key, String(value)]);
+  return JSON.stringify(pairs.sort(([a = ''], [b = '']) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /** When GLIDE's core last synchronised subscriptions with the servers (any client of the process). */
