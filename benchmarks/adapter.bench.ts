@@ -4,10 +4,12 @@
  * time on one connection, for ioredis and node-redis. `npm run bench:adapter` (a vitest run of this file, which
  * vitest's TypeScript resolution lets import the library's internals); the goal is an adapter within 5 % of the
  * direct call. Serial round trips on loopback: the difference is the adapter's
- * own work per call (key mapping, argument conversion, NOSCRIPT handling), not the network's.
+ * own work per call (key mapping, argument conversion, NOSCRIPT handling), not the network's. GLIDE's direct
+ * call is its `customCommand` EVALSHA, the call its adapter makes.
  */
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
+import { GlideClient } from '@valkey/valkey-glide';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -26,6 +28,8 @@ let ioredis: Redis;
 let nodeRedis: ReturnType<typeof createClient>;
 let viaIoredis: RedisAdapter;
 let viaNodeRedis: RedisAdapter;
+let glide: GlideClient;
+let viaGlide: RedisAdapter;
 let request = 0;
 
 /** One lock + unlock cycle: the acquire script, then the release script, each awaited. */
@@ -47,6 +51,8 @@ beforeAll(async () => {
   await nodeRedis.connect();
   viaIoredis = adaptClient(ioredis, 'redis');
   viaNodeRedis = adaptClient(nodeRedis, 'redis');
+  glide = await GlideClient.createClient({ addresses: [{ host: server.host, port: server.port }] });
+  viaGlide = adaptClient(glide, 'redis');
   // Load the scripts once, so that every measured call is an EVALSHA.
   await viaIoredis.evalScript(acquire, acquireKeys, [1, 'warm', '', '0', owner], true);
   await viaIoredis.evalScript(
@@ -60,10 +66,11 @@ beforeAll(async () => {
 afterAll(async () => {
   ioredis.disconnect();
   nodeRedis.destroy();
+  glide.close();
   await server.stop();
 });
 
-/** Cycles per timed round; rounds alternate the four ways so that drift of the machine hits them alike. */
+/** Cycles per timed round; rounds alternate the six ways so that drift of the machine hits them alike. */
 const CYCLES = Number(process.env['ADAPTER_BENCH_CYCLES'] ?? 1000);
 const ROUNDS = 11;
 
@@ -73,6 +80,9 @@ it('the adapter costs at most a few per cent over the direct call (figures in AD
     'ioredis adapter': (script, k, a) => viaIoredis.evalScript(script, k, a, false),
     'node-redis 6 direct': (script, k, a) => nodeRedis.evalSha(script.sha1, { keys: k, arguments: a.map(String) }),
     'node-redis 6 adapter': (script, k, a) => viaNodeRedis.evalScript(script, k, a, false),
+    'GLIDE direct': (script, k, a) =>
+      glide.customCommand(['EVALSHA', script.sha1, String(k.length), ...k, ...a.map(String)]),
+    'GLIDE adapter': (script, k, a) => viaGlide.evalScript(script, k, a, false),
   };
   const times: Record<string, number[]> = {};
   const entries = Object.entries(ways);
@@ -95,19 +105,20 @@ it('the adapter costs at most a few per cent over the direct call (figures in AD
     '# Adapter overhead',
     '',
     `One lock + unlock cycle (the acquire and release scripts by EVALSHA, each awaited) on one connection to a local`,
-    `redis-server, ${CYCLES} cycles per round, ${ROUNDS} rounds after a warm-up, each starting with another of the four ways; median µs per cycle.`,
+    `redis-server, ${CYCLES} cycles per round, ${ROUNDS} rounds after a warm-up, each starting with another of the six ways; median µs per cycle.`,
     'Command: `npm run bench:adapter`. Goal: the adapter within 5 % of the direct call.',
     '',
     '| client | direct µs/cycle | through the adapter µs/cycle | adapter cost |',
     '| --- | ---: | ---: | ---: |',
     row('ioredis'),
     row('node-redis 6'),
+    row('GLIDE'),
     '',
   ].join('\n');
   console.log(table);
   writeFileSync(join(process.env['BENCH_OUT'] ?? 'benchmarks', 'ADAPTER-OVERHEAD.md'), table);
   // A sanity bound only (the 5 % goal is read from the figures, not asserted): the adapter is no detour.
-  for (const library of ['ioredis', 'node-redis 6']) {
+  for (const library of ['ioredis', 'node-redis 6', 'GLIDE']) {
     expect(median(times[`${library} adapter`] ?? [])).toBeLessThan(1.5 * median(times[`${library} direct`] ?? []));
   }
 }, 600_000);

@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
+import { GlideClient } from '@valkey/valkey-glide';
 import { createLockClient, type LockClientOptions, type RLock } from 'flowlock';
 import Redlock4 from 'redlock';
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
@@ -51,14 +52,15 @@ export const LIBRARIES = [
   'node-redisson',
 ] as const;
 /**
- * flowlock on another client (`flowlock-node-redis`: RLock on a node-redis 6 client, in (a) and (c) next to
- * flowlock on ioredis), and flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
+ * flowlock on another client (`flowlock-node-redis`: RLock on a node-redis 6 client, `flowlock-glide`: on a
+ * Valkey GLIDE client, in (a) and (c) next to flowlock on ioredis), and flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
  * lock (f), the read-write lock (g, whose `acquire` is the write lock and `acquireShared` the read lock), and
  * the semaphores of (h): RSemaphore (`flowlock-semaphore`) and RPermitExpirableSemaphore
  * (`flowlock-permit-semaphore`), which need the `permits` of `createAdapter`.
  */
 export const VARIANTS = [
   'flowlock-node-redis',
+  'flowlock-glide',
   'flowlock-fair',
   'flowlock-rwlock',
   'flowlock-semaphore',
@@ -135,6 +137,27 @@ export function createAdapter(
           await locks.close();
           await connected;
           redis.destroy();
+        },
+      };
+    }
+    case 'flowlock-glide': {
+      const { hostname, port } = new URL(url);
+      // GLIDE creates its client asynchronously; the lock client is made once it exists.
+      const created = GlideClient.createClient({ addresses: [{ host: hostname, port: Number(port || 6379) }] }).then(
+        (glide) => ({ glide, locks: createLockClient(glide, { watchdogTimeout: watchdogMs }) }),
+      );
+      return {
+        name: library,
+        redisKey: sameKey,
+        async acquire(key, leaseMs) {
+          const { locks } = await created;
+          const lease = await locks.getLock(key).acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
+          return () => lease.release();
+        },
+        async close() {
+          const { glide, locks } = await created;
+          await locks.close();
+          glide.close();
         },
       };
     }

@@ -64,6 +64,7 @@ export const SCENARIOS: Record<ScenarioId, string> = {
  */
 function nameIn(scenario: ScenarioId, library: string): string {
   if (library === 'flowlock-node-redis') return 'flowlock (node-redis 6)';
+  if (library === 'flowlock-glide') return 'flowlock (Valkey GLIDE)';
   if (library === 'flowlock-otel-off') return 'flowlock, no subscriber';
   if (library === 'flowlock-otel-api') return 'flowlock + instrumentation, no SDK';
   if (library === 'flowlock-otel-sdk') return 'flowlock + instrumentation + SDK';

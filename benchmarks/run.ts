@@ -722,8 +722,10 @@ function fieldOf(scenario: ScenarioId): readonly Library[] {
   if (scenario === 'f') return ['flowlock-fair', ...LIBRARIES];
   if (scenario === 'g') return ['flowlock-rwlock', 'flowlock'];
   if (scenario === 'h') return SEMAPHORES;
-  // flowlock on node-redis next to flowlock on ioredis: serial (a) and 8 processes on one lock (c).
-  if (scenario === 'a' || scenario === 'c') return ['flowlock', 'flowlock-node-redis', ...LIBRARIES.slice(1)];
+  // flowlock on node-redis and on GLIDE next to flowlock on ioredis: serial (a) and 8 processes on one lock (c).
+  if (scenario === 'a' || scenario === 'c') {
+    return ['flowlock', 'flowlock-node-redis', 'flowlock-glide', ...LIBRARIES.slice(1)];
+  }
   return LIBRARIES;
 }
 

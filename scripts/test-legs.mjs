@@ -20,6 +20,7 @@ const clusterFiles = [
   'count-down-latch',
   'cluster',
   'faults/clients',
+  'faults/glide',
   'diagnostics',
   'admin',
   'cli',
@@ -38,8 +39,10 @@ export const legs = [
   { name: 'node-redis6', env: { REDIS_CLIENT: 'node-redis6' }, files: ['test/integration'] },
   { name: 'node-redis5', env: { REDIS_CLIENT: 'node-redis5' }, files: ['test/integration'] },
   { name: 'iovalkey', env: { REDIS_CLIENT: 'iovalkey' }, files: ['test/integration'] },
+  { name: 'glide', env: { REDIS_CLIENT: 'glide' }, files: ['test/integration'] },
   { name: 'cluster:ioredis5', env: { REDIS_CLIENT: 'ioredis5', REDIS_TOPOLOGY: 'cluster' }, files: clusterFiles },
   { name: 'cluster:node-redis6', env: { REDIS_CLIENT: 'node-redis6', REDIS_TOPOLOGY: 'cluster' }, files: clusterFiles },
+  { name: 'cluster:glide', env: { REDIS_CLIENT: 'glide', REDIS_TOPOLOGY: 'cluster' }, files: clusterFiles },
 ];
 
 /** The legs named in `names`, in matrix order; exits with a usage line (status 2) on an unknown name. */

@@ -340,9 +340,11 @@ function unreleasedHold(hold: Hold): UnreleasedHold {
 
 /**
  * Creates a lock client on a Redis client: an ioredis or iovalkey `Redis` (standalone or Sentinel) or
- * `Cluster`, or a connected node-redis client, cluster or sentinel. The client is never modified: scripts run
- * by EVALSHA/EVAL, and the only connection opened (for pub/sub) is a duplicate that `close()` closes.
+ * `Cluster`, a connected node-redis client, cluster or sentinel, or a Valkey GLIDE `GlideClient` or
+ * `GlideClusterClient`. The client is never modified: scripts run by EVALSHA/EVAL, and the only connection
+ * opened (for pub/sub) is a duplicate (on GLIDE, a client of its own) that `close()` closes.
  */
 export function createLockClient(redis: RedisClient, options?: LockClientOptions): LockClient {
-  return new LockClient(adaptClient(redis, 'redis'), options);
+  const glideSubscriber = (options as { glideSubscriber?: unknown } | undefined)?.glideSubscriber;
+  return new LockClient(adaptClient(redis, 'redis', glideSubscriber), options);
 }

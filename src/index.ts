@@ -39,6 +39,9 @@ export { createQuorumLockClient } from './primitives/quorum-lock.js';
 export type { QuorumLock, QuorumLease, QuorumLockClient } from './primitives/quorum-lock.js';
 export type {
   AcquireOptions,
+  GlideClientLike,
+  GlidePubSubConfig,
+  GlideSubscriberFactory,
   IoredisClient,
   LatchAwaitOptions,
   LockClientOptions,

@@ -42,6 +42,16 @@ export interface LockClientOptions {
    * @default {} (host and pid, no app label)
    */
   readonly holderInfo?: HolderInfo | false;
+  /**
+   * Valkey GLIDE only: creates the lock client's own subscriber client. GLIDE takes a client's message callback
+   * only when the client is created, so the library creates a client for its pub/sub: by this factory, which
+   * must create a client of the same kind on the same servers with `pubsubSubscriptions: pubsub` (and RESP3,
+   * GLIDE's default), e.g. `(pubsub) => GlideClient.createClient({ ...config, pubsubSubscriptions: pubsub })`.
+   * The lock client closes it. Without it, the library creates one from the creation config the GLIDE client
+   * keeps (its `config` field, private in GLIDE's types).
+   * @default undefined (from the GLIDE client's creation config)
+   */
+  readonly glideSubscriber?: GlideSubscriberFactory;
 }
 
 /** The holder info a lock client records with its fresh holds (see `LockClientOptions.holderInfo`). */
@@ -177,8 +187,34 @@ export interface NodeRedisClient {
   readonly isOpen: boolean;
 }
 
+/**
+ * A Valkey GLIDE 2.x `GlideClient` or `GlideClusterClient` (`@valkey/valkey-glide`), by shape: the package is
+ * not loaded by this library.
+ */
+export interface GlideClientLike {
+  /** GLIDE's own `customCommand`: part of the shape the client is recognised by (no package is imported). */
+  customCommand(...args: never[]): unknown;
+  /** GLIDE's own `invokeScript`: part of the shape the client is recognised by (no package is imported). */
+  invokeScript(...args: never[]): unknown;
+  /** GLIDE's own `getSubscriptions`: part of the shape the client is recognised by (no package is imported). */
+  getSubscriptions(...args: never[]): unknown;
+  /** GLIDE's own `getStatistics`: part of the shape the client is recognised by (no package is imported). */
+  getStatistics(...args: never[]): unknown;
+}
+
+/** What `options.glideSubscriber` is given: the `pubsubSubscriptions` to create the subscriber client with. */
+export interface GlidePubSubConfig {
+  /** Empty: the library subscribes later, channel by channel. */
+  readonly channelsAndPatterns: Record<string, never>;
+  /** Receives the messages (a GLIDE `PubSubMsg`). */
+  readonly callback: (message: { readonly channel: unknown; readonly message: unknown }) => void;
+}
+
+/** `options.glideSubscriber`: resolves to a new GLIDE client created with `pubsubSubscriptions: pubsub`. */
+export type GlideSubscriberFactory = (pubsub: GlidePubSubConfig) => Promise<GlideClientLike>;
+
 /** Every client `createLockClient` and `createQuorumLockClient` accept. */
-export type RedisClient = IoredisClient | NodeRedisClient;
+export type RedisClient = IoredisClient | NodeRedisClient | GlideClientLike;
 
 export interface ResolvedClientOptions {
   readonly watchdogTimeout: number;
@@ -226,6 +262,7 @@ const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set([
   'keyPrefix',
   'syncReplicas',
   'holderInfo',
+  'glideSubscriber',
 ]);
 const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set([
   'watchdogTimeout',

@@ -5,7 +5,8 @@
  * connection to subscribe on). The client stays the caller's: nothing here closes or reconfigures it.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { adaptClient, unprefixed, type RedisAdapter } from '../redis/adapter.js';
+import { adaptClient, type RedisAdapter } from '../redis/adapter.js';
+import { unprefixed } from '../redis/shared.js';
 import { keySlot } from '../redis/keys.js';
 import { LockScripts } from '../redis/scripts.js';
 import { resolveClientOptions, type IoredisClient } from '../options.js';

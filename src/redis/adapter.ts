@@ -1,13 +1,14 @@
 /**
  * The seam between the library and the user's Redis client: one small interface that every supported client
- * library implements (ioredis.ts for ioredis and iovalkey, node-redis.ts for node-redis 5 and 6), and the
- * detection that picks the adapter by the client's shape. Nothing above this file names a client library.
+ * library implements (ioredis.ts for ioredis and iovalkey, node-redis.ts for node-redis 5 and 6, glide.ts for
+ * Valkey GLIDE), and the detection that picks the adapter by the client's shape. Nothing above this file names a client library.
  *
  * Keys and channels cross this seam by their server-side names: when the user's client has a `keyPrefix`,
  * the library's names already start with it (options.ts folds it into the lock client's prefix), and each
  * adapter hands the client the names without it, for the client to put back (scripts' KEYS and plain
  * commands), or names channels to the server as they are (pub/sub, which no client prefixes alike).
  */
+import { GlideAdapter, isGlide } from './glide.js';
 import { isIoredis, IoredisAdapter } from './ioredis.js';
 import { isNodeRedis, NodeRedisAdapter } from './node-redis.js';
 
@@ -54,7 +55,7 @@ export interface MasterConnection {
 
 export interface RedisAdapter {
   /** The client library, for messages. */
-  readonly library: 'ioredis' | 'node-redis';
+  readonly library: 'ioredis' | 'node-redis' | 'glide';
   readonly topology: 'standalone' | 'cluster' | 'sentinel';
   /** The prefix the user's client puts before every key ('' if none). */
   readonly keyPrefix: string;
@@ -101,58 +102,21 @@ export interface RedisAdapter {
   dispose(): void;
 }
 
-/** Whether `error` is the server's NOSCRIPT (the script cache was flushed, or this node never had it). */
-function isNoScript(error: unknown): boolean {
-  return error instanceof Error && /^NOSCRIPT/i.test(error.message);
-}
-
-/**
- * The script runner's rule for every adapter: `evalsha()`, and `evaluate()` (EVAL, on the same route) when
- * the server answers NOSCRIPT; `evaluate()` at once when `direct`.
- */
-export async function bySha(
-  direct: boolean,
-  evalsha: () => Promise<unknown>,
-  evaluate: () => Promise<unknown>,
-): Promise<unknown> {
-  if (direct) return evaluate();
-  try {
-    return await evalsha();
-  } catch (error) {
-    if (!isNoScript(error)) throw error;
-    return await evaluate();
-  }
-}
-
-/** The Cluster redirections both client families give up on (or pass on): the command did not run. */
-export function isRedirectionMessage(error: unknown): boolean {
-  return (
-    error instanceof Error && /^(Too many Cluster redirections|MOVED |ASK |TRYAGAIN|CLUSTERDOWN)/.test(error.message)
-  );
-}
-
-/** `key` without the client's prefix, for the client to put back. */
-export function unprefixed(key: string, prefix: string): string {
-  if (prefix === '') return key;
-  if (!key.startsWith(prefix)) throw new Error(`key "${key}" does not start with the client's keyPrefix "${prefix}"`);
-  return key.slice(prefix.length);
-}
-
-/** `keys` without the client's prefix. */
-export function unprefixedKeys(keys: readonly string[], prefix: string): string[] {
-  return prefix === '' ? [...keys] : keys.map((key) => unprefixed(key, prefix));
-}
-
 /**
  * The adapter for `client`, chosen by its shape (node-redis 5 has no class to test with `instanceof`, and
  * the client packages are never imported at run time). Throws a TypeError naming `argument` for anything
- * else.
+ * else. `glideSubscriber`: `options.glideSubscriber`, which only a GLIDE client takes.
  */
-export function adaptClient(client: unknown, argument: string): RedisAdapter {
+export function adaptClient(client: unknown, argument: string, glideSubscriber?: unknown): RedisAdapter {
+  if (isGlide(client)) return new GlideAdapter(client, argument, glideSubscriber);
+  if (glideSubscriber !== undefined) {
+    throw new TypeError(`options.glideSubscriber is for a GLIDE client only, and ${argument} is none`);
+  }
   if (isIoredis(client)) return new IoredisAdapter(client, argument);
   if (isNodeRedis(client)) return new NodeRedisAdapter(client, argument);
   throw new TypeError(
-    `${argument} must be a Redis client: an ioredis or iovalkey Redis or Cluster, or a node-redis client, ` +
-      'cluster or sentinel (createClient, createCluster, createSentinel)',
+    `${argument} must be a Redis client: an ioredis or iovalkey Redis or Cluster, a node-redis client, ` +
+      'cluster or sentinel (createClient, createCluster, createSentinel), or a Valkey GLIDE GlideClient or ' +
+      'GlideClusterClient',
   );
 }

@@ -4,18 +4,15 @@
  * first key; the library's subscriber is a duplicate of the client.
  */
 import type { Cluster, Redis } from 'ioredis';
-import {
-  bySha,
-  isRedirectionMessage,
-  unprefixed,
-  unprefixedKeys,
-  type MasterConnection,
-  type PubSubMode,
-  type RedisAdapter,
-  type Script,
-  type ScriptArg,
-  type Subscriber,
-  type SubscriberEvents,
+import { bySha, isRedirectionMessage, unprefixed, unprefixedKeys } from './shared.js';
+import type {
+  MasterConnection,
+  PubSubMode,
+  RedisAdapter,
+  Script,
+  ScriptArg,
+  Subscriber,
+  SubscriberEvents,
 } from './adapter.js';
 import { keySlot } from './keys.js';
 

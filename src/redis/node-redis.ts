@@ -5,18 +5,15 @@
  * what the library reads, and through the typed commands, which route a cluster's calls by their first key
  * and put a 6.1+ `keyPrefix` before every key.
  */
-import {
-  bySha,
-  isRedirectionMessage,
-  unprefixed,
-  unprefixedKeys,
-  type MasterConnection,
-  type PubSubMode,
-  type RedisAdapter,
-  type Script,
-  type ScriptArg,
-  type Subscriber,
-  type SubscriberEvents,
+import { bySha, isRedirectionMessage, unprefixed, unprefixedKeys } from './shared.js';
+import type {
+  MasterConnection,
+  PubSubMode,
+  RedisAdapter,
+  Script,
+  ScriptArg,
+  Subscriber,
+  SubscriberEvents,
 } from './adapter.js';
 import { RedisNotOpenError } from '../errors.js';
 import { keySlot } from './keys.js';

@@ -9,6 +9,7 @@ import { Redis as Ioredis6Redis } from 'ioredis6';
 import { Redis as ValkeyRedis } from 'iovalkey';
 import { createClient as createClient6, createCluster, createSentinel, RESP_TYPES } from 'redis';
 import { createClient as createClient5 } from 'redis5';
+import type { GlideClient, GlideClusterClient } from '@valkey/valkey-glide';
 import { describe, expect, it } from 'vitest';
 import { createLockClient, type RedisClient } from '../../src/index.js';
 import { adaptClient, type PubSubMode, type RedisAdapter } from '../../src/redis/adapter.js';
@@ -17,10 +18,10 @@ import { newTestClient, type ClientKind, type ClientOptions } from '../support/c
 import { everyNode, isCluster, masterOf, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
-const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6'];
+const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6', 'glide'];
 
 // Compile-time part: every library's client type is accepted as it is, without casts (tsc checks this file).
-export function typesAccepted(): void {
+export function typesAccepted(glide: GlideClient, glideCluster: GlideClusterClient): void {
   const accept = (client: RedisClient): RedisClient => client;
   accept(new IoredisRedis({ lazyConnect: true }));
   accept(new Ioredis6Redis({ lazyConnect: true }));
@@ -30,6 +31,8 @@ export function typesAccepted(): void {
   accept(createCluster({ rootNodes: [] }));
   accept(createSentinel({ name: 'm', sentinelRootNodes: [] }));
   accept(createClient6({ RESP: 3, commandOptions: { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer } } }));
+  accept(glide);
+  accept(glideCluster);
 }
 
 /** An adapter on a new client of `kind`, closed after the test. */
@@ -62,10 +65,12 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
 
   it('is detected by shape, with its topology, prefix and pub/sub ability', async () => {
     const { adapter } = adapterOn(kind);
-    expect(adapter.library).toBe(kind.startsWith('node-redis') ? 'node-redis' : 'ioredis');
+    expect(adapter.library).toBe(kind === 'glide' ? 'glide' : kind.startsWith('node-redis') ? 'node-redis' : 'ioredis');
     expect(adapter.topology).toBe(onCluster ? 'cluster' : 'standalone');
     expect(adapter.keyPrefix).toBe('');
     expect(adapter.shardedPubSub).toBe(onCluster && kind !== 'iovalkey');
+    // GLIDE has no keyPrefix.
+    if (kind === 'glide') return cleanUp();
     const prefixed = adapterOn(kind, { keyPrefix: 'app:' }).adapter;
     // node-redis has keyPrefix from 6.1 on; 5.x ignores the option.
     expect(prefixed.keyPrefix).toBe(kind === 'node-redis5' ? '' : 'app:');
@@ -126,20 +131,25 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     await cleanUp();
   });
 
-  it.skipIf(kind === 'node-redis5')('honours a client keyPrefix: keys as the server sees them', async () => {
-    const { adapter } = adapterOn(kind, { keyPrefix: 'app:' });
-    const key = `app:{${uniqueName('prefix')}}:k`;
-    await redis.admin.set(key, 'v');
-    expect(await adapter.get(key)).toBe('v');
-    // KEYS[1] reaches the script with the prefix, as the server names the key.
-    expect(await adapter.evalScript(echo, [key], ['a', 1], false)).toEqual([key, 'a', 1, [7, null, 'x'], 'string']);
-    await expect(adapter.get('other:key')).rejects.toThrow(/does not start with the client's keyPrefix "app:"/);
-    await cleanUp();
-  });
+  it.skipIf(kind === 'node-redis5' || kind === 'glide')(
+    'honours a client keyPrefix: keys as the server sees them',
+    async () => {
+      const { adapter } = adapterOn(kind, { keyPrefix: 'app:' });
+      const key = `app:{${uniqueName('prefix')}}:k`;
+      await redis.admin.set(key, 'v');
+      expect(await adapter.get(key)).toBe('v');
+      // KEYS[1] reaches the script with the prefix, as the server names the key.
+      expect(await adapter.evalScript(echo, [key], ['a', 1], false)).toEqual([key, 'a', 1, [7, null, 'x'], 'string']);
+      await expect(adapter.get('other:key')).rejects.toThrow(/does not start with the client's keyPrefix "app:"/);
+      await cleanUp();
+    },
+  );
 
   it('subscribes by server-side channel name, reports messages, and closes what it opened', async () => {
     const before = await connections();
-    const { adapter } = adapterOn(kind, { keyPrefix: kind === 'node-redis5' ? undefined : 'app:' } as ClientOptions);
+    const { adapter } = adapterOn(kind, {
+      keyPrefix: kind === 'node-redis5' || kind === 'glide' ? undefined : 'app:',
+    } as ClientOptions);
     const channel = `app:redisson_lock__channel:{${uniqueName('sub')}}`;
     const messages: [string, string][] = [];
     const subscriber = adapter.openSubscriber(sharded, {
@@ -212,7 +222,8 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     await expect
       .poll(
         async () => {
-          await adapter.get(key).catch(() => undefined);
+          // GLIDE reconnects without a word: the next WAIT finds the connection's CLIENT ID changed.
+          await (kind === 'glide' ? connection.wait(0, 10) : adapter.get(key)).catch(() => undefined);
           return connection.closes;
         },
         { timeout: 5000, interval: 50 },
@@ -241,7 +252,8 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     await cleanUp();
   });
 
-  it.skipIf(onCluster)('tells ready from connecting and down', async () => {
+  // GLIDE shows no connection state, and reconnects at once: only a failed call says 'down'.
+  it.skipIf(onCluster || kind === 'glide')('tells ready from connecting and down', async () => {
     const { adapter } = adapterOn(kind, { reconnectMs: false });
     await adapter.get(uniqueName('ready'));
     // node-redis may answer a command queued while connecting a moment before it calls itself ready.
@@ -259,7 +271,9 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
       eventNames(): (string | symbol)[];
       listenerCount(e: string | symbol): number;
     };
-    const listeners = (): number => emitter.eventNames().reduce((n, e) => n + emitter.listenerCount(e), 0);
+    // A GLIDE client is no event emitter.
+    const listeners = (): number =>
+      kind === 'glide' ? 0 : emitter.eventNames().reduce((n, e) => n + emitter.listenerCount(e), 0);
     const ownKeys = Object.keys(client).sort();
     const listenersBefore = listeners();
     const locks = createLockClient(client, {

@@ -20,6 +20,7 @@ import {
   idleTestClient,
   isReady,
   newTestClient,
+  onGlide,
   onNodeRedis,
   ping,
   type TestClient,
@@ -449,7 +450,8 @@ describe('quorum lock', () => {
     expect(await nodesWithKey(name)).toBe(0);
   });
 
-  it('sends nothing to a node that is down, and uses it again once it is back', async () => {
+  // GLIDE shows no connection state: a node is known down only once a call to it failed.
+  it.skipIf(onGlide)('sends nothing to a node that is down, and uses it again once it is back', async () => {
     const { quorum, clients } = await connectedQuorum();
     const name = uniqueName('quorum');
     await (await quorum.getLock(name).acquire({ leaseTime: 5000 })).release(); // seen ready on every node

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { lockKeys } from '../../src/redis/keys.js';
 import { LockScripts } from '../../src/redis/scripts.js';
-import { isNodeRedisClient } from '../support/clients.js';
+import { isGlideClient, isNodeRedisClient, ping } from '../support/clients.js';
 import { everyNode, onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -29,13 +29,16 @@ describe('script runner', () => {
 
   it('never defines commands on the caller’s client', async () => {
     const client = redis.client();
+    // A GLIDE client is created asynchronously: its own fields exist once it answers.
+    if (isGlideClient(client)) await ping(client);
     const ownBefore = Object.getOwnPropertyNames(client).sort();
     const { createLockClient } = await import('../../src/index.js');
     const locks = createLockClient(client);
     await locks.getLock(uniqueName()).withLock(() => undefined);
     await locks.close();
-    if (isNodeRedisClient(client)) {
-      // node-redis defines scripts only from createClient's `scripts` option: the client gains no property.
+    if (isNodeRedisClient(client) || isGlideClient(client)) {
+      // node-redis defines scripts only from createClient's `scripts` option, and GLIDE has no script
+      // commands: the client gains no property.
       expect(Object.getOwnPropertyNames(client).sort()).toEqual(ownBefore);
     } else {
       // ioredis keeps commands made by defineCommand in `scriptsSet`.

@@ -1,18 +1,19 @@
 /**
  * The Redis client under test, one axis of the test matrix: `REDIS_CLIENT` = `ioredis5` (the default),
- * `ioredis6`, `iovalkey`, `node-redis5` or `node-redis6` (`IOREDIS_MAJOR=6` still means `ioredis6`). The
+ * `ioredis6`, `iovalkey`, `node-redis5`, `node-redis6` or `glide` (`IOREDIS_MAJOR=6` still means `ioredis6`). The
  * integration tests build the lock's clients here, from a few neutral options that each library spells its
  * own way; their own inspection connections stay ioredis 5 (fixture.ts).
  */
 import { Cluster as Cluster5, Redis as Redis5, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6';
 import { Cluster as ValkeyCluster, Redis as ValkeyRedis } from 'iovalkey';
+import { GlideClient, GlideClusterClient, type GlideClientConfiguration } from '@valkey/valkey-glide';
 import * as nodeRedis6 from 'redis';
 import * as nodeRedis5 from 'redis5';
 import type { NodeRedisClient, RedisClient } from '../../src/index.js';
 
-export type ClientKind = 'ioredis5' | 'ioredis6' | 'iovalkey' | 'node-redis5' | 'node-redis6';
-const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6'];
+export type ClientKind = 'ioredis5' | 'ioredis6' | 'iovalkey' | 'node-redis5' | 'node-redis6' | 'glide';
+const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6', 'glide'];
 
 function kindFromEnv(): ClientKind {
   const value = process.env['REDIS_CLIENT'] ?? (process.env['IOREDIS_MAJOR'] === '6' ? 'ioredis6' : 'ioredis5');
@@ -23,8 +24,10 @@ function kindFromEnv(): ClientKind {
 }
 
 export const clientKind: ClientKind = kindFromEnv();
-/** The client family: the ioredis API (ioredis, iovalkey) or node-redis'. */
+/** The client family: the ioredis API (ioredis, iovalkey), node-redis' or GLIDE's. */
 export const onNodeRedis = clientKind.startsWith('node-redis');
+/** Valkey GLIDE: no keyPrefix, no connection events or state, no offline queue switch, no Sentinel. */
+export const onGlide = clientKind === 'glide';
 
 export interface Address {
   readonly host: string;
@@ -63,6 +66,8 @@ export interface ClientOptions {
    * socket options; e.g. `{ username, socket: { tls: true, ca }, commandOptions: { timeout } }`.
    */
   readonly nodeRedis?: Readonly<Record<string, unknown>> & { readonly socket?: Readonly<Record<string, unknown>> };
+  /** The same for GLIDE: merged into the creation config, e.g. `{ requestTimeout: 1000 }`. */
+  readonly glide?: Readonly<Record<string, unknown>>;
 }
 
 /** A client under test and how to close it whatever state it is in. */
@@ -73,7 +78,84 @@ export interface TestClient {
 
 /** A new client of `REDIS_CLIENT` on `target`; node-redis clients are connecting when this returns. */
 export function newTestClient(target: Target, options: ClientOptions = {}, kind = clientKind): TestClient {
+  if (kind === 'glide') return glideClient(target, options);
   return kind.startsWith('node-redis') ? nodeRedisClient(target, options, kind) : ioredisClient(target, options, kind);
+}
+
+type Glide = GlideClient | GlideClusterClient;
+
+/** The GLIDE creation config for `target` and `options` (no Sentinel, no keyPrefix, no offline-queue switch). */
+function glideConfig(target: Target, options: ClientOptions): GlideClientConfiguration {
+  if (target.topology === 'sentinel') throw new Error('GLIDE has no Sentinel support');
+  if (options.keyPrefix !== undefined) throw new Error('GLIDE has no keyPrefix');
+  if (options.noOfflineQueue) throw new Error('GLIDE has no switch for its queue while disconnected');
+  const addresses =
+    target.topology === 'cluster'
+      ? target.nodes.map(({ host, port }) => ({ host, port }))
+      : [{ host: target.host, port: options.port ?? target.port }];
+  // GLIDE's default requestTimeout of 250 ms is a command timeout, which the other libraries' clients in these
+  // tests do not have: tests that stall the server for seconds would see it fail their calls. 10 s leaves
+  // their bounds to the library, as on the other libraries; faults/glide.test.ts runs GLIDE's short timeouts.
+  const config: GlideClientConfiguration = { addresses, requestTimeout: 10_000 };
+  if (options.lazyConnect) config.lazyConnect = true;
+  if (options.password !== undefined) {
+    config.credentials = { password: options.password, ...(options.username ? { username: options.username } : {}) };
+  }
+  // GLIDE always reconnects; `reconnectMs` sets its (constant) pause between attempts.
+  if (typeof options.reconnectMs === 'number') {
+    config.connectionBackoff = { numberOfRetries: 1, factor: options.reconnectMs, exponentBase: 1 };
+  }
+  return { ...config, ...options.glide };
+}
+
+/**
+ * A GLIDE client, which GLIDE creates asynchronously (`createClient`): this hands out, at once, a proxy of the
+ * client being created, as node-redis clients are handed out while connecting. Until it exists its methods
+ * wait for it; then every property is the client's own (its class, its `config`, its methods bound to it).
+ */
+function glideClient(target: Target, options: ClientOptions): TestClient & { invoked(): boolean } {
+  const config = glideConfig(target, options);
+  const Class: typeof GlideClient | typeof GlideClusterClient =
+    target.topology === 'cluster' ? GlideClusterClient : GlideClient;
+  const created: Promise<Glide> = Class.createClient(config);
+  let client: Glide | undefined;
+  let invoked = false;
+  const settled = created.then(
+    (c) => {
+      client = c;
+    },
+    () => undefined,
+  );
+  const proxy = new Proxy(Object.create(Class.prototype) as Glide, {
+    get(shell, property) {
+      if (client) {
+        const value: unknown = Reflect.get(client, property);
+        if (typeof value !== 'function' || property === 'constructor') return value;
+        return (...args: unknown[]) => {
+          invoked = true;
+          return (value as (...a: unknown[]) => unknown).apply(client, args);
+        };
+      }
+      if (property === 'config') return config;
+      const method: unknown = Reflect.get(shell, property);
+      if (typeof method !== 'function' || property === 'constructor') return method;
+      return (...args: unknown[]) => {
+        invoked = true;
+        return created.then((c) => (Reflect.get(c, property) as (...a: unknown[]) => unknown).apply(c, args));
+      };
+    },
+    ownKeys: (shell) => (client ? Reflect.ownKeys(client) : Reflect.ownKeys(shell)),
+    getOwnPropertyDescriptor: (shell, property) =>
+      client ? Reflect.getOwnPropertyDescriptor(client, property) : Reflect.getOwnPropertyDescriptor(shell, property),
+  });
+  return {
+    client: proxy,
+    invoked: () => invoked,
+    close: async () => {
+      await settled;
+      client?.close();
+    },
+  };
 }
 
 function ioredisClient(target: Target, options: ClientOptions, kind: ClientKind): TestClient {
@@ -187,9 +269,18 @@ function nodeRedisClient(target: Target, options: ClientOptions, kind: ClientKin
   };
 }
 
-/** Whether `client` is a node-redis client, cluster or sentinel (else ioredis' API: ioredis or iovalkey). */
+/** Whether `client` is a node-redis client, cluster or sentinel (else ioredis' API or GLIDE's). */
 export function isNodeRedisClient(client: RedisClient): client is NodeRedisClient {
   return typeof (client as { isOpen?: unknown }).isOpen === 'boolean' && !('status' in client);
+}
+
+/** Whether `client` is a GLIDE client (or the proxy of one being created, see glideClient). */
+export function isGlideClient(client: RedisClient): boolean {
+  return typeof (client as { customCommand?: unknown }).customCommand === 'function';
+}
+
+function asGlide(client: RedisClient): Glide {
+  return client as unknown as Glide;
 }
 
 interface IoredisCalls {
@@ -214,6 +305,7 @@ interface NodeRedisCalls {
  * unless the command names a key where its client routes by one).
  */
 export function sendCommand(client: RedisClient, args: readonly string[]): Promise<unknown> {
+  if (isGlideClient(client)) return asGlide(client).customCommand([...args]);
   if (!isNodeRedisClient(client)) return (client as unknown as IoredisCalls).call(...args);
   const nodeRedis = client as unknown as NodeRedisCalls;
   // A node-redis cluster takes (firstKey, isReadonly, args), a sentinel (isReadonly, args), a client (args).
@@ -224,11 +316,14 @@ export function sendCommand(client: RedisClient, args: readonly string[]): Promi
 
 /** PING on a client under test: its connection is up once this resolves. */
 export async function ping(client: RedisClient): Promise<string> {
+  if (isGlideClient(client)) return String(await asGlide(client).ping());
   return String(await (client as unknown as { ping(): Promise<unknown> }).ping());
 }
 
 /** Whether a client under test is connected and ready (ioredis' status 'ready', node-redis' isReady). */
 export function isReady(client: RedisClient): boolean {
+  // GLIDE shows no connection state: a client that exists is as ready as it will say.
+  if (isGlideClient(client)) return true;
   return isNodeRedisClient(client)
     ? ((client as unknown as NodeRedisCalls).isReady ?? client.isOpen)
     : (client as unknown as IoredisCalls).status === 'ready';
@@ -236,13 +331,16 @@ export function isReady(client: RedisClient): boolean {
 
 /** Closes a client under test gracefully, as its user would: ioredis' quit(), node-redis' close(). */
 export async function quitClient(client: RedisClient): Promise<void> {
-  if (isNodeRedisClient(client)) await (client as unknown as NodeRedisCalls).close();
+  if (isGlideClient(client)) asGlide(client).close();
+  else if (isNodeRedisClient(client)) await (client as unknown as NodeRedisCalls).close();
   else await (client as unknown as IoredisCalls).quit();
 }
 
 /** Drops a client under test's connection at once, for good: ioredis' disconnect(), node-redis' destroy(). */
 export function dropClient(client: RedisClient): void {
-  if (isNodeRedisClient(client)) {
+  if (isGlideClient(client)) {
+    asGlide(client).close();
+  } else if (isNodeRedisClient(client)) {
     if (client.isOpen) void Promise.resolve((client as unknown as NodeRedisCalls).destroy()).catch(() => undefined);
   } else {
     (client as unknown as IoredisCalls).disconnect();
@@ -260,6 +358,11 @@ export interface IdleTestClient extends TestClient {
  * node-redis client whose connect() nobody called. For checks that must come before any I/O.
  */
 export function idleTestClient(target: Target, kind = clientKind): IdleTestClient {
+  if (kind === 'glide') {
+    // A lazy GLIDE client connects on its first command: untouched while nothing called a method of it.
+    const created = glideClient(target, { lazyConnect: true });
+    return { client: created.client, untouched: () => !created.invoked(), close: () => created.close() };
+  }
   if (kind.startsWith('node-redis')) {
     const lib = kind === 'node-redis5' ? (nodeRedis5 as unknown as typeof nodeRedis6) : nodeRedis6;
     let client: NodeRedisHandle;

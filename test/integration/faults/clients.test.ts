@@ -13,7 +13,7 @@ import { recordFigures } from '../../support/figures.js';
 import { clusterMasters, migrateSlot, slotOwner } from '../../support/redis-cluster.js';
 
 const redis = useRedis();
-const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6'];
+const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6', 'glide'];
 
 function locksOn(kind: ClientKind, clientOptions: ClientOptions = {}, options: LockClientOptions = {}): LockClient {
   const created = newTestClient(redis.target, clientOptions, kind);
@@ -56,8 +56,8 @@ async function wakeDelay(release: () => Promise<unknown>, waiting: Promise<unkno
 }
 
 describe('a client keyPrefix', () => {
-  // node-redis has keyPrefix only from 6.1 on: node-redis 5 clients are left out.
-  it.each(KINDS.filter((kind) => kind !== 'node-redis5'))(
+  // node-redis has keyPrefix only from 6.1 on, GLIDE none: their clients are left out.
+  it.each(KINDS.filter((kind) => kind !== 'node-redis5' && kind !== 'glide'))(
     '%s: keys and channels carry it; locks and wake-ups are shared with clients of other libraries',
     async (kind) => {
       const prefixed = locksOn(kind, { keyPrefix: 'app:' });
@@ -142,8 +142,8 @@ describe('a shard channel’s slot migrates while a waiter waits', () => {
       await migrateSlot(slot, from, to);
       let followedMs = 0;
       if (sharded) {
-        // Redis dropped the subscription on the old owner; it must come back on the new one (ioredis and
-        // node-redis 6 follow the move; node-redis 5 is caught by the adapter's slot check).
+        // Redis dropped the subscription on the old owner; it must come back on the new one (ioredis,
+        // node-redis 6 and GLIDE follow the move; node-redis 5 is caught by the adapter's slot check).
         await expect.poll(() => subscribersOn(to.port), { timeout: 10_000, interval: 50 }).toBe(1);
         followedMs = performance.now() - migrated;
       }

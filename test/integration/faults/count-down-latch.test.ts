@@ -8,6 +8,7 @@ import { latchKeys } from '../../../src/redis/keys.js';
 import { percentile } from '../../support/checkers.js';
 import { fixturePath, Worker, type WorkerMessage } from '../../support/workers.js';
 import { uniqueName, until } from '../../support/fixture.js';
+import { onGlide } from '../../support/clients.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { useFaultServers } from '../../support/fault-servers.js';
 import type { SemaphoreWorkerConfig } from '../../fixtures/semaphore-worker.ts';
@@ -108,75 +109,80 @@ describe('C1: 8 processes await() a latch of 3 that a 9th process counts down (5
   });
 });
 
-describe('C2: the subscriber connections are killed (CLIENT KILL TYPE pubsub) shortly before the last countDown', () => {
-  it(`all wake soon after the later of their reconnect and the countDown`, async () => {
-    const { waiters, counter } = await start();
-    // Kill this long before the countDown: the "0" is published while every subscriber is away (0, 10, 30),
-    // while they come back (60), or once they are back (150). New connections are refused for AWAY_MS after
-    // the kill, so that this holds whatever the client's reconnect delay (node-redis reconnects at once,
-    // ioredis after 50 ms).
-    const offsets = Array.from({ length: soak }, () => [0, 10, 30, 60, 150]).flat();
-    const latencies: number[] = [];
-    const sinceCountDown: number[] = [];
-    let missed = 0;
-    let notKilled = 0;
-    const results: boolean[] = [];
-    for (const offset of offsets) {
-      const name = uniqueName('c2');
-      await arm(name, 2, waiters, counter);
-      await countDown(counter, name);
-      const admit = await servers.refuseConnections();
-      const killedAt = process.hrtime.bigint();
-      const killed = Number(await servers.admin.client('KILL', 'TYPE', 'pubsub'));
-      const admitted = sleep(AWAY_MS).then(admit);
-      await sleep(offset);
-      const last = await countDown(counter, name);
-      await admitted;
-      const woke = await Promise.all(waiters.map((waiter) => waiter.next<Woke>('woke', { ref: name }, 10_000)));
-      results.push(...woke.map((w) => w.result));
-      for (const [index, waiter] of waiters.entries()) {
-        const back = waiter.messages.find(
-          (m): m is SubscriberEvent =>
-            m.type === 'subscriber' && m['event'] === 'ready' && (m['at'] as bigint) > killedAt,
-        );
-        const at = woke[index]!.at;
-        if (!back) {
-          notKilled++;
-          continue;
+// Timed against each waiter's subscriber reconnect, which the workers learn from the client's connection events:
+// GLIDE has none (faults/glide.test.ts drops a GLIDE waiter's subscriber under a release instead).
+describe.skipIf(onGlide)(
+  'C2: the subscriber connections are killed (CLIENT KILL TYPE pubsub) shortly before the last countDown',
+  () => {
+    it(`all wake soon after the later of their reconnect and the countDown`, async () => {
+      const { waiters, counter } = await start();
+      // Kill this long before the countDown: the "0" is published while every subscriber is away (0, 10, 30),
+      // while they come back (60), or once they are back (150). New connections are refused for AWAY_MS after
+      // the kill, so that this holds whatever the client's reconnect delay (node-redis reconnects at once,
+      // ioredis after 50 ms).
+      const offsets = Array.from({ length: soak }, () => [0, 10, 30, 60, 150]).flat();
+      const latencies: number[] = [];
+      const sinceCountDown: number[] = [];
+      let missed = 0;
+      let notKilled = 0;
+      const results: boolean[] = [];
+      for (const offset of offsets) {
+        const name = uniqueName('c2');
+        await arm(name, 2, waiters, counter);
+        await countDown(counter, name);
+        const admit = await servers.refuseConnections();
+        const killedAt = process.hrtime.bigint();
+        const killed = Number(await servers.admin.client('KILL', 'TYPE', 'pubsub'));
+        const admitted = sleep(AWAY_MS).then(admit);
+        await sleep(offset);
+        const last = await countDown(counter, name);
+        await admitted;
+        const woke = await Promise.all(waiters.map((waiter) => waiter.next<Woke>('woke', { ref: name }, 10_000)));
+        results.push(...woke.map((w) => w.result));
+        for (const [index, waiter] of waiters.entries()) {
+          const back = waiter.messages.find(
+            (m): m is SubscriberEvent =>
+              m.type === 'subscriber' && m['event'] === 'ready' && (m['at'] as bigint) > killedAt,
+          );
+          const at = woke[index]!.at;
+          if (!back) {
+            notKilled++;
+            continue;
+          }
+          // Reconnected after the "0" went out: this waiter can only have learned it by its re-check.
+          if (back.at > last.at) missed++;
+          latencies.push(ms(back.at > last.at ? back.at : last.at, at));
+          sinceCountDown.push(ms(last.at, at));
         }
-        // Reconnected after the "0" went out: this waiter can only have learned it by its re-check.
-        if (back.at > last.at) missed++;
-        latencies.push(ms(back.at > last.at ? back.at : last.at, at));
-        sinceCountDown.push(ms(last.at, at));
-      }
-      expect(killed).toBe(WAITERS);
-      expect(await servers.admin.exists(name)).toBe(0);
-      // Every subscriber back and subscribed before the next round's kill.
-      await until(
-        () =>
-          Promise.resolve(
-            waiters.every((w) =>
-              w.messages.some(
-                (m) => m.type === 'subscriber' && m['event'] === 'ready' && (m['at'] as bigint) > killedAt,
+        expect(killed).toBe(WAITERS);
+        expect(await servers.admin.exists(name)).toBe(0);
+        // Every subscriber back and subscribed before the next round's kill.
+        await until(
+          () =>
+            Promise.resolve(
+              waiters.every((w) =>
+                w.messages.some(
+                  (m) => m.type === 'subscriber' && m['event'] === 'ready' && (m['at'] as bigint) > killedAt,
+                ),
               ),
             ),
-          ),
-        'every subscriber reconnected',
-      );
-    }
-    recordFigures('C2 latch, pubsub killed before the last countDown', {
-      wakes: latencies.length,
-      missedZeroMessage: missed,
-      wakeAfterLaterP50Ms: percentile(latencies, 50),
-      wakeAfterLaterMaxMs: max(latencies),
-      wakeAfterCountDownMaxMs: max(sinceCountDown),
+          'every subscriber reconnected',
+        );
+      }
+      recordFigures('C2 latch, pubsub killed before the last countDown', {
+        wakes: latencies.length,
+        missedZeroMessage: missed,
+        wakeAfterLaterP50Ms: percentile(latencies, 50),
+        wakeAfterLaterMaxMs: max(latencies),
+        wakeAfterCountDownMaxMs: max(sinceCountDown),
+      });
+      expect(notKilled).toBe(0);
+      expect(results).toEqual(offsets.flatMap(() => waiters.map(() => true)));
+      // The re-check after a reconnect is what this scenario is about: it must have been needed.
+      expect(missed).toBeGreaterThanOrEqual(WAITERS);
+      expect(percentile(latencies, 50)).toBeLessThanOrEqual(WAKE_P50_MS);
+      expect(max(latencies)).toBeLessThanOrEqual(WAKE_MS);
+      await closeAll([...waiters, counter]);
     });
-    expect(notKilled).toBe(0);
-    expect(results).toEqual(offsets.flatMap(() => waiters.map(() => true)));
-    // The re-check after a reconnect is what this scenario is about: it must have been needed.
-    expect(missed).toBeGreaterThanOrEqual(WAITERS);
-    expect(percentile(latencies, 50)).toBeLessThanOrEqual(WAKE_P50_MS);
-    expect(max(latencies)).toBeLessThanOrEqual(WAKE_MS);
-    await closeAll([...waiters, counter]);
-  });
-});
+  },
+);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient } from '../../../src/index.js';
 import { freePort, startRedisServer, type LocalRedis } from '../../support/redis-server.js';
 import { newRedis, type Redis, until } from '../../support/fixture.js';
-import { newTestClient } from '../../support/clients.js';
+import { newTestClient, onGlide } from '../../support/clients.js';
 
 /** The README's least-privilege rule for keyPrefix `app:`. */
 export const LOCK_USER_RULE = [
@@ -152,7 +152,8 @@ beforeAll(async () => {
   );
   tls = { ca: readFileSync(join(dir, 'ca.crt')), servername: 'localhost' };
   admin = newRedis(server, { tls, username: 'admin', password: 'admin-secret' });
-  await admin.acl('SETUSER', 'locker', ...LOCK_USER_RULE);
+  // A GLIDE subscriber asks its connections' CLIENT IDs (GLIDE announces no reconnect): docs' GLIDE addition.
+  await admin.acl('SETUSER', 'locker', ...LOCK_USER_RULE, ...(onGlide ? ['+client|id'] : []));
   await admin.acl('LOG', 'RESET');
 });
 afterAll(async () => {
@@ -169,6 +170,11 @@ describe('least privilege over TLS', () => {
       {
         ioredis: { tls, ...credentials },
         nodeRedis: { ...credentials, socket: { tls: true, ...tls } },
+        glide: {
+          credentials,
+          useTLS: true,
+          advancedConfiguration: { tlsAdvancedConfiguration: { rootCertificates: tls.ca } },
+        },
       },
     );
     // A lease of 1.5 s (renewed every 500 ms): the holds below outlast it, so only renewals keep them, and a

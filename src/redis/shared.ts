@@ -1,0 +1,48 @@
+/**
+ * Helpers every adapter uses (ioredis.ts, node-redis.ts, glide.ts): the script runner's NOSCRIPT rule, the
+ * Cluster redirections a client gives up on, and key prefixes. They live apart from adapter.ts, which picks
+ * the adapter and so imports every adapter file.
+ */
+
+/** Whether `error` is the server's NOSCRIPT (the script cache was flushed, or this node never had it). */
+function isNoScript(error: unknown): boolean {
+  // GLIDE names the server's error by its kind: "An error was signalled by the server: - NoScriptError: ...".
+  return error instanceof Error && /^NOSCRIPT|- NoScriptError:/i.test(error.message);
+}
+
+/**
+ * The script runner's rule for every adapter: `evalsha()`, and `evaluate()` (EVAL, on the same route) when
+ * the server answers NOSCRIPT; `evaluate()` at once when `direct`.
+ */
+export async function bySha(
+  direct: boolean,
+  evalsha: () => Promise<unknown>,
+  evaluate: () => Promise<unknown>,
+): Promise<unknown> {
+  if (direct) return evaluate();
+  try {
+    return await evalsha();
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    return await evaluate();
+  }
+}
+
+/** The Cluster redirections both client families give up on (or pass on): the command did not run. */
+export function isRedirectionMessage(error: unknown): boolean {
+  return (
+    error instanceof Error && /^(Too many Cluster redirections|MOVED |ASK |TRYAGAIN|CLUSTERDOWN)/.test(error.message)
+  );
+}
+
+/** `key` without the client's prefix, for the client to put back. */
+export function unprefixed(key: string, prefix: string): string {
+  if (prefix === '') return key;
+  if (!key.startsWith(prefix)) throw new Error(`key "${key}" does not start with the client's keyPrefix "${prefix}"`);
+  return key.slice(prefix.length);
+}
+
+/** `keys` without the client's prefix. */
+export function unprefixedKeys(keys: readonly string[], prefix: string): string[] {
+  return prefix === '' ? [...keys] : keys.map((key) => unprefixed(key, prefix));
+}
