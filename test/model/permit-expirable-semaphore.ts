@@ -322,6 +322,8 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
   readonly permits = new Map<string, Permit>();
   /** Faults so far (a loss or a refusal since a grant is excused by one). */
   faults = 0;
+  /** When the latest fault (or unmodeled stall) was recorded. */
+  lastFaultAt = -Infinity;
   /** The last stable state, and whether the queue's order may have changed since (a fault, a stall). */
   stable: Snapshot | undefined;
   orderExcused = false;
@@ -340,6 +342,7 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
   faulted(): void {
     this.orderExcused = true;
     this.faults++;
+    this.lastFaultAt = now();
   }
 
   protected describeModel(): string {
@@ -425,7 +428,8 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
       lease,
       leaseMs: job.leaseMs,
       grantedAt: at,
-      faults: this.faults,
+      // A fault recorded after the grant settled (before this adoption) counts as one since the grant.
+      faults: this.lastFaultAt >= at ? this.faults - 1 : this.faults,
       state: 'held',
       seen: false,
     });

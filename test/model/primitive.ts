@@ -293,6 +293,10 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
         // it would miss its grant (its reply may come in before a read sent earlier on another connection).
         const unadopted = this.world.actors.find((a) => a.last?.outcome !== undefined && !a.last.adopted);
         if (unadopted) return `${unadopted.name}'s ${String(unadopted.last)} settled during the read`;
+        // A command queued for a reconnect (or resent after one) may still change Redis: a call that gave up
+        // while its connection was down can run after the read (a killed connection, a dropped reply).
+        const busy = this.world.clients.find((c) => !connectionQuiet(c.redis));
+        if (busy) return `${busy.label}'s connection is ${busy.redis.status} with commands in flight`;
         return unstable(state.value);
       },
     );
@@ -579,6 +583,15 @@ export function faultCommands<P, H extends PrimitiveHarness<P>>(
     fc.tuple(slotArb, maybe).map(([slot, step]) => new CloseCommand<P, H>(slot, step)),
     actorArb.map((actor) => new AbortCommand<P, H>(actor)),
   ];
+}
+
+/** Ready, with nothing sent and unanswered, nor queued for a reconnect (ioredis' own queues). */
+function connectionQuiet(redis: Redis): boolean {
+  const queues = redis as unknown as {
+    readonly commandQueue: { length: number };
+    readonly offlineQueue: { length: number };
+  };
+  return redis.status === 'ready' && queues.commandQueue.length === 0 && queues.offlineQueue.length === 0;
 }
 
 /** Polls `ready` every 25 ms until it gives no reason to wait; `by()` is re-read each time (faults move it). */
