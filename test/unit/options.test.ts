@@ -16,6 +16,8 @@ import {
 import { adaptClient } from '../../src/redis/adapter.js';
 
 const checkRedisClient = (client: unknown) => adaptClient(client, 'redis');
+/** GLIDE's shape, as the adapter detects it (no connection: the checks come before any I/O). */
+const glideShaped = { customCommand() {}, invokeScript() {}, getSubscriptions() {}, getStatistics() {} };
 
 describe('options: bad input fails before any I/O with an error naming the argument', () => {
   const cases: [string, () => unknown, ErrorConstructor, RegExp][] = [
@@ -36,6 +38,19 @@ describe('options: bad input fails before any I/O with an error naming the argum
     ],
     ['client not a Redis client', () => checkRedisClient({}), TypeError, /redis must be a Redis client: an ioredis/],
     ['client null', () => checkRedisClient(null), TypeError, /node-redis/],
+    ['client not a Redis client, GLIDE named', () => checkRedisClient({}), TypeError, /GlideClusterClient/],
+    [
+      'options.glideSubscriber not a function',
+      () => adaptClient(glideShaped, 'redis', 'factory'),
+      TypeError,
+      /options.glideSubscriber must be a function, got string/,
+    ],
+    [
+      'options.glideSubscriber for another client',
+      () => adaptClient({}, 'redis', () => Promise.resolve(glideShaped)),
+      TypeError,
+      /options.glideSubscriber is for a GLIDE client only/,
+    ],
     [
       'node-redis client pool',
       () => checkRedisClient({ evalSha() {}, sendCommand() {}, withTypeMapping() {}, isOpen: false }),
