@@ -20,8 +20,8 @@
  *   hold on a shared member is a violation, and so is a hash with two owners;
  * - liveness within STABLE_MS: a waiting acquisition whose next member (in key order) nobody else holds is
  *   granted that member (a waiter that waited when one of its members' hash was deleted is left out: nothing
- *   announces a DEL, it sleeps out the 30 s lease it saw; so is a later call of its client queued behind it
- *   locally for that member); a waitTime-0 acquisition whose members were all
+ *   announces a DEL, it sleeps out the 30 s lease it saw; so does a call of its client that queued behind it
+ *   locally for that member meanwhile); a waitTime-0 acquisition whose members were all
  *   free (or its own) at the last stable state, with no waiting call of another actor on any of them and no
  *   fault since, is granted;
  * - what callers are told: only an abort or close() rejects a wait, a bounded wait gives up no earlier than
@@ -345,27 +345,7 @@ export class MultiHarness extends HoldHarness<LockClient, MultiWorld, MultiJob> 
       }
       const others = [...(snap.owners.get(next)?.keys() ?? [])].filter((o) => o !== owner);
       const undecided = job.names.slice(0, job.names.indexOf(next)).some((n) => taken.get(n) === undefined);
-      // A call behind such a sleeper in its client's local queue of that lock sleeps with it (a newcomer does
-      // not try past a local waiter).
-      const behindSleeper = actors.some((a) => {
-        const other = multiJob(a);
-        return (
-          other !== undefined &&
-          other !== job &&
-          other.waiting &&
-          other.client === job.client &&
-          other.hit.has(next) &&
-          other.startedAt <= job.startedAt
-        );
-      });
-      if (
-        others.length === 0 &&
-        job.hit.size === 0 &&
-        !behindSleeper &&
-        !undecided &&
-        !job.aborted &&
-        !job.client.closed
-      )
+      if (others.length === 0 && job.hit.size === 0 && !undecided && !job.aborted && !job.client.closed)
         return `${actor.name}'s ${String(job)} waits for ${next}, which nobody else holds`;
     }
     for (const [name, owners] of snap.owners)
@@ -525,7 +505,21 @@ class AcquireCommand implements MultiCommand, InnerStep<MultiHarness> {
 
   start(h: MultiHarness): MultiJob {
     const names = this.names(h);
-    return h.world.begin(h, this.actor, (actor) => new MultiJob(actor, this.how, names, this.wait, h.flowOf(actor)));
+    // Waiting calls of the same client that sleep out a deleted member's lease: this one queues behind them
+    // locally for that member and sleeps as long (a newcomer does not try past a local waiter, and the
+    // queue's holder TTL is the one they saw), even after they left.
+    const client = h.world.actors[this.actor]?.client;
+    const sleeping = h.world.actors
+      .map(multiJob)
+      .filter((other) => other?.waiting === true && other.client === client)
+      .flatMap((other) => [...(other?.hit ?? [])]);
+    const job = h.world.begin(
+      h,
+      this.actor,
+      (actor) => new MultiJob(actor, this.how, names, this.wait, h.flowOf(actor)),
+    );
+    for (const name of sleeping) if (names.includes(name)) job.hit.add(name);
+    return job;
   }
 
   async run(h: MultiHarness): Promise<void> {
