@@ -82,11 +82,6 @@ export interface ModelSpec<H extends object> {
   teardown(h: H): Promise<void>;
   /** Called before each run (clears a trace). */
   beforeRun?(): void;
-  /**
-   * Why `npm test` leaves this model out (an open finding it would fail on); it still runs in a long run
-   * (MODEL_LONG / MODEL_MINUTES) and with MODEL_ALL=1.
-   */
-  readonly leftOutOfCi?: string;
 }
 
 /** Sequences per fast-check call: a long run is many calls, each with its own seed. */
@@ -108,10 +103,6 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
   /** The `replayPath` fast-check prints inside a commands counterexample (`/*replayPath="..."*\/`). */
   const commandsReplayPath = process.env['MODEL_REPLAY_PATH'] || undefined;
 
-  if (spec.leftOutOfCi !== undefined && minutes === undefined && process.env['MODEL_ALL'] !== '1') {
-    it.skip(`${spec.title} (left out of npm test: ${spec.leftOutOfCi})`, () => undefined);
-    return;
-  }
   it(
     spec.title,
     async () => {
