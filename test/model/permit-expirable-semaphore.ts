@@ -47,7 +47,13 @@
  *   every wait of its client, aborts the signals of its permits and gives them back; availablePermits()
  *   plus the live permits is at most the total.
  *
- * Liveness at the end of a run: after the faults stop and the total is set to 1, six unbounded waiters take
+ * - a played Redisson client (Java) takes permits through Redisson's tryAcquire (outside our queue, a fixed
+ *   lease or none) and gives them back through its tryRelease, whose message our queued waiters must hear
+ *   (the stable state's liveness); our scripts never take a live Java permit away: its tryRelease succeeds
+ *   while its lease runs (no fault since), and fails once the lease ended or a fault deleted it; a Java
+ *   permit whose lease ended is as good as available to our waiters (they sleep until that lease end).
+ *
+ * Liveness at the end of a run: after the Java permits are given back, the faults stop and the total is set to 1, six unbounded waiters take
  * the permit in turn, each granted within STABLE_MS of the previous holder's release or, for the holders of
  * a 400 ms lease who never release, of the end of that lease; afterwards the permit is available, nothing
  * is out and the queue is gone.
@@ -63,6 +69,7 @@ import {
 import { driftMs } from '../../src/machinery/watchdog.js';
 import { semaphoreKeys, type SemaphoreKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
+import { RedissonPermitExpirableSemaphore } from '../support/redisson.js';
 import {
   ACTORS,
   actorArb,
@@ -259,6 +266,16 @@ interface Permit {
   endedFaults?: number;
 }
 
+/** A permit of the played Redisson client: its lease (-1: none, Redisson's no-lease score). */
+interface JavaPermit {
+  readonly leaseMs: number;
+  /** When its tryAcquire was sent and answered (this process's clock): its lease ends in between + leaseMs. */
+  readonly sentAt: number;
+  readonly grantedAt: number;
+  /** A fault deleted it from the sorted set (its tryRelease must fail). */
+  gone: boolean;
+}
+
 /** What the admin connection read of the semaphore, in one MULTI. */
 interface Snapshot {
   readonly count: number;
@@ -320,6 +337,8 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
   total = INITIAL_PERMITS;
   /** Every permit an actor was told it holds, by id. */
   readonly permits = new Map<string, Permit>();
+  /** The permits the played Redisson client took and has not given back, by id (JavaCommand). */
+  readonly java = new Map<string, JavaPermit>();
   /** Faults so far (a loss or a refusal since a grant is excused by one). */
   faults = 0;
   /** When the latest fault (or unmodeled stall) was recorded. */
@@ -353,7 +372,8 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
       .filter((p) => p.state !== 'released')
       .map((p) => `${p.id.slice(0, 8)} ${p.actor.name} ${leaseLabel(p.leaseMs)} ${p.state}`)
       .join(', ');
-    return `total ${this.total}; ${actors}; permits: ${permits}`;
+    const java = [...this.java].map(([id, p]) => `${id.slice(0, 8)} ${leaseLabel(p.leaseMs)}${p.gone ? ' gone' : ''}`);
+    return `total ${this.total}; ${actors}; permits: ${permits}; Java: ${java.join(', ') || 'none'}`;
   }
 
   /** The permits of `actor` a release may name (held or not), oldest first. */
@@ -499,6 +519,9 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
     if (waitFor !== undefined) return waitFor;
     for (const [id, end] of snap.out) {
       if (end <= snap.serverNow) continue;
+      const java = this.java.get(id);
+      if (java?.gone) throw this.violation(`Java's permit ${id.slice(0, 8)}, deleted by a fault, is out again`);
+      if (java) continue;
       const p = this.permits.get(id);
       if (!p) return `permit ${id.slice(0, 8)} is out with no holder told (a grant in flight or being undone)`;
       if (p.state === 'gone') throw this.violation(`permit ${id.slice(0, 8)}, deleted by a fault, is out again`);
@@ -645,6 +668,33 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
     this.#recount();
   }
 
+  /**
+   * The played Redisson client gives its permit `id` back through Redisson's tryRelease, judged: it
+   * succeeds while the lease runs (our scripts never take a live Java permit), fails once the lease ended
+   * by the server's clock or a fault deleted the permit.
+   */
+  async javaRelease(id: string): Promise<void> {
+    const p = this.java.get(id);
+    if (!p) return;
+    this.java.delete(id);
+    const who = `Java's ${id.slice(0, 8)} (${leaseLabel(p.leaseMs)}${p.gone ? ', deleted by a fault' : ''})`;
+    const faults = this.faults;
+    const sentAt = now();
+    const released = await new RedissonPermitExpirableSemaphore(this.world.admin, this.world.name).tryRelease(id);
+    this.note(`${who} tryRelease -> ${released}`);
+    if (p.gone && released) throw this.violation(`${who}: tryRelease succeeded`);
+    if (p.gone || this.faults !== faults || this.lastFaultAt >= p.sentAt) return;
+    const liveThrough = p.leaseMs === -1 ? Infinity : p.sentAt + p.leaseMs;
+    if (!released && sentAt + RACE_MS < liveThrough)
+      throw this.violation(
+        `${who}: tryRelease failed ${fmt(sentAt - p.grantedAt)} ms after its grant, its lease running`,
+      );
+    if (released && sentAt > p.grantedAt + p.leaseMs + CLOCK_MS && p.leaseMs !== -1)
+      throw this.violation(
+        `${who}: tryRelease succeeded ${fmt(sentAt - p.grantedAt)} ms after its grant, its lease over`,
+      );
+  }
+
   /** Ends the run: aborts the waits, gives everything back, then checks liveness and what is left. */
   async finish(): Promise<void> {
     const { world } = this;
@@ -653,6 +703,7 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
     for (const p of this.permits.values()) {
       if (p.state === 'held' || p.job.box.finish) await this.release(p, 'lease');
     }
+    for (const id of [...this.java.keys()]) await this.javaRelease(id);
     await this.settle();
     // Liveness once the faults stopped: one permit, six unbounded waiters; the holders of a fixed lease of
     // END_LEASE_MS never release (their permit comes back at its end), the others release when granted.
@@ -843,6 +894,51 @@ class ReleaseCommand implements PesCommand {
   }
 }
 
+/**
+ * A played Redisson client (test/support/redisson.ts) on the same semaphore: tryAcquire of one permit with
+ * a fixed lease or none, through Redisson's script (outside our queue: it may take a permit our woken waiter
+ * was to take, which must then wait on), or tryRelease of one it holds (PesHarness.javaRelease judges it), whose
+ * message our queued waiters must hear.
+ */
+class JavaCommand implements PesCommand {
+  constructor(
+    readonly what: 'tryAcquire' | 'tryRelease',
+    readonly leaseMs: number,
+    readonly pick: number,
+  ) {}
+
+  check(h: PesHarness): boolean {
+    return this.what === 'tryAcquire' || h.java.size > 0;
+  }
+
+  async run(h: PesHarness): Promise<void> {
+    h.adopt();
+    if (this.what === 'tryRelease') {
+      const ids = [...h.java.keys()];
+      const id = ids[this.pick % Math.max(ids.length, 1)];
+      if (id === undefined) {
+        countSkipped(stats);
+        return;
+      }
+      countStep(stats, 'Java tryRelease', 'step');
+      await h.javaRelease(id);
+    } else {
+      countStep(stats, 'Java tryAcquire', 'step');
+      const sentAt = now();
+      const id = await new RedissonPermitExpirableSemaphore(h.world.admin, h.world.name).tryAcquire(this.leaseMs);
+      h.note(`Java tryAcquire(${leaseLabel(this.leaseMs)}) -> ${id?.slice(0, 8) ?? 'refused'}`);
+      if (id !== undefined) h.java.set(id, { leaseMs: this.leaseMs, sentAt, grantedAt: now(), gone: false });
+    }
+    await h.settle();
+  }
+
+  toString(): string {
+    return this.what === 'tryAcquire'
+      ? `Java tryAcquire(${leaseLabel(this.leaseMs)})`
+      : `Java tryRelease #${this.pick}`;
+  }
+}
+
 /** addPermits(delta) or availablePermits() by client A or B. */
 class PesCountCommand extends CountCommand<Pes, PesHarness, 'available'> {
   protected async other(h: PesHarness, ps: Pes): Promise<void> {
@@ -866,7 +962,7 @@ class DeleteKeyCommand extends KeyFaultCommand<Pes, PesHarness> {
     // not to the library): nobody waits, and every permit is a watchdog-mode one held (renewals touch only
     // the scores), none ended with a give-back in flight.
     if (this.how !== 'pexpire' || (this.key !== 'count' && this.key !== 'timeout')) return true;
-    if (h.world.actors.some((a) => a.busy)) return false;
+    if (h.world.actors.some((a) => a.busy) || h.java.size > 0) return false;
     return [...h.permits.values()].every(
       (p) =>
         p.state === 'released' ||
@@ -891,6 +987,8 @@ class DeleteKeyCommand extends KeyFaultCommand<Pes, PesHarness> {
       for (const id of ids) {
         const p = h.permits.get(id);
         if (p && p.state !== 'released') p.state = 'gone';
+        const java = h.java.get(id);
+        if (java) java.gone = true;
       }
       return;
     }
@@ -926,6 +1024,13 @@ export const permitExpirableSemaphoreCommands: fc.Arbitrary<PesCommand>[] = [
   releaseArb,
   releaseArb,
   releaseArb,
+  fc
+    .tuple(
+      fc.constantFrom('tryAcquire' as const, 'tryRelease' as const),
+      fc.constantFrom(-1, 300, 800, 1500),
+      fc.nat(7),
+    )
+    .map(([what, leaseMs, pick]) => new JavaCommand(what, leaseMs, pick)),
   fc
     .tuple(slotArb, fc.constantFrom('add' as const, 'available' as const), fc.constantFrom(-1, 1, 2))
     .map(([slot, what, delta]) => new PesCountCommand(slot, what, delta)),
