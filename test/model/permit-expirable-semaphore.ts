@@ -1026,7 +1026,7 @@ export const permitExpirableSemaphoreCommands: fc.Arbitrary<PesCommand>[] = [
   releaseArb,
   fc
     .tuple(
-      fc.constantFrom('tryAcquire' as const, 'tryRelease' as const),
+      fc.constantFrom('tryAcquire' as const, 'tryRelease' as const, 'tryRelease' as const),
       fc.constantFrom(-1, 300, 800, 1500),
       fc.nat(7),
     )
