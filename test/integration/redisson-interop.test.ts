@@ -1,6 +1,5 @@
 // Plays a Java service using Redisson's RLock through its wire protocol: the holder is a hash field
 // `<uuid>:<threadId>` with a count, released by DEL + PUBLISH "0" on redisson_lock__channel:{name}.
-import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import {
@@ -14,17 +13,9 @@ import {
   type Cluster,
 } from '../support/fixture.js';
 import { recordFigures } from '../support/figures.js';
+import { RedissonLock } from '../support/redisson.js';
 
 const redis = useRedis();
-
-// Redisson's tryLockInnerAsync script (RedissonLock, leaseTime given): nil when acquired, else the PTTL.
-const REDISSON_TRY_LOCK = `
-if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1);
-  redis.call('pexpire', KEYS[1], ARGV[1]);
-  return nil;
-end;
-return redis.call('pttl', KEYS[1]);`;
 
 /** A connection to the master owning `channel`'s slot, where a Redisson client sends its SSUBSCRIBE. */
 function shardListener(channel: string): ReturnType<typeof newRedis> {
@@ -38,14 +29,14 @@ describe('Redisson interoperability', () => {
   it('a foreign Redisson holder blocks us, and its release wakes our waiter', async () => {
     const locks = redis.locks();
     const name = uniqueName();
-    const foreignOwner = `${randomUUID()}:57`;
-    expect(await redis.admin.eval(REDISSON_TRY_LOCK, 1, name, 30_000, foreignOwner)).toBeNull();
+    const java = new RedissonLock(redis.admin, name);
+    expect(await java.tryLock(30_000)).toBeNull();
     const lock = locks.getLock(name);
     expect(await locks.run(() => lock.tryLock())).toBe(false);
     let acquiredAt = 0;
     const waiting = lock.withLock(async () => {
       acquiredAt = performance.now();
-      expect(await redis.admin.hexists(name, foreignOwner)).toBe(0);
+      expect(await redis.admin.hexists(name, java.owner)).toBe(0);
     });
     waiting.catch(() => undefined); // awaited below; a failed wait before that must not leave it unhandled
     // Parked on an active subscription: from now on only the release message (or a timer) wakes it.
@@ -74,11 +65,10 @@ describe('Redisson interoperability', () => {
     if (onCluster) await listener.ssubscribe(channel);
     else await listener.subscribe(channel);
     const lease = await locks.getLock(name).acquire({ leaseTime: 10_000 });
-    const pttl = await redis.admin.eval(REDISSON_TRY_LOCK, 1, name, 30_000, `${randomUUID()}:1`);
-    expect(pttl).toBeGreaterThan(9000);
+    expect(await new RedissonLock(redis.admin, name).tryLock(30_000)).toBeGreaterThan(9000);
     const message = once(listener, onCluster ? 'smessage' : 'message');
     await lease.release();
     expect(await message).toEqual([channel, '0']);
-    expect(await redis.admin.eval(REDISSON_TRY_LOCK, 1, name, 30_000, `${randomUUID()}:1`)).toBeNull();
+    expect(await new RedissonLock(redis.admin, name).tryLock(30_000)).toBeNull();
   });
 });

@@ -15,6 +15,7 @@ import {
   HANDOFF_MS,
   LOCAL_MARGIN,
   Model,
+  type JavaHold,
   STALLED_BOUND_MARGIN,
 } from './model.js';
 import {
@@ -39,9 +40,16 @@ import {
   World,
 } from './world.js';
 import type { Redis } from '../support/fixture.js';
+import { RedissonFairLock, RedissonLock, redissonOwner } from '../support/redisson.js';
 import { countSkipped, countStep, newStats, type Stats } from './runner.js';
 
 export const stats: Stats = newStats();
+
+/**
+ * The lease Java's unlock sets when a hold count remains: Redisson's internalLockLeaseTime, its
+ * lockWatchdogTimeout (30 s by default; this played Java service configures 2 s, so that a run is not held up).
+ */
+const JAVA_UNLOCK_LEASE_MS = 2000;
 
 const count = (kind: string, what: 'step' | 'inner' | 'none' = 'none'): void => countStep(stats, kind, what);
 
@@ -67,6 +75,32 @@ export class Harness {
     kind: LockKind = 'lock',
   ): Promise<Harness> {
     return new Harness(await World.create(server, admin, names, kind));
+  }
+
+  /** The played Redisson client's thread: one owner id for the run (JavaCommand). */
+  readonly javaOwner = redissonOwner();
+
+  /** Java's tryLock of `lock` without a wait, for `leaseMs`, through Redisson's script: whether it got it. */
+  async javaTryLock(lock: number, leaseMs: number): Promise<boolean> {
+    const { admin, names, kind } = this.world;
+    const name = names[lock] ?? '';
+    if (kind === 'fair') return new RedissonFairLock(admin, name, this.javaOwner).tryLock(leaseMs);
+    return (await new RedissonLock(admin, name, this.javaOwner).tryLock(leaseMs)) === null;
+  }
+
+  /** Java's unlock of `hold` through Redisson's script, judged by the model. */
+  async javaUnlock(hold: JavaHold): Promise<void> {
+    const { admin, names, kind } = this.world;
+    const name = names[hold.lock] ?? '';
+    const sentAt = now();
+    hold.releasingAt = sentAt;
+    const reply = await (
+      kind === 'fair'
+        ? new RedissonFairLock(admin, name, this.javaOwner)
+        : new RedissonLock(admin, name, this.javaOwner)
+    ).unlock(JAVA_UNLOCK_LEASE_MS);
+    hold.releasingAt = undefined;
+    this.model.javaUnlocked(hold, reply, sentAt, now(), JAVA_UNLOCK_LEASE_MS);
   }
 
   get maxPeriod(): number {
@@ -97,6 +131,9 @@ export class Harness {
         if (!(await model.waitFor(job.done, 5000))) throw model.violation(`${actor.name}: a release hangs`);
         await model.adoptFinished();
       }
+    }
+    for (const java of model.liveJava()) {
+      while (java.status === 'live') await this.javaUnlock(java);
     }
     await model.settle();
     // Liveness once the faults stopped: six unbounded waiters on L0 (in watchdog mode), each granted within
@@ -792,6 +829,8 @@ class DeleteKeyCommand implements HarnessCommand {
       hold.toldBy = deadline + LOCAL_MARGIN;
       h.model.freeSince[this.lock] = at;
     }
+    for (const java of h.model.liveJava(this.lock))
+      h.model.javaEnded(java, at, 'gone', this.how === 'del' ? 'DEL' : 'PEXPIRE 1');
     await h.model.settle();
   }
 
@@ -816,6 +855,59 @@ class KillSubscribersCommand implements HarnessCommand {
 
   toString(): string {
     return 'CLIENT KILL TYPE pubsub';
+  }
+}
+
+/**
+ * The played Redisson client (test/support/redisson.ts) on L0 or L1: tryLock without a wait and with a fixed
+ * lease through Redisson's script (RedissonLock's, or RedissonFairLock's, which never queues), or unlock
+ * through Redisson's, whose message must wake our waiters (the settle's handoff bound). The model judges
+ * both (javaTried, javaUnlocked): no two holders, a fair lock's waiters in line not overtaken, Java's hold
+ * never taken away or renewed by our scripts.
+ */
+class JavaCommand implements HarnessCommand {
+  readonly lock: number;
+  readonly what: 'tryLock' | 'unlock';
+  readonly leaseMs: number;
+
+  constructor(lock: number, what: 'tryLock' | 'unlock', leaseMs: number) {
+    this.lock = lock;
+    this.what = what;
+    this.leaseMs = leaseMs;
+  }
+
+  check(): boolean {
+    return true;
+  }
+
+  async run(h: Harness): Promise<void> {
+    trace(`== ${this.toString()}`);
+    await h.model.adoptFinished();
+    if (this.what === 'unlock') {
+      // Of the lock named, else of the other one.
+      const open = h.model.java.filter((j) => j.status !== 'released');
+      const hold = open.findLast((j) => j.lock === this.lock) ?? open.at(-1);
+      if (!hold) {
+        countSkipped(stats);
+        return;
+      }
+      count(`Java unlock${hold.status === 'live' ? '' : ' (gone)'}`, 'step');
+      await h.javaUnlock(hold);
+      // Java was told (IllegalMonitorStateException, or its unlock): it unlocks a gone hold once.
+      if (hold.status === 'gone') hold.status = 'released';
+    } else {
+      const sentAt = now();
+      const granted = await h.javaTryLock(this.lock, this.leaseMs);
+      count(`Java tryLock ${granted ? 'granted' : 'refused'}`, 'step');
+      h.model.javaTried(this.lock, h.javaOwner, this.leaseMs, granted, sentAt, now());
+    }
+    await h.model.settle();
+  }
+
+  toString(): string {
+    return this.what === 'unlock'
+      ? `Java unlock(L${this.lock}, else L${1 - this.lock})`
+      : `Java tryLock(L${this.lock}, ${this.leaseMs}ms)`;
   }
 }
 
@@ -845,6 +937,8 @@ class PauseCommand implements HarnessCommand {
 
 // ---- arbitraries ----
 
+/** Java's longest lease: beyond HANDOFF_MS (see JavaCommand's arbitrary). */
+const JAVA_LONG_LEASE_MS = 8000;
 const actorArb = fc.integer({ min: 0, max: ACTOR_NAMES.length - 1 });
 const lockArb = fc.integer({ min: 0, max: 1 });
 const slotArb = fc.integer({ min: 0, max: 1 });
@@ -914,6 +1008,29 @@ const queuedNewcomerArb = fc
     ]);
   });
 
+/**
+ * Java takes a lock for JAVA_LONG_LEASE_MS, two of our flows (one per client) queue behind it, Java unlocks:
+ * its message must wake them (the settle's handoff bound is shorter than Java's lease).
+ */
+const javaHandoffArb = fc
+  .tuple(lockArb, fc.integer({ min: 0, max: 2 }), fc.integer({ min: 3, max: 5 }), acquireKindArb)
+  .map(
+    ([lock, a, b, kind]) =>
+      new SequenceCommand('Java handoff', [
+        new JavaCommand(lock, 'tryLock', JAVA_LONG_LEASE_MS),
+        new StepCommand(new AcquireStep(a, { kind: 'lock', lock, lease: -1 })),
+        new StepCommand(
+          new AcquireStep(
+            b,
+            kind === 'lock' || kind === 'tryLock'
+              ? { kind: 'lock', lock, lease: -1 }
+              : { kind, lock, wait: undefined, lease: 1500 },
+          ),
+        ),
+        new JavaCommand(lock, 'unlock', JAVA_LONG_LEASE_MS),
+      ]),
+  );
+
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: tryLockArb, weight: 4 },
   { arbitrary: lockArbitrary, weight: 2 },
@@ -962,6 +1079,17 @@ export const commandArbs: fc.Arbitrary<HarnessCommand>[] = [
       weight: 3,
     },
     { arbitrary: fc.constant(null).map(() => new KillSubscribersCommand()), weight: 1 },
+    {
+      arbitrary: fc
+        .tuple(
+          lockArb,
+          fc.constantFrom('tryLock' as const, 'unlock' as const),
+          // 8 s: longer than HANDOFF_MS, so that our waiters must hear Java's unlock, not sleep its lease out.
+          fc.constantFrom(500, 1500, JAVA_LONG_LEASE_MS),
+        )
+        .map(([lock, what, leaseMs]) => new JavaCommand(lock, what, leaseMs)),
+      weight: 4,
+    },
     { arbitrary: closeArb.map((step) => new StepCommand(step)), weight: 1 },
     {
       arbitrary: fc.tuple(stepArb, slotArb).map(([step, slot]) => new TogetherCommand([step, new CloseStep(slot)])),
@@ -970,6 +1098,7 @@ export const commandArbs: fc.Arbitrary<HarnessCommand>[] = [
     { arbitrary: fc.integer({ min: 50, max: 1500 }).map((ms) => new PauseCommand(ms)), weight: 3 },
     { arbitrary: reentryArb, weight: 3 },
     { arbitrary: queuedNewcomerArb, weight: 1 },
+    { arbitrary: javaHandoffArb, weight: 1 },
   ),
 ];
 

@@ -125,6 +125,37 @@ export class Hold {
 
 const fmt = (ms: number): string => (Number.isFinite(ms) ? ms.toFixed(0) : String(ms));
 
+/**
+ * A hold of the played Redisson client (Java, test/support/redisson.ts) on one lock: taken and given back
+ * through Redisson's scripts, always with a fixed lease (Java's watchdog is not played), so only its lease,
+ * its unlock or a fault (DEL, PEXPIRE) may take it away; never one of our scripts.
+ */
+export class JavaHold {
+  readonly lock: number;
+  readonly field: string;
+  count = 1;
+  /** Redis expires the key within [expLo, expHi] (local monotonic ms): the latest grant's send and reply + lease. */
+  expLo: number;
+  expHi: number;
+  status: 'live' | 'gone' | 'released' = 'live';
+  why = '';
+  /** When an unlock of it was sent (our waiter it wakes may be adopted before the unlock's reply). */
+  releasingAt: number | undefined;
+  /** When it stopped being live. */
+  endedAt: number | undefined;
+
+  constructor(lock: number, field: string, expLo: number, expHi: number) {
+    this.lock = lock;
+    this.field = field;
+    this.expLo = expLo;
+    this.expHi = expHi;
+  }
+
+  describe(names: readonly string[]): string {
+    return `Java ${this.field.slice(0, 8)} on ${names[this.lock] ?? '?'} x${this.count} ${this.status}${this.why ? ` (${this.why})` : ''}, expires in [${fmt(this.expLo - now())}, ${fmt(this.expHi - now())}] ms`;
+  }
+}
+
 export function describeError(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
   return String(error);
@@ -150,6 +181,8 @@ export class Model {
   readonly world: World;
   /** Every hold of the run, in grant order. */
   readonly history: Hold[] = [];
+  /** Every hold of the played Redisson client, in grant order (JavaCommand). */
+  readonly java: JavaHold[] = [];
   /** Jobs whose outcome the model has not adopted yet. */
   readonly inflight: Job[] = [];
   /** When each lock last became free in the model. */
@@ -173,7 +206,11 @@ export class Model {
 
   describeHolds(): string {
     const active = this.history.filter((h) => h.status !== 'released' && !(h.status === 'lost' && h.purged));
-    return active.length === 0 ? 'no holds' : active.map((h) => h.describe(this.world.names)).join('; ');
+    const described = [
+      ...active.map((h) => h.describe(this.world.names)),
+      ...this.liveJava().map((j) => j.describe(this.world.names)),
+    ];
+    return described.length === 0 ? 'no holds' : described.join('; ');
   }
 
   describeSnapshot(snapshot: LockSnapshot): string {
@@ -200,6 +237,11 @@ export class Model {
 
   liveHolds(lock: number): Hold[] {
     return this.history.filter((h) => h.lock === lock && h.status === 'live');
+  }
+
+  /** The played Redisson client's live holds (of `lock`, or of every lock). */
+  liveJava(lock?: number): JavaHold[] {
+    return this.java.filter((j) => j.status === 'live' && (lock === undefined || j.lock === lock));
   }
 
   /** Holds that may still have a field in Redis (live, or lost but not yet seen purged). */
@@ -261,7 +303,94 @@ export class Model {
   }
 
   #becameFree(lock: number, at: number): void {
-    if (this.liveHolds(lock).length === 0) this.freeSince[lock] = Math.max(this.freeSince[lock] ?? 0, at);
+    if (this.liveHolds(lock).length === 0 && this.liveJava(lock).length === 0)
+      this.freeSince[lock] = Math.max(this.freeSince[lock] ?? 0, at);
+  }
+
+  /** Java's hold left Redis (its lease ran out, a fault deleted it) or was unlocked. */
+  javaEnded(hold: JavaHold, at: number, status: 'gone' | 'released', why: string): void {
+    if (hold.status !== 'live') return;
+    hold.status = status;
+    hold.why = why;
+    hold.endedAt = at;
+    this.#becameFree(hold.lock, at);
+  }
+
+  /**
+   * Java's tryLock of `lock` for `leaseMs`, sent at `sentAt`, answered at `at`: a grant (or re-entry) must
+   * respect every hold of ours certainly alive then, and on a fair lock every live waiter of ours in line; a
+   * refusal of the plain lock needs a holder or a racer.
+   */
+  javaTried(lock: number, field: string, leaseMs: number, granted: boolean, sentAt: number, at: number): void {
+    const what = `Java tryLock(L${lock}, ${leaseMs}ms)`;
+    const mine = this.liveJava(lock).find((j) => j.field === field);
+    if (!granted) {
+      if (mine && at + EARLY < mine.expLo) throw this.violation(`${what} refused its own live hold's re-entry`);
+      if (mine) this.javaEnded(mine, sentAt, 'gone', 'its lease ran out');
+      if (this.world.kind === 'fair' || this.history.some((h) => h.observeAt !== undefined)) return;
+      const blockers = this.history.filter(
+        (h) =>
+          h.lock === lock &&
+          ((h.status === 'live' && !this.#goneBefore(h, sentAt)) ||
+            (h.status === 'lost' && !h.purged && (h.toldAt ?? 0) + PURGE_MS > sentAt) ||
+            h.status === 'deleted'),
+      );
+      const racers = this.inflight.some((j) => isAcquireOp(j.op) && j.op.lock === lock);
+      if (blockers.length === 0 && !racers) throw this.violation(`${what} refused a free lock`);
+      return;
+    }
+    for (const other of this.liveHolds(lock)) {
+      if (this.#releasing(other, at)) continue;
+      if (this.aliveThrough(other, at))
+        throw this.violation(
+          `${what} was granted while ${other.describe(this.world.names)} certainly held it: two holders`,
+        );
+      this.#gone(other, sentAt, 'its lease ran out: Java was granted the lock');
+    }
+    if (this.world.kind === 'fair') {
+      for (const other of this.inflight) {
+        const o = other.op;
+        if (!isAcquireOp(o) || o.lock !== lock || other.settled || other.faulted || other.aborted) continue;
+        if (other.client.closed || other.queuedAt === undefined) continue;
+        const wait = o.kind === 'lock' ? undefined : o.wait;
+        if (wait !== undefined && other.startedAt + wait < at + 200) continue;
+        throw this.violation(
+          `${what} was granted while ${other.actor.name}@${other.client.label} ${describeOp(o)} waits in line: a fair lock overtook a waiter`,
+        );
+      }
+    }
+    if (mine) {
+      mine.count++;
+      // Redisson's re-entry sets the lease anew (PEXPIRE lease), which may shorten it.
+      mine.expLo = sentAt + leaseMs;
+      mine.expHi = at + leaseMs;
+      return;
+    }
+    this.java.push(new JavaHold(lock, field, sentAt + leaseMs, at + leaseMs));
+  }
+
+  /**
+   * Java's unlock of `hold`, sent at `sentAt`, answered `reply` at `at` (nil: nothing held; 0: still held,
+   * its lease set to `unlockLeaseMs`; 1: freed). A hold certainly alive must be found with its count: none of
+   * our scripts may take it away.
+   */
+  javaUnlocked(hold: JavaHold, reply: number | null, sentAt: number, at: number, unlockLeaseMs: number): void {
+    const what = `Java unlock of ${hold.describe(this.world.names)}`;
+    const alive = hold.status === 'live' && at + EARLY < hold.expLo;
+    const expected = hold.count > 1 ? 0 : 1;
+    if (alive && reply !== expected) throw this.violation(`${what} answered ${String(reply)}, not ${expected}`);
+    if (hold.status !== 'live') return;
+    if (reply === null || (reply === 1 && hold.count > 1)) {
+      this.javaEnded(hold, at, 'gone', 'its lease ran out before its unlock');
+      return;
+    }
+    hold.count--;
+    if (hold.count === 0) this.javaEnded(hold, at, 'released', 'unlocked');
+    else {
+      // Redisson's unlock sets its internalLockLeaseTime anew while a count remains.
+      hold.expLo = sentAt + unlockLeaseMs;
+      hold.expHi = at + unlockLeaseMs;
+    }
   }
 
   /** When the holder was told it lost `hold`: an aborted lease signal or a lockLost event naming it. */
@@ -426,6 +555,14 @@ export class Model {
           );
         }
         this.#gone(other, outcome.at, 'its lease ran out: another flow was granted the lock');
+      }
+      for (const java of this.liveJava(op.lock)) {
+        if (java.releasingAt !== undefined && java.releasingAt <= outcome.at) continue;
+        if (outcome.at + EARLY < java.expLo)
+          throw this.violation(
+            `${what} was granted (Redis: ${this.describeSnapshot(snapshot)}) while ${java.describe(this.world.names)} certainly held it: two holders`,
+          );
+        this.javaEnded(java, outcome.at, 'gone', 'its lease ran out: a flow of ours was granted the lock');
       }
       if (this.world.kind === 'fair') this.#judgeArrivalOrder(job, op, outcome.at, what);
       if (existing && existing.status === 'deleted') {
@@ -592,7 +729,10 @@ export class Model {
         ((h.status === 'live' && !this.#goneBefore(h, job.startedAt)) ||
           (h.status === 'lost' && !h.purged && (h.toldAt ?? 0) + PURGE_MS > job.startedAt)),
     );
-    const racers = this.inflight.some((j) => j !== job && isAcquireOp(j.op) && j.op.lock === op.lock);
+    const java = this.java.some(
+      (j) => j.lock === op.lock && (j.status === 'live' || (j.endedAt ?? -Infinity) > job.startedAt),
+    );
+    const racers = java || this.inflight.some((j) => j !== job && isAcquireOp(j.op) && j.op.lock === op.lock);
     // A short waitTime may run out before the first attempt's reply on a loaded 2-core machine (the grant is
     // then given back): judged are a single attempt (it waits for its reply), a give-up before the waitTime,
     // and waits long enough (SLOW_REPLY_MS) that a reply that late would be a fault of its own.
@@ -809,10 +949,32 @@ export class Model {
           wait((hold.toldAt ?? t) + PURGE_MS + 1, `purge of hold#${hold.id}`);
         }
       }
+      // Java's holds: only their lease, their unlock or a fault takes them away, never one of our scripts.
+      for (const java of this.liveJava()) {
+        const snapshot = snapshots[java.lock];
+        if (!snapshot) continue;
+        const inRedis = snapshot.owners.has(java.field);
+        if (t > java.expHi + LATE) {
+          if (!inRedis) this.javaEnded(java, java.expHi, 'gone', 'its lease ran out');
+          else if (snapshot.sentAt <= java.expHi + LATE) wait(t, `lease end of ${java.describe(this.world.names)}`);
+          else
+            throw this.violation(
+              `${java.describe(this.world.names)} is still in Redis ${fmt(snapshot.sentAt - java.expHi)} ms after its lease must have ended ` +
+                `(Redis: ${this.describeSnapshot(snapshot)}): a Java hold was renewed`,
+            );
+        } else if (t + QUIET >= java.expLo - EARLY) {
+          if (!inRedis) this.javaEnded(java, t, 'gone', 'its lease ran out');
+          else wait(java.expHi + LATE + 1, `lease end of ${java.describe(this.world.names)}`);
+        } else if (!inRedis) {
+          throw this.violation(
+            `${java.describe(this.world.names)} vanished from Redis before its lease could end (Redis: ${this.describeSnapshot(snapshot)})`,
+          );
+        }
+      }
       // A hold changed state: look again before anything else is judged.
       if (this.history.map((h) => h.status).join() !== statusBefore) continue;
       // Owner fields nobody believes in (a grant given back late, an undone acquire): must go soon.
-      const known = new Set(this.#tracked().map((h) => `${h.lock}|${h.field}`));
+      const known = new Set([...this.#tracked(), ...this.liveJava()].map((h) => `${h.lock}|${h.field}`));
       const seen = new Set<string>();
       snapshots.forEach((snapshot, lock) => {
         for (const field of snapshot.owners.keys()) {
@@ -844,7 +1006,7 @@ export class Model {
             );
           }
         }
-        if (live.length > 0) continue;
+        if (live.length > 0 || this.liveJava(lock).length > 0) continue;
         const first = Math.min(...waiting.map((job) => job.startedAt));
         const deadline = Math.max(this.freeSince[lock] ?? 0, first) + HANDOFF_MS;
         if (t > deadline) {
@@ -876,10 +1038,11 @@ export class Model {
       if (stalled()) return false;
       await this.#checkFairQueue(lock);
       const live = this.liveHolds(lock);
-      if (live.length > 1) throw this.violation(`L${lock}: two live holds in the model`);
-      const expected = new Map(live.map((h) => [h.field, h.count]));
+      const java = this.liveJava(lock);
+      if (live.length + java.length > 1) throw this.violation(`L${lock}: two live holds in the model`);
+      const expected = new Map([...live, ...java].map((h) => [h.field, h.count]));
       const actual = new Map([...snapshot.owners].filter(([field]) => !this.#ignorable(field)));
-      const known = new Set(this.#tracked().map((h) => h.field));
+      const known = new Set([...this.#tracked(), ...java].map((h) => h.field));
       if ([...actual.keys()].some((field) => !known.has(field) && !this.#orphanSince.has(`${lock}|${field}`))) {
         return false;
       }
@@ -888,11 +1051,20 @@ export class Model {
       if (!same) {
         throw this.violation(
           `L${lock}: Redis has ${this.describeSnapshot(snapshot)}, the model expects ${
-            live.map((h) => `${this.describeField(h.field)}=${h.count}`).join(', ') || 'the key absent'
+            [...live, ...java].map((h) => `${this.describeField(h.field)}=${h.count}`).join(', ') || 'the key absent'
           }`,
         );
       }
       const hold = live[0];
+      const javaHold = java[0];
+      if (javaHold) {
+        // Redisson's lease: set by its latest grant, never renewed by us.
+        if (snapshot.pttl <= 0 || snapshot.pttl > javaHold.expHi - snapshot.sentAt + 5)
+          throw this.violation(
+            `L${lock}: PTTL ${snapshot.pttl} of ${javaHold.describe(names)}; allowed (0, ${fmt(javaHold.expHi - snapshot.sentAt)}]`,
+          );
+        continue;
+      }
       if (!hold) {
         if (snapshot.exists && actual.size === snapshot.owners.size)
           throw this.violation(`L${lock}: the key exists without an owner: ${this.describeSnapshot(snapshot)}`);

@@ -1,6 +1,6 @@
 /**
- * Plays a Java service on Redisson through its wire protocol, for interoperability tests: Redisson's fair
- * lock (RedissonFairLock), read-write lock (RedissonReadLock / RedissonWriteLock), semaphores
+ * Plays a Java service on Redisson through its wire protocol, for interoperability tests: Redisson's lock
+ * (RedissonLock), fair lock (RedissonFairLock), read-write lock (RedissonReadLock / RedissonWriteLock), semaphores
  * (RedissonSemaphore, RedissonPermitExpirableSemaphore) and count-down latch scripts, written here from
  * shared/REDISSON-PROTOCOLS.md sections 2 to 6 (keys, arguments, steps and replies as described there), and
  * waiters that listen and retry the way Redisson's do.
@@ -23,6 +23,29 @@ export function listenerFor(admin: Client, channel: string): Redis {
   onTestFinished(() => listener.disconnect());
   return listener;
 }
+
+/** Redisson's tryLockInnerAsync (RedissonLock, leaseTime given): KEYS N; ARGV lease, owner. nil when acquired, else the PTTL. */
+const LOCK_TRY_ACQUIRE = `
+if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+return redis.call('pttl', KEYS[1])`;
+
+/**
+ * Redisson's unlockInnerAsync (RedissonLock): KEYS N, channel; ARGV lease, owner, publish. nil when the
+ * owner holds nothing, 0 when it still holds (count left), 1 when the lock was freed (and "0" published).
+ */
+const LOCK_UNLOCK = `
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[3], KEYS[2], 0)
+return 1`;
 
 /** Redisson's fair acquire (EVAL_LONG): KEYS N, queue, timeout set; ARGV lease, owner, wait, now. */
 const FAIR_ACQUIRE = `
@@ -64,6 +87,38 @@ if redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV
   redis.call('rpush', KEYS[2], ARGV[2])
 end
 return ttl`;
+
+/**
+ * Redisson's fair tryLock() without a wait (EVAL_NULL_BOOLEAN): KEYS N, queue, timeout set; ARGV lease,
+ * owner, now, wait. The stale-head purge, then a free lock with no queue (or this owner at its head), or a
+ * re-entry; never queues. nil when acquired, else 1.
+ */
+const FAIR_TRY_LOCK = `
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head == false then break end
+  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+  if deadline == nil or deadline > tonumber(ARGV[3]) then break end
+  redis.call('zrem', KEYS[3], head)
+  redis.call('lpop', KEYS[2])
+end
+if redis.call('exists', KEYS[1]) == 0 and
+    (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], ARGV[2])
+  for _, member in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[4]), member)
+  end
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+return 1`;
 
 /** Redisson's fair unlock: KEYS N, queue, timeout set, channel base; ARGV lease, owner, now, publish. */
 const FAIR_UNLOCK = `
@@ -216,6 +271,43 @@ export function redissonOwner(): string {
   return `${randomUUID()}:${Math.floor(Math.random() * 1000) + 1}`;
 }
 
+/** Redisson's RLock on `name` (a key without braces), played by `redis` for the thread `owner`. */
+export class RedissonLock {
+  readonly #redis: Client;
+  readonly #name: string;
+  readonly owner: string;
+
+  constructor(redis: Client, name: string, owner = redissonOwner()) {
+    this.#redis = redis;
+    this.#name = name;
+    this.owner = owner;
+  }
+
+  get channel(): string {
+    return `redisson_lock__channel:{${this.#name}}`;
+  }
+
+  /** One attempt with a fixed lease: null when acquired (or re-entered), else the lock's PTTL. */
+  async tryLock(leaseMs: number): Promise<number | null> {
+    const reply = await this.#redis.eval(LOCK_TRY_ACQUIRE, 1, this.#name, leaseMs, this.owner);
+    return reply === null ? null : Number(reply);
+  }
+
+  /** null: the owner held nothing (Java's IllegalMonitorStateException); 0: still held; 1: freed. */
+  async unlock(leaseMs = 30_000): Promise<number | null> {
+    const reply = await this.#redis.eval(
+      LOCK_UNLOCK,
+      2,
+      this.#name,
+      this.channel,
+      leaseMs,
+      this.owner,
+      publishCommand(this.#redis),
+    );
+    return reply === null ? null : Number(reply);
+  }
+}
+
 /** Redisson's RFairLock on `name`, played by `redis` for the thread `owner`. */
 export class RedissonFairLock {
   readonly #redis: Client;
@@ -243,6 +335,12 @@ export class RedissonFairLock {
     return reply === null ? null : Number(reply);
   }
 
+  /** tryLock() without a wait: true when acquired (or re-entered); never queues. */
+  async tryLock(leaseMs: number): Promise<boolean> {
+    const reply = await this.#redis.eval(FAIR_TRY_LOCK, 3, ...this.#keys, leaseMs, this.owner, Date.now(), 300_000);
+    return reply === null;
+  }
+
   /**
    * Redisson's lock loop: acquire, then wait on the own channel (subscribed on `subscriber`) for a message
    * or the returned time, and acquire again, until acquired.
@@ -257,13 +355,14 @@ export class RedissonFairLock {
     }
   }
 
-  async unlock(): Promise<number | null> {
+  /** null: the owner held nothing; 0: still held (its lease set to `leaseMs`); 1: freed (or already gone). */
+  async unlock(leaseMs = 30_000): Promise<number | null> {
     const reply = await this.#redis.eval(
       FAIR_UNLOCK,
       4,
       ...this.#keys,
       `redisson_lock__channel:{${this.#name}}`,
-      30_000,
+      leaseMs,
       this.owner,
       Date.now(),
       publishCommand(this.#redis),
