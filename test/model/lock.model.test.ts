@@ -1,6 +1,7 @@
 // Model-based test of the lock against a real redis-server: random sequences of lock operations by six
 // flows on two lock clients and two lock names, interleaved with faults (event-loop stalls, DEBUG SLEEP, DEL
-// and PEXPIRE of lock keys, killed subscriber connections, close() mid-flight), each step compared with a
+// and PEXPIRE of lock keys, killed subscriber connections, close() mid-flight) and a played Redisson client
+// taking and unlocking the same locks, each step compared with a
 // reference model (test/model/model.ts). fast-check shrinks a failure to a minimal sequence of commands.
 //
 // Budget, seeds and replay: test/model/runner.ts (MODEL_SECONDS defaults to 60 here). Hunting aids:
