@@ -1,6 +1,7 @@
 /**
  * RMultiLock: several locks taken all-or-nothing by one flow. Members are always taken in one global order
- * (by Redis key), so two multi-locks over overlapping names cannot deadlock; if a member cannot be had in
+ * (by Redis key), so two multi-locks over overlapping names cannot deadlock each other (a flow that already
+ * holds one of the names and then waits still can, as with any two locks); if a member cannot be had in
  * time, the members already taken are released and the call fails. Each member is an ordinary reentrant
  * hold of the flow, renewed by the client's one watchdog; the lease's signal aborts when any is lost.
  */
@@ -25,7 +26,9 @@ export interface MultiLockLease extends AsyncDisposable {
 
 /**
  * Several locks taken all-or-nothing for one flow, from
- * `locks.getMultiLock(names)`; members are taken in one global order, so overlapping multi-locks never deadlock.
+ * `locks.getMultiLock(names)`; members are taken in one global order, so overlapping multi-locks never
+ * deadlock each other (a flow that already holds a lock and then waits for a multi-lock still can: give that
+ * wait a `waitTime`).
  */
 export class RMultiLock {
   /** The member names, in the order they are taken. */
