@@ -11,11 +11,13 @@
 
   Returns
     1  the writer was registered and is gone
-    0  it was not registered
+    0  it was not registered (its registration ran out, or something deleted the registry)
 
   Side effects
-    ZREM writersKey field; when that removed the last live writer and no write hold exists, PUBLISH (or
-    SPUBLISH) channel "1" (every waiter retries, as after a write release)
+    ZREM writersKey field; when no live writer is left and no write hold exists, PUBLISH (or SPUBLISH)
+    channel "1" (every waiter retries, as after a write release), also when the writer's registration was
+    gone already: readers it held back sleep until a message or its registration's deadline (up to
+    watchdogTimeout past its latest attempt), and the registry's deletion woke nobody
 ]]
 local writersKey = KEYS[1]
 local lockKey = KEYS[2]
@@ -25,12 +27,10 @@ local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "server-time"
 
-if redis.call('ZREM', writersKey, field) == 0 then
-  return 0
-end
+local removed = redis.call('ZREM', writersKey, field)
 local now = serverTime()
 redis.call('ZREMRANGEBYSCORE', writersKey, '-inf', now)
 if redis.call('ZCARD', writersKey) == 0 and redis.call('HGET', lockKey, 'mode') ~= 'write' then
   redis.call(publish, channel, '1')
 end
-return 1
+return removed

@@ -347,7 +347,8 @@ export class Model {
         );
       this.#gone(other, sentAt, 'its lease ran out: Java was granted the lock');
     }
-    if (this.world.kind === 'fair') {
+    // A re-entry of Java's own hold overtakes nobody.
+    if (this.world.kind === 'fair' && !mine) {
       for (const other of this.inflight) {
         const o = other.op;
         if (!isAcquireOp(o) || o.lock !== lock || other.settled || other.faulted || other.aborted) continue;
