@@ -66,7 +66,12 @@ export const VARIANTS = [
   'flowlock-semaphore',
   'flowlock-permit-semaphore',
 ] as const;
-export type Library = (typeof LIBRARIES)[number] | (typeof VARIANTS)[number];
+/**
+ * Floors: what the hardware allows a kind of lock, written here with nothing a real lock needs beyond its
+ * core (no lease, no crash safety, no re-entry). `fifo-ticket-floor`: the floor of a fair handoff, (f).
+ */
+export const FLOORS = ['fifo-ticket-floor'] as const;
+export type Library = (typeof LIBRARIES)[number] | (typeof VARIANTS)[number] | (typeof FLOORS)[number];
 /** (h): the semaphores; `redis-semaphore` is its `Semaphore` there (its `Mutex` elsewhere). */
 export const SEMAPHORES: readonly Library[] = ['flowlock-semaphore', 'flowlock-permit-semaphore', 'redis-semaphore'];
 
@@ -95,6 +100,70 @@ const COMPARE_AND_DELETE =
 type BaselineRedis = Redis & { compareAndDelete(key: string, token: string): Promise<number> };
 /** The baseline polls like the simplest spin lock (redis-semaphore's default retry interval). */
 const BASELINE_RETRY_MS = 10;
+
+/** The floor's draw: KEYS ticket, serving. A ticket, and the number served now ({ticket, serving}). */
+const DRAW_TICKET = `
+local ticket = redis.call('INCR', KEYS[1])
+local serving = redis.call('GET', KEYS[2])
+if not serving then
+  redis.call('SET', KEYS[2], 1)
+  serving = 1
+end
+return {ticket, tonumber(serving)}`;
+/** The floor's release: KEYS serving; ARGV channel. Serves the next ticket and announces its number. */
+const SERVE_NEXT = `
+local serving = redis.call('INCR', KEYS[1])
+redis.call('PUBLISH', ARGV[1], serving)
+return serving`;
+type FloorRedis = Redis & {
+  drawTicket(ticketKey: string, servingKey: string): Promise<[number, number]>;
+  serveNext(servingKey: string, channel: string): Promise<number>;
+};
+
+/**
+ * A bare FIFO ticket lock, the floor of a fair handoff: acquire draws a ticket and reads the number served
+ * (one script), and goes in when they match, else waits for that number's announcement on a subscriber
+ * connection of its own (subscribed once per key); release serves the next number and announces it (one
+ * script). Two round trips per acquisition, one wake-up per handoff (only the next ticket's holder acts).
+ */
+function fifoTicketFloor(url: string): Adapter {
+  const redis = redisFor(url) as FloorRedis;
+  redis.defineCommand('drawTicket', { numberOfKeys: 2, lua: DRAW_TICKET });
+  redis.defineCommand('serveNext', { numberOfKeys: 1, lua: SERVE_NEXT });
+  const subscriber = redisFor(url);
+  const subscribed = new Map<string, Promise<unknown>>();
+  /** The highest number announced on each channel (an announcement may come before the draw's reply). */
+  const served = new Map<string, number>();
+  const waiting = new Map<string, () => void>();
+  subscriber.on('message', (channel: string, message: string) => {
+    const number = Number(message);
+    served.set(channel, Math.max(served.get(channel) ?? 0, number));
+    const wake = waiting.get(`${channel}|${number}`);
+    if (wake) {
+      waiting.delete(`${channel}|${number}`);
+      wake();
+    }
+  });
+  return {
+    name: 'fifo-ticket-floor',
+    redisKey: (key) => `${key}:serving`,
+    async acquire(key) {
+      const channel = `${key}:served`;
+      let subscribing = subscribed.get(channel);
+      if (!subscribing) subscribed.set(channel, (subscribing = subscriber.subscribe(channel)));
+      await subscribing;
+      const [ticket, serving] = await redis.drawTicket(`${key}:ticket`, `${key}:serving`);
+      if (ticket !== serving && (served.get(channel) ?? 0) < ticket) {
+        await new Promise<void>((resolve) => waiting.set(`${channel}|${ticket}`, resolve));
+      }
+      return () => redis.serveNext(`${key}:serving`, channel);
+    },
+    async close() {
+      subscriber.disconnect();
+      await redis.quit();
+    },
+  };
+}
 
 function redisFor(url: string): Redis {
   const redis = new Redis(url, { enableAutoPipelining: false });
@@ -189,6 +258,8 @@ export function createAdapter(
         },
       };
     }
+    case 'fifo-ticket-floor':
+      return fifoTicketFloor(url);
     case 'set-nx-baseline': {
       const redis = redisFor(url) as BaselineRedis;
       redis.defineCommand('compareAndDelete', { numberOfKeys: 1, lua: COMPARE_AND_DELETE });

@@ -79,6 +79,7 @@ function nameIn(scenario: ScenarioId, library: string): string {
   if (library === 'flowlock') return 'flowlock RLock';
   if (library === 'flowlock-fair') return 'flowlock fair lock';
   if (library === 'flowlock-rwlock') return 'flowlock RReadWriteLock';
+  if (library === 'fifo-ticket-floor') return 'FIFO ticket lock (the floor)';
   return library;
 }
 
@@ -219,7 +220,13 @@ function goals(all: readonly Measurement[]): string[] {
   const find = (scenario: ScenarioId, library: string): Measurement | undefined =>
     all.find((m) => m.scenario === scenario && m.library === library);
   const peers = (scenario: ScenarioId): Measurement[] =>
-    all.filter((m) => m.scenario === scenario && !m.library.startsWith('flowlock') && m.library !== 'set-nx-baseline');
+    all.filter(
+      (m) =>
+        m.scenario === scenario &&
+        !m.library.startsWith('flowlock') &&
+        m.library !== 'set-nx-baseline' &&
+        m.library !== 'fifo-ticket-floor',
+    );
   const bestPeerWait = (scenario: ScenarioId): number =>
     Math.min(...peers(scenario).map((m) => m.waitP99Ms ?? Infinity));
   const line = (text: string, met: boolean | undefined): string =>
@@ -279,13 +286,32 @@ function goals(all: readonly Measurement[]): string[] {
   }
   const f = find('f', 'flowlock-fair');
   if (f) {
-    const fBase = find('f', 'set-nx-baseline');
-    if (f.opsPerSecond !== undefined && fBase?.opsPerSecond !== undefined) {
-      const ratio = f.opsPerSecond / fBase.opsPerSecond;
+    // Against the floor of a fair handoff, a bare FIFO ticket lock in the same run (medians of the rounds).
+    const floor = find('f', 'fifo-ticket-floor');
+    if (floor) {
+      const versus = (
+        what: string,
+        ours: number | undefined,
+        theirs: number | undefined,
+        bound: number,
+        higher: boolean,
+        digits = 2,
+      ): void => {
+        const ratio = (ours ?? NaN) / (theirs ?? NaN);
+        out.push(
+          line(
+            `(f) fair lock ${what} ${higher ? '≥' : '≤'} ${bound} × the FIFO ticket floor's: ${fmt(ratio, 2)} × (${fmt(ours, digits)} vs ${fmt(theirs, digits)})`,
+            higher ? ratio >= bound : ratio <= bound,
+          ),
+        );
+      };
+      versus('ops/s', f.opsPerSecond, floor.opsPerSecond, 0.8, true, 0);
+      versus('handoff p50 ms', f.handoffP50Ms, floor.handoffP50Ms, 1.5, false);
+      versus('waiting-time p99 ms', f.waitP99Ms, floor.waitP99Ms, 1.5, false);
       out.push(
         line(
-          `(f) fair lock ops/s ≥ 0.8 × SET NX baseline: ${fmt(ratio, 2)} × (${fmt(f.opsPerSecond, 0)} vs ${fmt(fBase.opsPerSecond, 0)})`,
-          ratio >= 0.8,
+          `(f) fair lock round trips per acquisition ≤ 3.5: ${fmt(f.roundTripsPerAcquisition, 2)} (the floor: ${fmt(floor.roundTripsPerAcquisition, 2)})`,
+          (f.roundTripsPerAcquisition ?? Infinity) <= 3.5,
         ),
       );
     }

@@ -107,6 +107,16 @@ export interface Outcome {
   readonly at: number;
 }
 
+/**
+ * The fencing token of the client's hold of `name` by a flow of the job's chain (the flow that acquired, or
+ * the ancestor it re-entered). Not any hold of the name: another flow's hold of it that Redis lost may still
+ * be listed until its client notices (the fair lock model's long run: a PEXPIRE, then another flow's grant).
+ */
+function heldToken(job: Job, name: string): bigint | undefined {
+  const flows = new Set([...job.chain, currentFlow()?.id].map((flow) => `${job.client.clientId}:${flow}`));
+  return job.client.locks.holds().find((h) => h.name === name && flows.has(h.owner))?.fencingToken;
+}
+
 /** A held acquisition as the actor sees it (one entry of its stack). */
 export interface Frame {
   readonly kind: 'imperative' | 'lease' | 'scoped';
@@ -360,8 +370,7 @@ export class Actor {
       lock: op.lock,
       rlock,
       lease,
-      // One lock has one holder at a time: the client's hold of this name, if any, is the one just taken.
-      token: lease?.fencingToken ?? job.client.locks.holds().find((h) => h.name === rlock.name)?.fencingToken,
+      token: lease?.fencingToken ?? heldToken(job, rlock.name),
       flow: currentFlow()?.id ?? -1,
       level,
       client: job.client,
