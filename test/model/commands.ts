@@ -424,7 +424,7 @@ export class CloseStep extends Step {
     const at = now();
     for (const hold of model.history) {
       if (hold.client !== client || hold.status === 'released') continue;
-      if (hold.status !== 'lost') {
+      if (hold.status !== 'lost' && !model.toldBeforeClose(hold, this.#startedAt)) {
         hold.status = 'lost';
         hold.closed = true;
         hold.toldAt = at;

@@ -410,6 +410,28 @@ export class Model {
     return at;
   }
 
+  /**
+   * Before close() drops `hold` (its client closing since `since`): a lockLost it emitted earlier, at a
+   * fixed lease's deadline, is that lease's end, not close()'s doing (no settle ran in between to adopt it).
+   * Returns whether it took that in.
+   */
+  toldBeforeClose(hold: Hold, since: number): boolean {
+    if (hold.status !== 'live' || hold.renewing) return false;
+    const name = this.world.names[hold.lock];
+    const event = hold.client.lost.find(
+      (e) =>
+        !e.matched &&
+        e.name === name &&
+        e.at < since &&
+        e.at >= hold.grantedAt - 5 &&
+        (hold.token === undefined || e.token === hold.token),
+    );
+    if (!event || event.at < hold.deadlineLo - EARLY) return false;
+    event.matched = true;
+    this.#told(hold, event.at, 'its lease ran out before close()');
+    return true;
+  }
+
   /** lockLost events of `client` that no lost hold explains (a release in flight across a stall may cause one). */
   unexplainedLost(client: ClientHandle): LostRecord[] {
     return client.lost.filter((event) => {
