@@ -143,10 +143,23 @@ export class JavaHold {
   releasingAt: number | undefined;
   /** When it stopped being live. */
   endedAt: number | undefined;
+  /**
+   * The latest expiry it ever had: a waiter of ours sleeps until the TTL it saw, and nothing announces a
+   * lease that Redisson's re-entry or unlock shortened, nor a deletion.
+   */
+  sleptUntil: number;
 
   constructor(lock: number, field: string, expLo: number, expHi: number) {
     this.lock = lock;
     this.field = field;
+    this.expLo = expLo;
+    this.expHi = expHi;
+    this.sleptUntil = expHi;
+  }
+
+  /** Redisson set its lease anew (re-entry, or an unlock that left a count). */
+  setLease(expLo: number, expHi: number): void {
+    this.sleptUntil = Math.max(this.sleptUntil, this.expHi);
     this.expLo = expLo;
     this.expHi = expHi;
   }
@@ -313,7 +326,9 @@ export class Model {
     hold.status = status;
     hold.why = why;
     hold.endedAt = at;
-    this.#becameFree(hold.lock, at);
+    // An unlock that frees the lock announces it; an expiry or a deletion does not, and our waiters may
+    // sleep out the longest TTL they could have seen.
+    this.#becameFree(hold.lock, status === 'released' ? at : Math.max(at, hold.sleptUntil, hold.expHi));
   }
 
   /**
@@ -363,8 +378,7 @@ export class Model {
     if (mine) {
       mine.count++;
       // Redisson's re-entry sets the lease anew (PEXPIRE lease), which may shorten it.
-      mine.expLo = sentAt + leaseMs;
-      mine.expHi = at + leaseMs;
+      mine.setLease(sentAt + leaseMs, at + leaseMs);
       return;
     }
     this.java.push(new JavaHold(lock, field, sentAt + leaseMs, at + leaseMs));
@@ -389,8 +403,7 @@ export class Model {
     if (hold.count === 0) this.javaEnded(hold, at, 'released', 'unlocked');
     else {
       // Redisson's unlock sets its internalLockLeaseTime anew while a count remains.
-      hold.expLo = sentAt + unlockLeaseMs;
-      hold.expHi = at + unlockLeaseMs;
+      hold.setLease(sentAt + unlockLeaseMs, at + unlockLeaseMs);
     }
   }
 
