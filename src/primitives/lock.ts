@@ -103,8 +103,15 @@ const LATE_GRANT_MAX_PAUSE_MS = 1000;
  * A failed attempt: `pttl` is the holder's TTL; `late` is set when the lock was granted but the reply came
  * after the lease could have run out (it was given back), with the round trip that took, in ms.
  */
+/**
+ * One attempt's result. `late`: granted after its own lease could have run out (given back). `expired`: given
+ * up on at the call's deadline while still in flight: the call has timed out, even where the timer fired a
+ * hair before the deadline by the monotonic clock (a second attempt would then overlap the first, and a
+ * re-entry's memo holds only the latest request id, so that a resend of both would count twice).
+ */
 type AttemptResult =
-  { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number; readonly late?: number };
+  | { readonly hold: Hold }
+  | { readonly hold: undefined; readonly pttl: number; readonly late?: number; readonly expired?: true };
 
 /**
  * Redisson's reentrant lock (`RLock`), from `locks.getLock(name)`: held per flow, re-entered by the flow and its
@@ -354,6 +361,7 @@ export class RLock {
         observer?.attempted();
         const result = await this.#attempt(owners, options, attemptBy, ticket);
         if (result.hold) return (hold = result.hold);
+        if (result.expired) return undefined;
         attempted = true;
         if (result.late === undefined) observer?.contended();
         const remaining = deadline - monotonicNow();
@@ -440,7 +448,7 @@ export class RLock {
       );
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (this.#context.closed) throw new LockClientClosedError(this.name);
-      return { hold: undefined, pttl: 0 };
+      return { hold: undefined, pttl: 0, expired: true };
     }
     const reply = outcome.value;
     if (!reply.acquired) {
