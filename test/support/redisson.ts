@@ -47,22 +47,32 @@ redis.call('del', KEYS[1])
 redis.call(ARGV[3], KEYS[2], 0)
 return 1`;
 
-/** Redisson's fair acquire (EVAL_LONG): KEYS N, queue, timeout set; ARGV lease, owner, wait, now. */
-const FAIR_ACQUIRE = `
+/**
+ * Redisson's stale-head purge, which every fair-lock script but acquireFailed starts with: expired entries at
+ * the head of the queue leave it. `now`: the ARGV index of the caller's time (its scripts order ARGV apart).
+ */
+const fairPurge = (now: number): string => `
 while true do
   local head = redis.call('lindex', KEYS[2], 0)
   if head == false then break end
   local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-  if deadline == nil or deadline > tonumber(ARGV[4]) then break end
+  if deadline == nil or deadline > tonumber(ARGV[${now}]) then break end
   redis.call('zrem', KEYS[3], head)
   redis.call('lpop', KEYS[2])
 end
+`;
+
+/**
+ * The fair acquire's grant: a free lock with no queue (or the owner at its head), with every entry behind
+ * moved up by the wait time (ARGV index `wait`), or a re-entry. Returns nil from the script when granted.
+ */
+const fairGrant = (wait: number): string => `
 if redis.call('exists', KEYS[1]) == 0 and
     (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
   redis.call('lpop', KEYS[2])
   redis.call('zrem', KEYS[3], ARGV[2])
   for _, member in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), member)
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[${wait}]), member)
   end
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
@@ -73,7 +83,10 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
-if redis.call('zscore', KEYS[3], ARGV[2]) ~= false then
+`;
+
+/** Redisson's fair acquire (EVAL_LONG): KEYS N, queue, timeout set; ARGV lease, owner, wait, now. */
+const FAIR_ACQUIRE = `${fairPurge(4)}${fairGrant(3)}if redis.call('zscore', KEYS[3], ARGV[2]) ~= false then
   return math.max(0, redis.call('pttl', KEYS[1]))
 end
 local tail = redis.call('lindex', KEYS[2], -1)
@@ -93,44 +106,10 @@ return ttl`;
  * owner, now, wait. The stale-head purge, then a free lock with no queue (or this owner at its head), or a
  * re-entry; never queues. nil when acquired, else 1.
  */
-const FAIR_TRY_LOCK = `
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if head == false then break end
-  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-  if deadline == nil or deadline > tonumber(ARGV[3]) then break end
-  redis.call('zrem', KEYS[3], head)
-  redis.call('lpop', KEYS[2])
-end
-if redis.call('exists', KEYS[1]) == 0 and
-    (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], ARGV[2])
-  for _, member in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-    redis.call('zincrby', KEYS[3], -tonumber(ARGV[4]), member)
-  end
-  redis.call('hset', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-return 1`;
+const FAIR_TRY_LOCK = `${fairPurge(3)}${fairGrant(4)}return 1`;
 
 /** Redisson's fair unlock: KEYS N, queue, timeout set, channel base; ARGV lease, owner, now, publish. */
-const FAIR_UNLOCK = `
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if head == false then break end
-  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-  if deadline == nil or deadline > tonumber(ARGV[3]) then break end
-  redis.call('zrem', KEYS[3], head)
-  redis.call('lpop', KEYS[2])
-end
-if redis.call('exists', KEYS[1]) == 0 then
+const FAIR_UNLOCK = `${fairPurge(3)}if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if head ~= false then redis.call(ARGV[4], KEYS[4] .. ':' .. head, 0) end
   return 1
