@@ -9,7 +9,7 @@
 -- by at most that lease.
 
 -- extendHold(holdKey, leaseMs): the hold key lives at least leaseMs more (a key an HSET just created, with no
--- TTL yet, gets one).
+-- TTL yet, gets one). Callers pass at least the lock key's TTL too, so that the key outlives every hold.
 local function extendHold(holdKey, leaseMs)
   if redis.call('PTTL', holdKey) < leaseMs then
     redis.call('PEXPIRE', holdKey, leaseMs)

@@ -3,7 +3,8 @@
 -- calling flow chain, nearest first) that has a count in lockKey. Returns {1, token, holdCount, index}, or
 -- nil when no field of the chain holds the lock. `memo` is what "<field>:acq" in holdKey records of this
 -- call: a resend that finds it there is answered with the count as it is. The token is the hold's own
--- ("<field>:token"). The TTLs are only ever lengthened (an inner hold never shortens an outer one).
+-- ("<field>:token"). The TTLs are only ever lengthened (an inner hold never shortens an outer one), the hold
+-- key's to at least the lock key's.
 local function reenter(lockKey, holdKey, fields, memo, leaseMs)
   for index, field in ipairs(fields) do
     local count = tonumber(redis.call('HGET', lockKey, field))
@@ -19,7 +20,9 @@ local function reenter(lockKey, holdKey, fields, memo, leaseMs)
       if pttl >= 0 and pttl < leaseMs then
         redis.call('PEXPIRE', lockKey, leaseMs)
       end
-      extendHold(holdKey, leaseMs)
+      -- The hold key outlives the lock key: a hold taken lean has no hold key until now, and its memo must
+      -- last while its (possibly longer) lease runs, or a purge of it, which names that memo, misses.
+      extendHold(holdKey, math.max(pttl, leaseMs))
       return {1, token, count, index}
     end
   end

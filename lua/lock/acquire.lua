@@ -37,7 +37,8 @@
     lean, owners[1] holds it: taken afresh as if free (a new token, count 1, the lease set anew, holdKey
                   deleted): a resend must not count twice, a given-up hold must not count on
     re-entry:     HINCRBY lockKey owner 1; HSET holdKey memo field; PEXPIRE of either key only when that
-                  lengthens its TTL (an inner hold never shortens an outer one)
+                  lengthens its TTL (an inner hold never shortens an outer one), the hold key's to at
+                  least the lock key's (a lean hold gets its hold key here)
     replay:       nothing
 ]]
 local lockKey = KEYS[1]

@@ -68,7 +68,8 @@ local function grant(owner, index, fresh)
   if fresh or (pttl >= 0 and pttl < leaseMs) then
     redis.call('PEXPIRE', lockKey, leaseMs)
   end
-  extendHold(holdKey, leaseMs)
+  -- As long as the lock key at least (other readers may keep it longer): this reader's memo lasts as long.
+  extendHold(holdKey, math.max(pttl, leaseMs))
   return {1, lastToken(fenceKey, legacyFenceKey), count, index}
 end
 

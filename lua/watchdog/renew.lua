@@ -23,7 +23,8 @@
     permit's lease has not ended (it now ends leaseMs from now, server time); 0 otherwise
 
   Side effects
-    PEXPIRE lockKey leaseMs when the field is there and the TTL is shorter, and PEXPIRE holdKey likewise
+    PEXPIRE lockKey leaseMs when the field is there and the TTL is shorter, and PEXPIRE holdKey to the longer
+    of leaseMs and the lock key's TTL when its own is shorter
     (after HSET holdKey <field>:token and <field>:info, when given: a lean hold's side fields, written
     only for a hold that lives long enough to be renewed);
     for a read hold also PEXPIRE of its own timeout keys 1..count; for a permit ZADD XX of its new lease
@@ -75,7 +76,9 @@ for i = 1, #KEYS / 3 do
           redis.call('HSET', holdKey, field .. ':token', token)
         end
       end
-      extendHold(holdKey, leaseMs)
+      -- As long as the lock key at least (a fixed lease re-entered in watchdog mode may run longer): the
+      -- memos in it must last while the hold can.
+      extendHold(holdKey, math.max(pttl, leaseMs))
       results[i] = 1
     else
       results[i] = 0

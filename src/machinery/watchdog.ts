@@ -262,10 +262,24 @@ export class Watchdog {
   released(hold: Hold, remaining: number): void {
     if (remaining > 0) {
       hold.leaseTimes.length = Math.min(hold.leaseTimes.length, remaining);
-      if (hold.state === 'releasing') hold.state = 'held';
+      if (hold.state === 'releasing') {
+        // A re-entry came in meanwhile: the hold goes on, and the tick, which skipped it, watches it again.
+        hold.state = 'held';
+        this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
+      }
       return;
     }
     this.forget(hold);
+  }
+
+  /**
+   * A release found `hold` gone from Redis. Past its deadline its lease ran out while the release was in
+   * flight: reported as the tick would have reported it (the tick skips a hold being released). Before its
+   * deadline something took it away, which the releasing caller learns from its error: no event.
+   */
+  releaseFoundGone(hold: Hold): void {
+    if (hold.deadline <= monotonicNow()) this.lose(hold, hold.renewing ? 'renewal_deadline' : 'lease_expired');
+    else this.lose(hold, 'not_held', { report: false });
   }
 
   /** Drops `hold` from the table without a loss signal (released, or left to expire after a failed release). */
@@ -359,6 +373,9 @@ export class Watchdog {
     let next = Infinity;
     const due: Hold[] = [];
     for (const hold of this.all()) {
+      // The last hold's release is in flight: its reply tells whether Redis still had it (released) or not
+      // (releaseFoundGone), where a loss declared now would be a false alarm for a release that frees it.
+      if (hold.state === 'releasing') continue;
       if (hold.deadline <= now) {
         this.lose(hold, hold.renewing ? 'renewal_deadline' : 'lease_expired', { purge: true });
         continue;

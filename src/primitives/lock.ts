@@ -579,8 +579,7 @@ export class RLock {
       if (reply.remaining === 0 && this.#protocol.wake === 'one')
         this.#context.waits.released(keys.channel, reply.woken);
     } else if (local) {
-      // The caller learns it from the LockNotHeldError below; no separate lockLost event.
-      watchdog.lose(local, 'not_held', { report: false });
+      watchdog.releaseFoundGone(local);
     }
     // A lease already declared lost stays lost even if Redis still had it: its holder was told to stop.
     if (reply.remaining < 0 || leaseHold?.state === 'lost') {

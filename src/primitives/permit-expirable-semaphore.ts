@@ -280,7 +280,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
       throw error;
     }
     if (reply.remaining < 0) {
-      watchdog.lose(hold, 'not_held', { report: false });
+      watchdog.releaseFoundGone(hold);
       throw notHeld();
     }
     watchdog.forget(hold);

@@ -98,8 +98,6 @@ export class Hold {
   why = '';
   /** Dropped by close(): no lockLost event may name it. */
   closed = false;
-  /** Released by a release that a fault overlapped (its deadline may have passed while it was in flight). */
-  releasedInFault = false;
   /** Redis was seen without it after it was lost. */
   purged = false;
   readonly leases: Frame[] = [];
@@ -445,15 +443,9 @@ export class Model {
     return true;
   }
 
-  /** lockLost events of `client` that no lost hold explains (a release in flight across a stall may cause one). */
+  /** lockLost events of `client` that no lost hold explains. */
   unexplainedLost(client: ClientHandle): LostRecord[] {
-    return client.lost.filter((event) => {
-      if (event.matched) return false;
-      const hold = this.history.find(
-        (h) => h.client === client && this.world.names[h.lock] === event.name && h.token === event.token,
-      );
-      return !hold?.releasedInFault;
-    });
+    return client.lost.filter((event) => !event.matched);
   }
 
   /** Every live hold's fate is unknown until `until` (after a stall of the event loop or the server). */
@@ -811,7 +803,6 @@ export class Model {
         if (hold.count <= 0) {
           hold.status = 'released';
           hold.why = 'released (in the same tick as a grant after a fault)';
-          hold.releasedInFault = true;
         }
         return;
       }
@@ -839,7 +830,6 @@ export class Model {
       if (target.count <= 0) {
         target.status = 'released';
         target.why = 'released';
-        target.releasedInFault = job.faulted;
         this.#becameFree(target.lock, outcome.at);
       }
       return;
@@ -1165,9 +1155,6 @@ export class Model {
         const hold = this.history.find(
           (h) => h.client === client && this.world.names[h.lock] === event.name && h.token === event.token,
         );
-        // Known and tolerated: a release in flight across a stall past the deadline reports the hold lost
-        // (lockLost) although the release reached Redis in time and freed it.
-        if (hold?.releasedInFault) continue;
         if (!hold || hold.status === 'released' || hold.closed) {
           throw this.violation(
             `${client.label} emitted lockLost for ${hold ? hold.describe(names) : `an unknown hold (token ${event.token})`}: ${event.message}`,
