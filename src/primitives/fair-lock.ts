@@ -57,7 +57,7 @@ class FairProtocol implements LockProtocol {
   }
 
   renewEntry(field: string): RenewEntry {
-    return { lockKey: this.keys.lockKey, field };
+    return { lockKey: this.keys.lockKey, field, holdKey: this.keys.holdKey };
   }
 
   ticket(): WaitTicket {

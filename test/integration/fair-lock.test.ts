@@ -11,6 +11,7 @@ import { LockScripts, releaseReply } from '../../src/redis/scripts.js';
 import { fairLockKeys } from '../../src/redis/keys.js';
 import { dropClient } from '../support/clients.js';
 import {
+  busyWait,
   channelSubscribers,
   elapsedSince,
   onCluster,
@@ -341,5 +342,25 @@ describe('RFairLock', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockLostError);
     expect((error as LockLostError).result).toBe(42);
+  });
+
+  // The fair lock model, seed 330828998: the watchdog renewed a fair hold's lock key but not its hold key, so
+  // the hold's memo ran out after the first lease and the purge of a hold lost at its deadline (which names
+  // that memo) missed: Redis kept a hold its client had declared lost.
+  it('the watchdog keeps the hold key with the hold: a hold lost after renewals is purged', async () => {
+    const locks = redis.locks({ watchdogTimeout: 600 });
+    const name = uniqueName('fair');
+    const { holdKey } = fairLockKeys('', name, onCluster);
+    const lease = await locks.getFairLock(name).acquire();
+    await sleep(1500);
+    expect(lease.signal.aborted).toBe(false);
+    expect(await redis.admin.pttl(holdKey)).toBeGreaterThan(0);
+    // Redis keeps the hold past its local deadline (a stall inside the drift allowance): only the purge,
+    // which names the hold's memo, removes the lock key before its 30 s.
+    await redis.admin.pexpire(name, 30_000);
+    await redis.admin.pexpire(holdKey, 30_000);
+    busyWait(700);
+    await until(() => lease.signal.aborted, 'the hold lost at its deadline', 5000);
+    await until(async () => (await redis.admin.exists(name)) === 0, 'the lost hold purged', 5000);
   });
 });

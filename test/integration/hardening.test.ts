@@ -15,7 +15,7 @@ import {
 } from '../../src/index.js';
 import { newTestClient, ping, quitClient } from '../support/clients.js';
 import { lockKeys } from '../../src/redis/keys.js';
-import { commandCalls, elapsedSince, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { busyWait, commandCalls, elapsedSince, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { TcpProxy } from '../support/proxy.js';
 
 const redis = useRedis();
@@ -27,14 +27,6 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Blocks the event loop for `ms`, as synchronous work does. */
-function busyWait(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // spin
-  }
 }
 
 /** Calls of EVALSHA and EVAL together, as the server counted them. */

@@ -8,7 +8,7 @@ import { currentFlow } from '../../src/machinery/flow.js';
 import { createLockClient, type LockClient, type LockLease, type RLock } from '../../src/index.js';
 import { fairLockKeys, lockKeys, type FairLockKeys, type LockKeys } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
-import { newRedis, type Redis } from '../support/fixture.js';
+import { busyWait as blockEventLoop, newRedis, type Redis } from '../support/fixture.js';
 import { TcpProxy } from '../support/proxy.js';
 import type { Hold } from './model.js';
 
@@ -29,13 +29,10 @@ export function trace(message: string): void {
 /** Event-loop time blocked on purpose so far (an injected fault), which the lag monitor leaves out. */
 let injectedStallMs = 0;
 
-/** Blocks the event loop for `ms` (timers, replies and the watchdog all wait). */
+/** Blocks the event loop for `ms` (an injected fault: the lag monitor leaves it out). */
 export function busyWait(ms: number): void {
   const start = performance.now();
-  const end = start + ms;
-  while (performance.now() < end) {
-    // spinning on purpose
-  }
+  blockEventLoop(ms);
   injectedStallMs += performance.now() - start;
 }
 

@@ -251,6 +251,14 @@ export function elapsedSince(start: number): number {
   return performance.now() - start;
 }
 
+/** Blocks the event loop for `ms`, as synchronous work does (timers, replies and the watchdog all wait). */
+export function busyWait(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // spinning on purpose
+  }
+}
+
 /**
  * A lock client whose watchdog renews every 300 ms: a plain lock's hold records its fencing token and holder
  * info at its first renewal (a lean hold, lua/lock/acquire.lua), which `recorded` then waits for.
