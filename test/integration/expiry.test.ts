@@ -128,41 +128,44 @@ describe('leases, the watchdog and loss', () => {
 
   // The lock model, same seed: a release sent just before the local deadline and answered after it was
   // reported lost (lockLost, the lease's release rejected) although it reached Redis in time and freed the lock.
-  it.skipIf(onCluster)('a release in flight across the local deadline that frees the lock reports no loss', async () => {
-    const proxy = await TcpProxy.start(redis.server.port);
-    const connection = newTestClient(redis.target, { port: proxy.port });
-    const locks = createLockClient(connection.client);
-    const lost: LockLostEvent[] = [];
-    locks.on('lockLost', (event) => lost.push(event));
-    const name = uniqueName();
-    try {
-      await ping(connection.client);
-      for (let round = 1; ; round++) {
-        proxy.latency = { toServer: 0, toClient: 0 };
-        const lease = await locks.getLock(name).acquire({ leaseTime: 1000 });
-        await sleep((locks.holds()[0]?.leaseRemainingMs ?? 0) - 150);
-        // The release reaches Redis at once, well inside the lease; its reply comes 400 ms late.
-        proxy.latency = { toServer: 0, toClient: 400 };
-        const left = locks.holds()[0]?.leaseRemainingMs ?? 0;
-        const sent = performance.now();
-        const release = lease.release();
-        // A loop stalled past most of the margin cannot tell (the tick may come first): try again.
-        if (left < 50 && round < 5) {
-          await release.catch(() => undefined);
-          await until(async () => (await redis.admin.exists(name)) === 0, 'the lock free', 5000);
-          lost.length = 0;
-          continue;
+  it.skipIf(onCluster)(
+    'a release in flight across the local deadline that frees the lock reports no loss',
+    async () => {
+      const proxy = await TcpProxy.start(redis.server.port);
+      const connection = newTestClient(redis.target, { port: proxy.port });
+      const locks = createLockClient(connection.client);
+      const lost: LockLostEvent[] = [];
+      locks.on('lockLost', (event) => lost.push(event));
+      const name = uniqueName();
+      try {
+        await ping(connection.client);
+        for (let round = 1; ; round++) {
+          proxy.latency = { toServer: 0, toClient: 0 };
+          const lease = await locks.getLock(name).acquire({ leaseTime: 1000 });
+          await sleep((locks.holds()[0]?.leaseRemainingMs ?? 0) - 150);
+          // The release reaches Redis at once, well inside the lease; its reply comes 400 ms late.
+          proxy.latency = { toServer: 0, toClient: 400 };
+          const left = locks.holds()[0]?.leaseRemainingMs ?? 0;
+          const sent = performance.now();
+          const release = lease.release();
+          // A loop stalled past most of the margin cannot tell (the tick may come first): try again.
+          if (left < 50 && round < 5) {
+            await release.catch(() => undefined);
+            await until(async () => (await redis.admin.exists(name)) === 0, 'the lock free', 5000);
+            lost.length = 0;
+            continue;
+          }
+          await expect(release).resolves.toBeUndefined();
+          expect(elapsedSince(sent)).toBeGreaterThan(left);
+          break;
         }
-        await expect(release).resolves.toBeUndefined();
-        expect(elapsedSince(sent)).toBeGreaterThan(left);
-        break;
+        expect(lost).toEqual([]);
+        expect(await redis.admin.exists(name)).toBe(0);
+      } finally {
+        await locks.close();
+        await connection.close();
+        await proxy.close();
       }
-      expect(lost).toEqual([]);
-      expect(await redis.admin.exists(name)).toBe(0);
-    } finally {
-      await locks.close();
-      await connection.close();
-      await proxy.close();
-    }
-  });
+    },
+  );
 });
