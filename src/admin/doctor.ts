@@ -4,10 +4,10 @@
  * eviction warning does); only `notify-keyspace-events` (and the details appendfsync and save) need CONFIG
  * GET, and a denial makes that check `unknown`, not a failure.
  */
-import type { Redis } from 'ioredis';
-import type { IoredisClient } from '../options.js';
+import type { RedisClient } from '../options.js';
+import type { AdminNode } from '../redis/adapter.js';
 import { findLegacyLayout, type LegacyLayout } from './legacy.js';
-import { address, adminTarget, configGet, masters, notifiesExpiry, timeReply } from './target.js';
+import { adminTarget, configGet, notifiesExpiry, timeReply } from './target.js';
 
 /** A check's verdict: `ok` (✔), `warn` (!), `fail` (✖, `doctor` exits 3), `unknown` (the server did not say). */
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'unknown';
@@ -60,18 +60,18 @@ function parseInfo(text: string): Map<string, string> {
   return fields;
 }
 
-async function factsOf(node: Redis): Promise<NodeFacts> {
-  const info = parseInfo(String(await node.call('INFO')));
+async function factsOf(node: AdminNode): Promise<NodeFacts> {
+  const info = parseInfo(String(await node.call(['INFO'])));
   const [keyspaceEvents, appendfsync, save] = await Promise.all([
     configGet(node, 'notify-keyspace-events'),
     configGet(node, 'appendfsync'),
     configGet(node, 'save'),
   ]);
   const before = Date.now();
-  const serverMs = timeReply(await node.call('TIME'));
+  const serverMs = timeReply(await node.call(['TIME']));
   const after = Date.now();
   return {
-    address: address(node),
+    address: node.address,
     info,
     keyspaceEvents,
     appendfsync,
@@ -247,9 +247,9 @@ function legacyLayoutCheck(legacy: LegacyLayout): ServerCheck {
  * a failover may lose a grant), keyspace notifications (for `watch --events`), the clock offset between
  * this process and the server, and the keys the previous layout left (a SCAN: O(keys)). Read only.
  */
-export async function checkServer(client: IoredisClient): Promise<ServerReport> {
+export async function checkServer(client: RedisClient): Promise<ServerReport> {
   const target = adminTarget(client, undefined);
-  const nodes = await Promise.all((await masters(target)).map(factsOf));
+  const nodes = await Promise.all((await target.nodes.masters()).map(factsOf));
   const info = nodes[0]?.info;
   const server: ServerReport['server'] = {
     product: info?.get('server_name') === 'valkey' ? 'valkey' : 'redis',

@@ -1,8 +1,9 @@
 /**
- * `flowlock/admin`: plain async functions over an ioredis or iovalkey `Redis` or `Cluster` for operators and
- * tools (the `flowlock` command is a thin shell over them). They run the library's own scripts and read its
- * keys as the lock clients write them; the client stays the caller's (they open only duplicates, for pub/sub,
- * and close them). No client package is loaded.
+ * `flowlock/admin`: plain async functions over any client the lock clients take (ioredis, iovalkey,
+ * node-redis, Valkey GLIDE; standalone or Cluster) for operators and tools (the `flowlock` command is a thin
+ * shell over them). They run the library's own scripts and read its keys as the lock clients write them; the
+ * client stays the caller's (they open only connections of their own, for pub/sub, and close them). No
+ * client package is loaded.
  *
  * @module flowlock/admin
  */

@@ -6,7 +6,8 @@
  * keys' shapes, since the hash and string layouts are Redisson's and carry no marker; what the keys cannot
  * tell apart is said in `alsoMatches` (a held lock with no waiters looks the same as a fair one).
  */
-import type { IoredisClient } from '../options.js';
+import type { RedisClient } from '../options.js';
+import type { AdminCommand, AdminReply } from '../redis/adapter.js';
 import { checkLockName } from '../options.js';
 import {
   fairLockKeys,
@@ -23,20 +24,16 @@ import {
 } from '../redis/keys.js';
 import { isLockShaped, parseHolders, type Holder, type LockKind } from './shape.js';
 import {
-  address,
   adminTarget,
   checkKind,
   checkOptions,
   hashOf,
   pairsOf,
   PreconditionError,
-  masterOf,
   subscriberCounts,
   timeReply,
   transaction,
   type AdminTarget,
-  type Command,
-  type Reply,
 } from './target.js';
 
 /** A waiter's place in Redis: a fair-queue entry, a waiting writer, a semaphore's permit-queue entry. */
@@ -192,7 +189,7 @@ const READS = {
   time: 16,
 } as const;
 
-function readCommands({ lock, fair, readWrite, semaphore }: FamilyKeys): Command[] {
+function readCommands({ lock, fair, readWrite, semaphore }: FamilyKeys): AdminCommand[] {
   const key = lock.lockKey;
   const last = MAX_ENTRIES - 1;
   // Same order as READS. The main key comes first: it routes the MULTI on a Cluster.
@@ -218,7 +215,7 @@ function readCommands({ lock, fair, readWrite, semaphore }: FamilyKeys): Command
 }
 
 /** The value of a reply; a WRONGTYPE error (a key of another kind) reads as nothing. */
-function valueOf(reply: Reply | undefined): unknown {
+function valueOf(reply: AdminReply | undefined): unknown {
   if (!reply) return undefined;
   if (reply.error) {
     if (/^WRONGTYPE/.test(reply.error.message)) return undefined;
@@ -227,27 +224,27 @@ function valueOf(reply: Reply | undefined): unknown {
   return reply.value;
 }
 
-function strings(reply: Reply | undefined): string[] {
+function strings(reply: AdminReply | undefined): string[] {
   const value = valueOf(reply);
   return Array.isArray(value) ? value.map(String) : [];
 }
 
 /** A `ZRANGE … WITHSCORES` reply as member and score pairs (members as text, or as Buffers for binary ones). */
-function scored<T extends string | Buffer>(reply: Reply | undefined, binary = false): [T, number][] {
+function scored<T extends string | Buffer>(reply: AdminReply | undefined, binary = false): [T, number][] {
   return pairsOf(valueOf(reply)).map(([member, score]) => [
     (binary ? member : String(member)) as T,
     Number(String(score)),
   ]);
 }
 
-function integer(reply: Reply | undefined): number {
+function integer(reply: AdminReply | undefined): number {
   return Number(valueOf(reply) ?? 0);
 }
 
 /** Reads the keys of `name` in one MULTI (and, for read holds, their timeout keys in a second one). */
 async function snapshot(target: AdminTarget, name: string): Promise<Snapshot> {
   const keys = familyKeys(target, name);
-  const replies = await transaction(target.client, readCommands(keys), new Set([READS.leases]));
+  const replies = await transaction(target, keys.lock.lockKey, readCommands(keys), new Set([READS.leases]));
   const hash = hashOf(valueOf(replies[READS.hash]));
   const text = valueOf(replies[READS.value]);
   const legacyFence = valueOf(replies[READS.legacyFence]);
@@ -285,7 +282,7 @@ async function readLeases(
 ): Promise<Map<string, number>> {
   const leases = new Map<string, number>();
   if (hash['mode'] === undefined) return leases;
-  const probes: [string, Command][] = [];
+  const probes: [string, AdminCommand][] = [];
   for (const holder of parseHolders(hash, 0)) {
     if (holder.mode !== 'read') continue;
     for (let k = 1; k <= holder.holdCount && probes.length < MAX_READ_TIMEOUTS; k++) {
@@ -294,7 +291,8 @@ async function readLeases(
   }
   if (probes.length === 0) return leases;
   const replies = await transaction(
-    target.client,
+    target,
+    keys.lock.lockKey,
     probes.map(([, command]) => command),
   );
   probes.forEach(([owner], i) => {
@@ -427,7 +425,7 @@ function describe(
 export async function readLock(target: AdminTarget, name: string, kind?: LockKind, node?: string): Promise<LockInfo> {
   const s = await snapshot(target, name);
   const [chosen, also] = choose(s, kind);
-  return describe(s, chosen, also, node ?? address(await masterOf(target, s.keys.lock.lockKey)), {
+  return describe(s, chosen, also, node ?? (await target.nodes.masterOf(s.keys.lock.lockKey)).address, {
     connections: null,
     channels: chosen ? channelsOf(s, chosen) : [],
   });
@@ -448,14 +446,14 @@ function choose(s: Snapshot, kind: LockKind | undefined): [LockKind | null, Lock
  * permits or count, and where it lives (slot, node). A name with no keys reads as free (`kind` null when
  * nothing of the family is there). Read only.
  */
-export async function inspectLock(client: IoredisClient, name: string, options?: InspectOptions): Promise<LockInfo> {
+export async function inspectLock(client: RedisClient, name: string, options?: InspectOptions): Promise<LockInfo> {
   checkLockName(name);
   const { prefix, kind } = checkOptions(options, ['prefix', 'kind']);
   const target = adminTarget(client, prefix);
   const hint = checkKind(kind, 'options.kind');
   const s = await snapshot(target, name);
   let [chosen, also] = choose(s, hint);
-  const node = address(await masterOf(target, s.keys.lock.lockKey));
+  const node = (await target.nodes.masterOf(s.keys.lock.lockKey)).address;
   // A counter alone cannot say whether it counts permits or a latch's count-downs: whoever waits on it can.
   if (chosen === 'semaphore' && also.includes('count-down-latch')) {
     const [latchWaiters = 0] = await subscriberCounts(target, channelsOf(s, 'count-down-latch'));

@@ -5,12 +5,12 @@
  * counts them (`flowlock doctor`); `removeLegacyLayout` removes them (`flowlock cleanup --yes`), for use once
  * no client of the previous version runs: its holds need their memo fields for resends.
  */
-import type { Redis } from 'ioredis';
-import type { IoredisClient } from '../options.js';
+import type { RedisClient } from '../options.js';
+import type { AdminNode } from '../redis/adapter.js';
 import { lockKeys } from '../redis/keys.js';
 import { MAX_LOCK_FIELDS, nameOfOwnKey, OWN_KEYS, scanNode, type ScanStats } from './list.js';
 import { escapeGlob, isLockShaped } from './shape.js';
-import { adminTarget, checkCount, checkOptions, hashOf, masters, pipeline, type AdminTarget } from './target.js';
+import { adminTarget, checkCount, checkOptions, hashOf, pipeline, type AdminTarget } from './target.js';
 
 /** Options of `findLegacyLayout` and `removeLegacyLayout`. */
 export interface LegacyOptions {
@@ -44,7 +44,7 @@ const EXAMPLES = 10;
 
 interface Found {
   readonly fenceKeys: { readonly key: string; readonly fenceKey: string | undefined }[];
-  readonly hashes: { readonly node: Redis; readonly key: string; readonly fields: string[] }[];
+  readonly hashes: { readonly node: AdminNode; readonly key: string; readonly fields: string[] }[];
 }
 
 /**
@@ -56,7 +56,7 @@ async function survey(target: AdminTarget, prefix: string | undefined, count: nu
   const found: Found = { fenceKeys: [], hashes: [] };
   const fencePattern = prefix === undefined ? '*flowlock:fence:*' : `${escapeGlob(prefix)}flowlock:fence:*`;
   const hashPattern = prefix === undefined ? '*' : `${escapeGlob(prefix)}*`;
-  for (const node of await masters(target)) {
+  for (const node of await target.nodes.masters()) {
     for await (const keys of scanNode(node, fencePattern, 'string', count, stats)) {
       for (const key of keys) {
         const name = prefix === undefined ? undefined : nameOfOwnKey(target, key, OWN_KEYS[1]);
@@ -88,7 +88,7 @@ async function survey(target: AdminTarget, prefix: string | undefined, count: nu
   return found;
 }
 
-function checked(client: IoredisClient, options: unknown): [AdminTarget, string | undefined, number] {
+function checked(client: RedisClient, options: unknown): [AdminTarget, string | undefined, number] {
   const { prefix, count } = checkOptions(options, ['prefix', 'count']);
   const target = adminTarget(client, prefix);
   return [target, prefix === undefined ? undefined : target.prefix, checkCount(count, 'options.count', 1) ?? 1000];
@@ -98,7 +98,7 @@ function checked(client: IoredisClient, options: unknown): [AdminTarget, string 
  * Counts what the previous layout left under `options.prefix` (under every prefix without it), scanning
  * every master: O(keys in the database). Read only.
  */
-export async function findLegacyLayout(client: IoredisClient, options?: LegacyOptions): Promise<LegacyLayout> {
+export async function findLegacyLayout(client: RedisClient, options?: LegacyOptions): Promise<LegacyLayout> {
   const [target, prefix, count] = checked(client, options);
   const found = await survey(target, prefix, count);
   return {
@@ -115,7 +115,7 @@ export async function findLegacyLayout(client: IoredisClient, options?: LegacyOp
  * fields in lock hashes. Run it once no client of the previous version runs: a hold of one loses the memos
  * its resends need.
  */
-export async function removeLegacyLayout(client: IoredisClient, options?: LegacyOptions): Promise<LegacyRemoval> {
+export async function removeLegacyLayout(client: RedisClient, options?: LegacyOptions): Promise<LegacyRemoval> {
   const [target, prefix, count] = checked(client, options);
   const found = await survey(target, prefix ?? '', count);
   let fenceKeys = 0;

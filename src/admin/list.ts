@@ -8,21 +8,12 @@
  * re-entered, and until a lock freed by another client runs out its lease), and the per-name fencing
  * counters an earlier version left (`<prefix>flowlock:fence:…`), so held or not.
  */
-import type { Redis } from 'ioredis';
-import type { IoredisClient } from '../options.js';
+import type { RedisClient } from '../options.js';
+import type { AdminNode } from '../redis/adapter.js';
 import { lockKeys, type LockKeys } from '../redis/keys.js';
 import { readLock, type LockInfo } from './inspect.js';
 import { escapeGlob, globToRegExp, isLockShaped } from './shape.js';
-import {
-  address,
-  adminTarget,
-  checkCount,
-  checkOptions,
-  hashOf,
-  masters,
-  pipeline,
-  type AdminTarget,
-} from './target.js';
+import { adminTarget, checkCount, checkOptions, hashOf, pipeline, type AdminTarget } from './target.js';
 
 /** Options of `listLocks`. */
 export interface ListOptions {
@@ -73,7 +64,7 @@ function isTypeOptionRefused(error: unknown): boolean {
 
 /** The keys one SCAN over `node` returns, batch by batch. */
 export async function* scanNode(
-  node: Redis,
+  node: AdminNode,
   pattern: string,
   type: 'hash' | 'string',
   count: number,
@@ -82,11 +73,11 @@ export async function* scanNode(
   let byType = true;
   let cursor = '0';
   do {
-    let reply: [string, string[]];
+    let reply: [unknown, unknown[]];
     try {
       reply = (await (byType
-        ? node.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', count, 'TYPE', type)
-        : node.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', count))) as [string, string[]];
+        ? node.call(['SCAN', cursor, 'MATCH', pattern, 'COUNT', count, 'TYPE', type])
+        : node.call(['SCAN', cursor, 'MATCH', pattern, 'COUNT', count]))) as [unknown, unknown[]];
     } catch (error) {
       if (!byType || !isTypeOptionRefused(error)) throw error;
       byType = false;
@@ -94,14 +85,14 @@ export async function* scanNode(
     }
     stats.calls++;
     stats.returned += reply[1].length;
-    cursor = reply[0];
-    let keys = reply[1];
+    cursor = String(reply[0]);
+    let keys = reply[1].map(String);
     if (!byType && keys.length > 0) {
       const types = await pipeline(
         node,
         keys.map((key) => ['TYPE', key] as const),
       );
-      keys = keys.filter((_, i) => types[i]?.value === type);
+      keys = keys.filter((_, i) => String(types[i]?.value) === type);
     }
     if (keys.length > 0) yield keys;
   } while (cursor !== '0');
@@ -134,7 +125,7 @@ export function nameOfOwnKey(target: AdminTarget, key: string, own: (typeof OWN_
 /** The names one node's keys show, batch by batch: lock-shaped hashes, or this library's own keys. */
 async function* namesOn(
   target: AdminTarget,
-  node: Redis,
+  node: AdminNode,
   options: Required<Pick<ListOptions, 'match' | 'all' | 'count'>>,
   seen: Set<string>,
   stats: ScanStats,
@@ -182,7 +173,7 @@ async function* namesOn(
  * read again at the end: one that appeared meanwhile (a failover) is scanned too, and keys seen twice count
  * once.
  */
-export function listLocks(client: IoredisClient, options?: ListOptions): LockListing {
+export function listLocks(client: RedisClient, options?: ListOptions): LockListing {
   const checked = checkOptions(options, ['prefix', 'match', 'all', 'count', 'limit']);
   const target = adminTarget(client, checked['prefix']);
   const { match = '*', all = false } = checked;
@@ -200,12 +191,12 @@ export function listLocks(client: IoredisClient, options?: ListOptions): LockLis
       let found = 0;
       try {
         for (let pass = 0; pass < 2; pass++) {
-          for (const node of await masters(target)) {
-            const at = address(node);
+          for (const node of await target.nodes.masters()) {
+            const at = node.address;
             if (scanned.has(at)) continue;
             scanned.add(at);
             stats.masters++;
-            stats.keys += Number(await node.call('DBSIZE'));
+            stats.keys += Number(await node.call(['DBSIZE']));
             for await (const names of namesOn(target, node, { match, all, count }, seen, stats)) {
               // A batch is read at once: its MULTIs go out back to back on the client's connections.
               for (const info of await Promise.all(names.map((name) => readLock(target, name, undefined, at)))) {

@@ -5,7 +5,7 @@
  * if alive, learns of it at its next renewal (within a third of its watchdogTimeout) and its lease's signal
  * aborts; only writes guarded by fencing tokens refuse it before that.
  */
-import { checkLockName, type IoredisClient } from '../options.js';
+import { checkLockName, type RedisClient } from '../options.js';
 import { MEMO_MS, newRequestId, type ReleaseReply } from '../redis/scripts.js';
 import { familyKeys, readLock, type LockInfo } from './inspect.js';
 import type { Holder, LockKind } from './shape.js';
@@ -49,7 +49,7 @@ function unlockable(info: LockInfo, allowPermits: boolean): LockKind | null {
   return kind;
 }
 
-function checkCall(name: unknown, options: unknown, client: IoredisClient): [AdminTarget, LockKind | undefined] {
+function checkCall(name: unknown, options: unknown, client: RedisClient): [AdminTarget, LockKind | undefined] {
   checkLockName(name);
   const checked = checkOptions(options, ['prefix', 'kind']);
   const target = adminTarget(client, checked['prefix']);
@@ -104,7 +104,7 @@ async function releasePermit(target: AdminTarget, name: string, permitId: string
  * semaphore or a latch has no owners: PreconditionError.
  */
 export async function releaseOwner(
-  client: IoredisClient,
+  client: RedisClient,
   name: string,
   owner: string,
   options?: UnlockOptions,
@@ -132,7 +132,7 @@ export async function releaseOwner(
  * deletes it and wakes its waiters. Resolves `released: false` when it was not held. Semaphores and latches
  * are refused (PreconditionError): they have no holder to force out.
  */
-export async function forceUnlock(client: IoredisClient, name: string, options?: UnlockOptions): Promise<UnlockResult> {
+export async function forceUnlock(client: RedisClient, name: string, options?: UnlockOptions): Promise<UnlockResult> {
   const [target, hint] = checkCall(name, options, client);
   let info = await readLock(target, name, hint);
   const kind = unlockable(info, false);

@@ -18,24 +18,19 @@
  * upgrade), a counter that moved with no new holder to account for it. A free lock keeps nothing else: a fair
  * lock's brief hold with nobody waiting publishes nothing and is seen only through keyspace events.
  */
-import type { Redis } from 'ioredis';
-import { checkLockName, type IoredisClient } from '../options.js';
+import { checkLockName, type RedisClient } from '../options.js';
+import type { AdminListener, AdminNode } from '../redis/adapter.js';
 import { fairLockKeys, lockKeys, readWriteLockKeys } from '../redis/keys.js';
 import { familyKeys, readLock, type LockInfo } from './inspect.js';
 import { listLocks } from './list.js';
 import { escapeGlob, globToRegExp, isGlob, type Holder, type LockKind } from './shape.js';
 import {
-  address,
   adminTarget,
   checkCount,
   configGet,
   checkOptions,
-  databaseOf,
-  masterOf,
-  masters,
   notifiesExpiry,
   notifiesHashes,
-  subscriberFor,
   type AdminTarget,
 } from './target.js';
 
@@ -141,7 +136,7 @@ const now = (): string => new Date().toISOString();
 
 class Watcher {
   readonly #target: AdminTarget;
-  readonly #client: IoredisClient;
+  readonly #client: RedisClient;
   readonly #prefixOption: string | undefined;
   readonly #explicit: readonly string[];
   readonly #globs: readonly string[];
@@ -160,7 +155,7 @@ class Watcher {
   /** With keyspace notifications: names whose expiry a read inferred, and when (the notification may follow). */
   readonly #inferred = new Map<string, number>();
   #keyspace = false;
-  readonly #connections: Redis[] = [];
+  readonly #connections: AdminListener[] = [];
   readonly #events: WatchEvent[] = [];
   #wake: (() => void) | undefined;
   #failure: { readonly error: unknown } | undefined;
@@ -172,7 +167,7 @@ class Watcher {
 
   constructor(
     target: AdminTarget,
-    client: IoredisClient,
+    client: RedisClient,
     prefixOption: string | undefined,
     names: readonly string[],
     intervalMs: number,
@@ -209,7 +204,7 @@ class Watcher {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    for (const connection of this.#connections.splice(0)) connection.disconnect();
+    for (const connection of this.#connections.splice(0)) connection.close();
     this.#wake?.();
   }
 
@@ -395,12 +390,15 @@ class Watcher {
     return undefined;
   }
 
-  #open(node: Redis): Redis {
-    const connection = subscriberFor(node);
-    this.#connections.push(connection);
-    connection.on('end', () => {
-      if (!this.#stopped) this.#fail(new Error('a subscriber connection closed'));
+  /** A connection of the watcher's own to `node`, whose messages go to `onMessage`; closed by stop(). */
+  #open(node: AdminNode, onMessage: (channel: string, message: string) => void): AdminListener {
+    const connection = node.listen({
+      message: onMessage,
+      closed: () => {
+        if (!this.#stopped) this.#fail(new Error('a subscriber connection closed'));
+      },
     });
+    this.#connections.push(connection);
     return connection;
   }
 
@@ -411,40 +409,38 @@ class Watcher {
    */
   async #subscribe(): Promise<void> {
     const target = this.#target;
-    const [first] = await masters(target);
+    const [first] = await target.nodes.masters();
     if (!first) return;
-    const classic = this.#open(first);
-    classic.on('pmessage', (_pattern: string, channel: string) => {
+    const onRelease = (channel: string): void => {
       const name = this.#nameOfChannel(channel);
       if (name !== undefined) this.#changed(name, this.#endsHold(name, channel));
-    });
+    };
+    const classic = this.#open(first, onRelease);
     const escaped = escapeGlob(target.prefix);
-    await classic.psubscribe(`${escaped}redisson_lock__channel:*`, `${escaped}redisson_rwlock:*`);
+    await classic.psubscribe([`${escaped}redisson_lock__channel:*`, `${escaped}redisson_rwlock:*`]);
     if (!target.cluster || (await target.scripts.pubsubMode()) !== 'sharded') return;
     // SSUBSCRIBE takes channels of one slot: one call per name (its channels share its slot).
-    const byMaster = new Map<Redis, string[][]>();
+    const byMaster = new Map<string, { node: AdminNode; slots: string[][] }>();
     for (const name of this.#explicit) {
       const keys = familyKeys(target, name);
-      const master = await masterOf(target, keys.lock.lockKey);
-      byMaster.set(master, [...(byMaster.get(master) ?? []), [keys.lock.channel, keys.readWrite.channel]]);
+      const master = await target.nodes.masterOf(keys.lock.lockKey);
+      const entry = byMaster.get(master.address) ?? { node: master, slots: [] };
+      entry.slots.push([keys.lock.channel, keys.readWrite.channel]);
+      byMaster.set(master.address, entry);
     }
-    for (const [master, slots] of byMaster) {
-      const sharded = this.#open(master);
-      sharded.on('smessage', (channel: string) => {
-        const name = this.#nameOfChannel(channel);
-        if (name !== undefined) this.#changed(name, this.#endsHold(name, channel));
-      });
-      for (const channels of slots) await sharded.ssubscribe(...channels);
+    for (const { node, slots } of byMaster.values()) {
+      const sharded = this.#open(node, onRelease);
+      for (const channels of slots) await sharded.ssubscribe(channels);
     }
   }
 
   /** Keyspace notifications of every master (they are node-local), where `notify-keyspace-events` allows. */
   async #subscribeKeyspace(): Promise<void> {
     const target = this.#target;
-    const db = databaseOf(target);
-    for (const master of await masters(target)) {
+    const db = target.nodes.database;
+    for (const master of await target.nodes.masters()) {
       const flags = await configGet(master, 'notify-keyspace-events');
-      const at = address(master);
+      const at = master.address;
       const expiry = flags === undefined || notifiesExpiry(flags);
       const hashes = flags === undefined || notifiesHashes(flags);
       const notice = (message: string): void => this.#emit({ type: 'notice', time: now(), message });
@@ -465,8 +461,7 @@ class Watcher {
         notice(`notify-keyspace-events "${flags}" on ${at}: ${missing.join('; ')}`);
       }
       if (!expiry && !hashes) continue;
-      const connection = this.#open(master);
-      connection.on('message', (channel: string, key: string) => {
+      const connection = this.#open(master, (channel, key) => {
         if (!key.startsWith(target.prefix)) return;
         const name = key.slice(target.prefix.length);
         if (name.startsWith('flowlock:') || !this.#watched(name)) return;
@@ -477,7 +472,7 @@ class Watcher {
         else if (event === 'hset' || event === 'hincrby') this.#readSoon(name);
       });
       const events = [...(expiry ? ['expired', 'evicted', 'del'] : []), ...(hashes ? ['hset', 'hincrby'] : [])];
-      await connection.subscribe(...events.map((event) => `__keyevent@${db}__:${event}`));
+      await connection.subscribe(events.map((event) => `__keyevent@${db}__:${event}`));
     }
   }
 }
@@ -489,7 +484,7 @@ class Watcher {
  * or the loop breaks, and then closes its connections (its own duplicates: the client stays open). Fails
  * (the iteration throws) if Redis does.
  */
-export function watchLocks(client: IoredisClient, options?: WatchOptions): AsyncIterable<WatchEvent> {
+export function watchLocks(client: RedisClient, options?: WatchOptions): AsyncIterable<WatchEvent> {
   const checked = checkOptions(options, ['prefix', 'names', 'intervalMs', 'events', 'count', 'signal']);
   const prefix = checked['prefix'];
   const target = adminTarget(client, prefix);

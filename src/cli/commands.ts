@@ -4,7 +4,7 @@
  * does not match, a refused unlock, a failing doctor check). Errors (1) and usage errors (2) are thrown.
  */
 import { createInterface } from 'node:readline/promises';
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../options.js';
 import {
   checkServer,
   findLegacyLayout,
@@ -35,7 +35,7 @@ import {
 
 /** What every command works with. */
 export interface Context {
-  readonly client: Redis | Cluster;
+  readonly client: RedisClient;
   /** `--prefix`, as the admin functions take it. */
   readonly prefix: string | undefined;
   readonly json: boolean;

@@ -1,41 +1,285 @@
 /**
- * The `flowlock` command's connection: ioredis (or iovalkey, its fork) loaded when a command runs, since both
- * are optional peer dependencies; a standalone client, or a Cluster client when `--cluster` says so or the
- * server reports `cluster_enabled:1`. The password comes from the URL or from REDISCLI_AUTH (as for
- * redis-cli), never from a flag, which `ps` and shell history would show. Connections fail fast instead of
- * reconnecting: a command that cannot reach Redis ends with an error.
+ * The `flowlock` command's connection, on whichever supported client library is installed (ioredis, iovalkey,
+ * node-redis, Valkey GLIDE; tried in that order, loaded when a command runs, since all are optional peer
+ * dependencies): a standalone client, or a Cluster client when `--cluster` says so or the server reports
+ * `cluster_enabled:1`. The password comes from the URL or from REDISCLI_AUTH (as for redis-cli), never from a
+ * flag, which `ps` and shell history would show. Connections fail fast instead of reconnecting: a command
+ * that cannot reach Redis ends with an error.
  */
-import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+import type { RedisClient } from '../options.js';
 import { CliError } from './errors.js';
 
-type RedisConstructor = new (options: RedisOptions) => Redis;
-type ClusterConstructor = new (seeds: { host: string; port: number }[], options: ClusterOptions) => Cluster;
+/** The packages the command can use, in the order it tries them. */
+const LIBRARIES = ['ioredis', 'iovalkey', 'redis', '@valkey/valkey-glide'] as const;
 
-interface ClientLibrary {
-  readonly name: string;
-  readonly Redis: RedisConstructor;
-  readonly Cluster: ClusterConstructor;
+/** One server to connect to, from a URL. */
+interface Endpoint {
+  readonly host: string;
+  readonly port: number;
+  readonly username: string | undefined;
+  readonly password: string | undefined;
+  readonly db: number | undefined;
+  readonly tls: boolean;
 }
 
-/** ioredis, else iovalkey, by dynamic import; a clear error when neither is installed. */
+/** A client the command opened: the client itself, its INFO, and how to close it. */
+interface Opened {
+  readonly client: RedisClient;
+  info(section: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** How one client library opens a standalone or a Cluster client, within `timeoutMs`. */
+interface ClientLibrary {
+  readonly name: string;
+  standalone(endpoint: Endpoint, timeoutMs: number, what: string): Promise<Opened>;
+  cluster(endpoints: readonly Endpoint[], timeoutMs: number, what: string): Promise<Opened>;
+}
+
+type Exports = Record<string, unknown>;
+type Constructor = new (...args: unknown[]) => unknown;
+
+/** The first installed library of LIBRARIES; a clear error naming them all when none is. */
 async function loadLibrary(): Promise<ClientLibrary> {
-  for (const name of ['ioredis', 'iovalkey']) {
-    let loaded: Record<string, unknown>;
+  for (const name of LIBRARIES) {
+    let loaded: Exports;
     try {
-      loaded = (await import(name)) as Record<string, unknown>;
+      loaded = (await import(name)) as Exports;
     } catch (error) {
       if ((error as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND') continue;
       throw error;
     }
     // ESM namespace of a CommonJS package: named exports, or all of them on `default`.
-    const exports = (loaded['Redis'] ? loaded : (loaded['default'] ?? {})) as Record<string, unknown>;
-    const Redis = exports['Redis'] ?? exports['default'];
-    const Cluster = exports['Cluster'];
+    const named = (key: string): unknown => loaded[key] ?? (loaded['default'] as Exports | undefined)?.[key];
+    if (name === 'redis') return nodeRedis(named);
+    if (name === '@valkey/valkey-glide') return glide(named);
+    const Redis = named('Redis') ?? loaded['default'];
+    const Cluster = named('Cluster');
     if (typeof Redis === 'function' && typeof Cluster === 'function') {
-      return { name, Redis: Redis as RedisConstructor, Cluster: Cluster as ClusterConstructor };
+      return ioredis(name, Redis as Constructor, Cluster as Constructor);
     }
   }
-  throw new CliError(1, 'flowlock needs a Redis client package: npm install ioredis (or iovalkey)');
+  throw new CliError(
+    1,
+    'flowlock needs a Redis client package: npm install ioredis (or iovalkey, redis, @valkey/valkey-glide)',
+  );
+}
+
+async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new CliError(1, `${what}: no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A connection failure as the command reports it: `what`, and the library's reason. */
+function failed(error: unknown, what: string, cause?: Error): CliError {
+  if (error instanceof CliError) return error;
+  return new CliError(1, `${what}: ${(cause ?? (error as Error)).message}`);
+}
+
+interface IoredisLike {
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  connect(): Promise<unknown>;
+  call(...args: string[]): Promise<unknown>;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+
+/** ioredis or iovalkey: `Redis` and `Cluster`, connected lazily so that a failure is caught here. */
+function ioredis(name: string, Redis: Constructor, Cluster: Constructor): ClientLibrary {
+  const options = (endpoint: Endpoint, timeoutMs: number): Record<string, unknown> => ({
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    // Fail fast: a command that cannot reach Redis reports it instead of waiting for a reconnection.
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    lazyConnect: true,
+    ...(endpoint.username ? { username: endpoint.username } : {}),
+    ...(endpoint.password ? { password: endpoint.password } : {}),
+    ...(endpoint.tls ? { tls: {} } : {}),
+  });
+  const open = async (client: IoredisLike, timeoutMs: number, what: string): Promise<Opened> => {
+    // The cause of a failed connection comes as an 'error' event; connect() itself only says it closed.
+    let cause: Error | undefined;
+    client.on('error', (error: Error) => (cause ??= error));
+    try {
+      await withTimeout(client.connect(), timeoutMs, what);
+    } catch (error) {
+      client.disconnect();
+      throw failed(error, what, cause);
+    }
+    return {
+      client: client as unknown as RedisClient,
+      info: async (section) => String(await client.call('INFO', section)),
+      close: async () => {
+        await client.quit().catch(() => client.disconnect());
+      },
+    };
+  };
+  return {
+    name,
+    standalone: (endpoint, timeoutMs, what) => {
+      const { host, port, db } = endpoint;
+      const client = new Redis({ ...options(endpoint, timeoutMs), host, port, ...(db === undefined ? {} : { db }) });
+      return open(client as IoredisLike, timeoutMs, what);
+    },
+    cluster: (endpoints, timeoutMs, what) => {
+      const [first] = endpoints;
+      // A Cluster's nodes are reached with the first URL's credentials and TLS.
+      const redisOptions = first ? options(first, timeoutMs) : {};
+      delete redisOptions['lazyConnect'];
+      const client = new Cluster(
+        endpoints.map(({ host, port }) => ({ host, port })),
+        { redisOptions, lazyConnect: true, clusterRetryStrategy: () => null, slotsRefreshTimeout: timeoutMs },
+      );
+      return open(client as IoredisLike, timeoutMs, what);
+    },
+  };
+}
+
+interface NodeRedisLike {
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  connect(): Promise<unknown>;
+  sendCommand(...args: unknown[]): Promise<unknown>;
+  close?(): Promise<unknown>;
+  quit(): Promise<unknown>;
+  destroy?(): void;
+  disconnect?(): Promise<unknown>;
+}
+
+/** node-redis (`redis`): `createClient` and `createCluster`, without reconnecting. */
+function nodeRedis(named: (key: string) => unknown): ClientLibrary {
+  const createClient = named('createClient') as (options: unknown) => NodeRedisLike;
+  const createCluster = named('createCluster') as (options: unknown) => NodeRedisLike;
+  const socket = (endpoint: Endpoint, timeoutMs: number): Record<string, unknown> => ({
+    host: endpoint.host,
+    port: endpoint.port,
+    connectTimeout: timeoutMs,
+    // Fail fast: no reconnection.
+    reconnectStrategy: false,
+    ...(endpoint.tls ? { tls: true } : {}),
+  });
+  const credentials = (endpoint: Endpoint): Record<string, unknown> => ({
+    ...(endpoint.username ? { username: endpoint.username } : {}),
+    ...(endpoint.password ? { password: endpoint.password } : {}),
+  });
+  const close = async (client: NodeRedisLike): Promise<void> => {
+    try {
+      await (client.close ? client.close() : client.quit());
+    } catch {
+      client.destroy?.();
+    }
+  };
+  const open = async (client: NodeRedisLike, timeoutMs: number, what: string): Promise<Opened> => {
+    let cause: Error | undefined;
+    client.on('error', (error: Error) => (cause ??= error));
+    try {
+      await withTimeout(client.connect(), timeoutMs, what);
+    } catch (error) {
+      client.destroy?.();
+      throw failed(error, what, cause);
+    }
+    return {
+      client: client as unknown as RedisClient,
+      info: async (section) => String(await client.sendCommand(['INFO', section])),
+      close: () => close(client),
+    };
+  };
+  return {
+    name: 'redis',
+    standalone: (endpoint, timeoutMs, what) =>
+      open(
+        createClient({
+          socket: socket(endpoint, timeoutMs),
+          ...credentials(endpoint),
+          ...(endpoint.db === undefined ? {} : { database: endpoint.db }),
+          disableOfflineQueue: true,
+        }),
+        timeoutMs,
+        what,
+      ),
+    cluster: (endpoints, timeoutMs, what) => {
+      const [first] = endpoints;
+      return open(
+        createCluster({
+          rootNodes: endpoints.map((endpoint) => ({ socket: { host: endpoint.host, port: endpoint.port } })),
+          // Every node with the first URL's credentials and TLS.
+          defaults: first
+            ? { ...credentials(first), socket: { ...socket(first, timeoutMs), host: undefined, port: undefined } }
+            : {},
+        }),
+        timeoutMs,
+        what,
+      );
+    },
+  };
+}
+
+interface GlideLike {
+  customCommand(args: string[]): Promise<unknown>;
+  close(): void;
+}
+
+interface GlideClass {
+  createClient(config: Record<string, unknown>): Promise<GlideLike>;
+}
+
+/** Valkey GLIDE: `GlideClient` and `GlideClusterClient` (GLIDE connects when it creates a client). */
+function glide(named: (key: string) => unknown): ClientLibrary {
+  // GLIDE's core logs to stdout by default, a WARN for each NOSCRIPT the script runner answers with EVAL: it
+  // would break the command's output (--json above all). The command reports its own errors.
+  (named('Logger') as { setLoggerConfig?(level: string): void } | undefined)?.setLoggerConfig?.('off');
+  const config = (endpoints: readonly Endpoint[], timeoutMs: number): Record<string, unknown> => {
+    const [first] = endpoints;
+    return {
+      addresses: endpoints.map(({ host, port }) => ({ host, port })),
+      requestTimeout: timeoutMs,
+      advancedConfiguration: { connectionTimeout: timeoutMs },
+      ...(first?.password
+        ? { credentials: { password: first.password, ...(first.username ? { username: first.username } : {}) } }
+        : {}),
+      ...(first?.tls ? { useTLS: true } : {}),
+    };
+  };
+  const open = async (
+    Class: GlideClass,
+    settings: Record<string, unknown>,
+    timeoutMs: number,
+    what: string,
+  ): Promise<Opened> => {
+    let client: GlideLike;
+    try {
+      client = await withTimeout(Class.createClient(settings), timeoutMs, what);
+    } catch (error) {
+      throw failed(error, what);
+    }
+    return {
+      client: client as unknown as RedisClient,
+      info: async (section) => String(await client.customCommand(['INFO', section])),
+      close: () => {
+        client.close();
+        return Promise.resolve();
+      },
+    };
+  };
+  return {
+    name: '@valkey/valkey-glide',
+    standalone: (endpoint, timeoutMs, what) =>
+      open(
+        named('GlideClient') as GlideClass,
+        { ...config([endpoint], timeoutMs), ...(endpoint.db === undefined ? {} : { databaseId: endpoint.db }) },
+        timeoutMs,
+        what,
+      ),
+    cluster: (endpoints, timeoutMs, what) =>
+      open(named('GlideClusterClient') as GlideClass, config(endpoints, timeoutMs), timeoutMs, what),
+  };
 }
 
 /** Where and how to connect: what the global flags say. */
@@ -55,13 +299,7 @@ export function defaultUrls(flags: readonly string[], env: NodeJS.ProcessEnv): s
   return [env['FLOWLOCK_REDIS_URL'] || env['REDIS_URL'] || 'redis://127.0.0.1:6379'];
 }
 
-interface Endpoint {
-  readonly host: string;
-  readonly port: number;
-  readonly options: RedisOptions;
-}
-
-/** A `redis://` or `rediss://` URL as connection options; a bad URL is a usage error. */
+/** A `redis://` or `rediss://` URL as an endpoint; a bad URL is a usage error. */
 function endpoint(url: string, settings: ConnectionSettings): Endpoint {
   let parsed: URL;
   try {
@@ -74,59 +312,23 @@ function endpoint(url: string, settings: ConnectionSettings): Endpoint {
   }
   const db = parsed.pathname.replace(/^\//, '');
   if (db !== '' && !/^\d+$/.test(db)) throw new CliError(2, `--url ${url}: the path must be a database number`);
-  const password = parsed.password ? decodeURIComponent(parsed.password) : settings.env['REDISCLI_AUTH'];
-  const options: RedisOptions = {
-    connectTimeout: settings.timeoutMs,
-    commandTimeout: settings.timeoutMs,
-    // Fail fast: a command that cannot reach Redis reports it instead of waiting for a reconnection.
-    retryStrategy: () => null,
-    maxRetriesPerRequest: 0,
-    lazyConnect: true,
+  return {
+    // URL keeps IPv6 literals in brackets; the socket wants them bare.
+    host: parsed.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1',
+    port: Number(parsed.port || 6379),
+    username: parsed.username ? decodeURIComponent(parsed.username) : undefined,
+    password: parsed.password ? decodeURIComponent(parsed.password) : settings.env['REDISCLI_AUTH'] || undefined,
+    db: db === '' ? undefined : Number(db),
+    tls: parsed.protocol === 'rediss:',
   };
-  if (parsed.username) options.username = decodeURIComponent(parsed.username);
-  if (password) options.password = password;
-  if (db !== '') options.db = Number(db);
-  if (parsed.protocol === 'rediss:') options.tls = {};
-  // URL keeps IPv6 literals in brackets; the socket wants them bare.
-  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1';
-  return { host, port: Number(parsed.port || 6379), options };
 }
 
 /** An open client for the command, and how to close it. */
 export interface Connection {
-  readonly client: Redis | Cluster;
+  readonly client: RedisClient;
+  /** The client library that opened it. */
+  readonly library: string;
   close(): Promise<void>;
-}
-
-async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new CliError(1, `${what}: no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function close(client: Redis | Cluster): Promise<void> {
-  await client.quit().catch(() => client.disconnect());
-}
-
-/** Connects and waits until ready, within the timeout; disconnects on failure. */
-async function opened<T extends Redis | Cluster>(client: T, what: string, ms: number): Promise<T> {
-  // The cause of a failed connection comes as an 'error' event; connect() itself only says it closed.
-  let cause: Error | undefined;
-  client.on('error', (error: Error) => (cause ??= error));
-  try {
-    await withTimeout(client.connect(), ms, what);
-    return client;
-  } catch (error) {
-    client.disconnect();
-    if (error instanceof CliError) throw error;
-    throw new CliError(1, `${what}: ${(cause ?? (error as Error)).message}`);
-  }
 }
 
 /** Connects as the settings say; rejects with a CliError (exit code 1 or 2) or the client's error. */
@@ -135,32 +337,21 @@ export async function connect(settings: ConnectionSettings): Promise<Connection>
   const [first] = endpoints;
   if (!first) throw new CliError(2, 'no --url');
   const library = await loadLibrary();
+  const { timeoutMs } = settings;
   if (!settings.cluster) {
-    const { host, port, options } = first;
-    const client = await opened(
-      new library.Redis({ ...options, host, port }),
-      `connecting to ${host}:${port}`,
-      settings.timeoutMs,
-    );
+    const opened = await library.standalone(first, timeoutMs, `connecting to ${first.host}:${first.port}`);
     // Without --cluster, the server says what it is.
-    if (!/^cluster_enabled:1/m.test(String(await client.call('INFO', 'cluster')))) {
+    if (!/^cluster_enabled:1/m.test(await opened.info('cluster'))) {
       if (endpoints.length > 1) {
-        await close(client);
+        await opened.close();
         throw new CliError(2, 'several --url are Cluster seeds, but the server is not in cluster mode');
       }
-      return { client, close: () => close(client) };
+      return { client: opened.client, library: library.name, close: () => opened.close() };
     }
-    await close(client);
+    await opened.close();
   }
-  // A Cluster has database 0 only; its nodes are reached with the first URL's credentials and TLS.
-  const redisOptions: RedisOptions = { ...first.options };
-  delete redisOptions.db;
-  delete redisOptions.lazyConnect;
-  const cluster = new library.Cluster(
-    endpoints.map(({ host, port }) => ({ host, port })),
-    { redisOptions, lazyConnect: true, clusterRetryStrategy: () => null, slotsRefreshTimeout: settings.timeoutMs },
-  );
+  // A Cluster has database 0 only.
   const what = settings.cluster ? 'connecting as a Cluster client (--cluster)' : 'connecting to the cluster';
-  const client = await opened(cluster, what, settings.timeoutMs);
-  return { client, close: () => close(client) };
+  const opened = await library.cluster(endpoints, timeoutMs, what);
+  return { client: opened.client, library: library.name, close: () => opened.close() };
 }

@@ -53,6 +53,64 @@ export interface MasterConnection {
   wait(replicas: number, timeoutMs: number): Promise<number>;
 }
 
+/**
+ * A command of `flowlock/admin`: its name and arguments. In a batch, the first argument (if any) is the
+ * command's key, named as the server knows it (the adapter removes the client's keyPrefix where the client
+ * would put it back).
+ */
+export type AdminCommand = readonly [name: string, ...args: (string | number)[]];
+
+/** One reply of a batch, or the error the server answered to that one command. */
+export interface AdminReply {
+  readonly value?: unknown;
+  readonly error?: Error;
+}
+
+/** What an admin listening connection hears. */
+export interface AdminListenerEvents {
+  /** A message on `channel` (server-side name), whichever subscription (pattern, shard, channel) matched. */
+  message(channel: string, message: string): void;
+  /** The connection closed by itself (not through `close()`): nothing more will come. */
+  closed(): void;
+}
+
+/** A connection of `flowlock/admin`'s own, to one node, for pub/sub; channels are server-side names. */
+export interface AdminListener {
+  psubscribe(patterns: readonly string[]): Promise<void>;
+  /** Shard channels, all of one slot that this node serves. */
+  ssubscribe(channels: readonly string[]): Promise<void>;
+  subscribe(channels: readonly string[]): Promise<void>;
+  /** Closes the connection; no event comes afterwards. */
+  close(): void;
+}
+
+/** One server as `flowlock/admin` reads it: the standalone (or Sentinel-chosen) server, or a Cluster node. */
+export interface AdminNode {
+  /** `host:port`, for messages and to tell nodes apart. */
+  readonly address: string;
+  /** A keyless command on this node (INFO, TIME, SCAN, CONFIG GET, PUBSUB ...), replies as the server sends them. */
+  call(command: AdminCommand): Promise<unknown>;
+  /**
+   * `commands` (each with its key first, if any) in one MULTI when `atomic` (they must share a slot), else one
+   * pipeline; the replies of the indexes in `binary` as Buffers, the others as text.
+   */
+  batch(commands: readonly AdminCommand[], atomic: boolean, binary?: ReadonlySet<number>): Promise<AdminReply[]>;
+  /** Opens a new connection to this node to listen on, without any keyPrefix. */
+  listen(events: AdminListenerEvents): AdminListener;
+}
+
+/** The nodes of the user's client, as `flowlock/admin` reaches them (connected first where needed). */
+export interface AdminNodes {
+  /** The one server, or each master of a Cluster. */
+  masters(): Promise<AdminNode[]>;
+  /** Every node, replicas included (classic pub/sub subscribers may sit on any of them). */
+  all(): Promise<AdminNode[]>;
+  /** The master of `key`'s slot (the one server off a Cluster). */
+  masterOf(key: string): Promise<AdminNode>;
+  /** The database the client uses (keyspace notifications are per database; a Cluster has only 0). */
+  readonly database: number;
+}
+
 export interface RedisAdapter {
   /** The client library, for messages. */
   readonly library: 'ioredis' | 'node-redis' | 'glide';
@@ -100,6 +158,8 @@ export interface RedisAdapter {
   openSubscriber(mode: PubSubMode, events: SubscriberEvents): Subscriber;
   /** Removes every listener the adapter put on the user's client (the client itself stays open). */
   dispose(): void;
+  /** The client's nodes for `flowlock/admin`, which scans and listens node by node. */
+  adminNodes(): AdminNodes;
 }
 
 /**

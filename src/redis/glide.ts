@@ -13,10 +13,17 @@
  * - `requestTimeout` (250 ms by default) rejects a call the server may still run: a TimeoutError is an
  *   unknown outcome, as a reply lost to a closed connection is (the scripts are idempotent per request id).
  * - No keyPrefix (it is '') and no Sentinel.
+ * - No connection to a replica unless the client reads from replicas, and no way to pin a client's pub/sub to
+ *   one node: `flowlock/admin` reaches replicas, and listens on a node, through standalone clients of its own
+ *   (see GlideNodes).
  *
- * `@valkey/valkey-glide` is never imported at run time: its types only.
+ * `@valkey/valkey-glide` is loaded at run time only for what only it makes, batches and those clients of
+ * `flowlock/admin`'s own (see loadGlide); its types otherwise.
  */
+import type * as Glide from '@valkey/valkey-glide';
 import type {
+  Decoder,
+  DecoderOption,
   GlideClient,
   GlideClientConfiguration,
   GlideClusterClient,
@@ -24,8 +31,15 @@ import type {
   GlideReturnType,
   GlideString,
   PubSubMsg,
+  RouteByAddress,
 } from '@valkey/valkey-glide';
 import type {
+  AdminCommand,
+  AdminListener,
+  AdminListenerEvents,
+  AdminNode,
+  AdminNodes,
+  AdminReply,
   MasterConnection,
   PubSubMode,
   RedisAdapter,
@@ -79,6 +93,18 @@ const REDIRECTION = /- (Moved|Ask|TryAgain|ClusterDown):/;
 /** ProtocolVersion.RESP3 (an enum of the package, which is not loaded here): pub/sub needs it. */
 const RESP3 = 0;
 
+/**
+ * NodeDiscoveryMode.Static (an enum of the package): a standalone client then takes its one address for its
+ * primary, replica or not. Otherwise it refuses a replica, and once made read-only for one, it subscribes nowhere.
+ */
+const STATIC_DISCOVERY = 1;
+
+/**
+ * Decoder.Bytes (an enum of the package): admin replies come as bytes, made text here except those asked for
+ * as binary (a text decoder fails on bytes that are not UTF-8).
+ */
+const BYTES = 0 as unknown as Decoder;
+
 /** How long one SUBSCRIBE (or unsubscribe) may wait for the server's confirmation. */
 const SUBSCRIBE_TIMEOUT_MS = 5000;
 
@@ -105,6 +131,7 @@ export class GlideAdapter implements RedisAdapter {
   readonly keyPrefix = '';
   readonly shardedPubSub: boolean;
   readonly #client: Client;
+  readonly #argument: string;
   readonly #createSubscriber: (pubsub: PubSubConfig) => Promise<Client>;
   /** MasterConnection per slot on a cluster (GLIDE shows no slot map), one on a standalone client. */
   readonly #masters = new Map<number, GlideMaster>();
@@ -118,6 +145,7 @@ export class GlideAdapter implements RedisAdapter {
       throw new TypeError(`options.glideSubscriber must be a function, got ${typeof subscriberFactory}`);
     }
     this.#client = client as Client;
+    this.#argument = argument;
     this.topology = isClusterClient(this.#client) ? 'cluster' : 'standalone';
     this.shardedPubSub = this.topology === 'cluster';
     this.#createSubscriber = subscriberFactory
@@ -214,6 +242,10 @@ export class GlideAdapter implements RedisAdapter {
     this.#onEnd = undefined;
   }
 
+  adminNodes(): AdminNodes {
+    return new GlideNodes(this.#client, this.#argument, this.#createSubscriber);
+  }
+
   /** One command; on a cluster to the primary of `routeKey`'s slot. */
   async #send(args: GlideString[], routeKey: string | undefined): Promise<GlideReturnType> {
     const client = this.#client;
@@ -237,16 +269,24 @@ export class GlideAdapter implements RedisAdapter {
 }
 
 /**
+ * The creation config the client keeps in its `config` field (private in GLIDE's types, as BullMQ's GLIDE
+ * adapter reads it); undefined if it shows none.
+ */
+function creationConfig(client: Client): GlideClientConfiguration | GlideClusterClientConfiguration | undefined {
+  const config = (client as unknown as { config?: GlideClientConfiguration | GlideClusterClientConfiguration }).config;
+  return typeof config === 'object' ? config : undefined;
+}
+
+/**
  * A subscriber factory from the creation config the user's client keeps: a client of its class on the same
  * servers and credentials, on RESP3, connected at once. Without that config, a TypeError that names the
  * option which replaces it.
  */
 function fromCreationConfig(client: Client, argument: string): (pubsub: PubSubConfig) => Promise<Client> {
   return (pubsub) => {
-    const config = (client as unknown as { config?: GlideClientConfiguration | GlideClusterClientConfiguration })
-      .config;
+    const config = creationConfig(client);
     const create = (client.constructor as { createClient?: (config: object) => Promise<Client> }).createClient;
-    if (typeof config !== 'object' || typeof create !== 'function') {
+    if (!config || typeof create !== 'function') {
       return Promise.reject(
         new TypeError(
           `${argument} does not show its creation config: pass options.glideSubscriber to create the subscriber`,
@@ -260,6 +300,16 @@ function fromCreationConfig(client: Client, argument: string): (pubsub: PubSubCo
       pubsubSubscriptions: pubsub,
     });
   };
+}
+
+/** A client from a subscriber factory, which may throw, or resolve to anything. */
+function subscriberClient(create: (pubsub: PubSubConfig) => Promise<unknown>, pubsub: PubSubConfig): Promise<Client> {
+  return Promise.resolve()
+    .then(() => create(pubsub))
+    .then((client) => {
+      if (!isGlide(client)) throw new TypeError('options.glideSubscriber must resolve to a GLIDE client');
+      return client as Client;
+    });
 }
 
 /**
@@ -334,19 +384,12 @@ class GlideSubscriber implements Subscriber {
     this.#mode = mode;
     this.#events = events;
     // Called now: a factory that throws rejects the subscribe calls rather than this constructor.
-    this.#connection = Promise.resolve()
-      .then(() =>
-        create({
-          channelsAndPatterns: {},
-          callback: (message) => {
-            if (!this.#closed) this.#events.message(String(message.channel), String(message.message));
-          },
-        }),
-      )
-      .then((client) => {
-        if (!isGlide(client)) throw new TypeError('options.glideSubscriber must resolve to a GLIDE client');
-        return client as Client;
-      });
+    this.#connection = subscriberClient(create, {
+      channelsAndPatterns: {},
+      callback: (message) => {
+        if (!this.#closed) this.#events.message(String(message.channel), String(message.message));
+      },
+    });
     // A client created after close() is closed at once; a failed creation fails the subscribe calls.
     this.#connection.then(
       (client) => {
@@ -483,11 +526,15 @@ async function connectionIds(client: Client, mode: PubSubMode): Promise<string> 
   const reply = await client.customCommand(['CLIENT', 'ID'], {
     route: mode === 'sharded' ? 'allPrimaries' : 'allNodes',
   });
-  // One id per node address, in no fixed order (a record, or a list of {key, value}): sorted by address.
-  const pairs = Array.isArray(reply)
-    ? (reply as { key: unknown; value: unknown }[]).map(({ key, value }) => [String(key), String(value)])
-    : Object.entries(reply as Record<string, unknown>).map(([key, value]) => [key, String(value)]);
+  const pairs = byNode(reply).map(([address, id]) => [address, String(id)]);
   return JSON.stringify(pairs.sort(([a = ''], [b = '']) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/** A reply of several nodes, one per node address, in no fixed order (a record, or a list of {key, value}). */
+function byNode(reply: unknown): [string, unknown][] {
+  return Array.isArray(reply)
+    ? (reply as { key: unknown; value: unknown }[]).map(({ key, value }) => [String(key), value])
+    : Object.entries(reply as Record<string, unknown>);
 }
 
 /** When GLIDE's core last synchronised subscriptions with the servers (any client of the process). */
@@ -495,4 +542,309 @@ function syncTime(client: Client): string | undefined {
   const statistics = client.getStatistics() as Record<string, unknown>;
   const value = statistics['subscription_last_sync_timestamp'];
   return typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
+}
+
+let glideModule: Promise<typeof Glide> | undefined;
+
+/**
+ * The package, for its batch classes and its standalone client: loaded when first needed (whoever has a GLIDE
+ * client has it installed), once.
+ */
+function loadGlide(): Promise<typeof Glide> {
+  glideModule ??= import('@valkey/valkey-glide');
+  return glideModule;
+}
+
+/** A node's host and port, as GLIDE routes to it. */
+interface Endpoint {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** `host:port`, split at its last colon (the host may be an IPv6 address). */
+function endpointOf(address: string): Endpoint {
+  const colon = address.lastIndexOf(':');
+  return { host: address.slice(0, colon), port: Number(address.slice(colon + 1)) };
+}
+
+function routeTo({ host, port }: Endpoint): RouteByAddress {
+  return { type: 'routeByAddress', host, port };
+}
+
+/**
+ * A standalone client of `flowlock/admin`'s own on one node (primary or replica) of the user's cluster, from
+ * the creation config its client keeps.
+ */
+async function nodeClient(
+  client: GlideClusterClient,
+  argument: string,
+  node: Endpoint,
+  pubsub: PubSubConfig | undefined,
+): Promise<GlideClient> {
+  const config = creationConfig(client);
+  if (!config) {
+    throw new TypeError(
+      `${argument} does not show its creation config: flowlock/admin cannot connect to ${node.host}:${node.port}`,
+    );
+  }
+  const { GlideClient } = await loadGlide();
+  // The cluster's credentials, TLS and timeouts; none of its subscriptions, whose callback is the user's.
+  const settings: object = {
+    ...config,
+    addresses: [{ host: node.host, port: node.port }],
+    nodeDiscoveryMode: STATIC_DISCOVERY,
+    protocol: RESP3,
+    lazyConnect: false,
+    pubsubSubscriptions: pubsub,
+  };
+  return GlideClient.createClient(settings as GlideClientConfiguration);
+}
+
+/**
+ * A reply decoded with Decoder.Bytes, as text (or kept binary), with RESP3 maps (GLIDE's lists of {key,
+ * value}) as lists of pairs, which callers read as they read other clients' maps.
+ */
+function decoded(reply: unknown, binary: boolean): unknown {
+  if (Buffer.isBuffer(reply)) return binary ? reply : reply.toString();
+  if (!Array.isArray(reply)) return reply;
+  return reply.map((item: unknown) =>
+    typeof item === 'object' && item !== null && 'key' in item && 'value' in item
+      ? [decoded(item.key, binary), decoded(item.value, binary)]
+      : decoded(item, binary),
+  );
+}
+
+/**
+ * Runs `work` on a client that reaches the node: the user's client, with the route to the node on a cluster,
+ * or a client of the node's own.
+ */
+type Reach = <T>(work: (client: Client, route: RouteByAddress | undefined) => Promise<T>) => Promise<T>;
+
+/** Creates a client to listen with, given its pub/sub config (GLIDE takes the message callback only so). */
+type OpenListener = (pubsub: PubSubConfig) => Promise<Client>;
+
+/** The options of a call on a cluster client: to the node, decoded as bytes (see BYTES). */
+function decoding(route: RouteByAddress | undefined): DecoderOption & { route?: RouteByAddress } {
+  return route ? { route, decoder: BYTES } : { decoder: BYTES };
+}
+
+/**
+ * The nodes of a GLIDE client for `flowlock/admin`. Standalone: the client itself. Cluster: the primaries as
+ * GLIDE routes to them (its replies from every primary name each node by the address it routes by), each
+ * reached through the user's client; and the replicas that CLUSTER NODES lists, which the user's client has
+ * no connection to unless it reads from replicas: each call to one opens a standalone client, and closes it.
+ * Listening takes clients of its own (see GlideListener).
+ */
+class GlideNodes implements AdminNodes {
+  readonly database: number;
+  readonly #client: Client;
+  readonly #argument: string;
+  readonly #createSubscriber: (pubsub: PubSubConfig) => Promise<unknown>;
+
+  constructor(client: Client, argument: string, createSubscriber: (pubsub: PubSubConfig) => Promise<unknown>) {
+    this.#client = client;
+    this.#argument = argument;
+    this.#createSubscriber = createSubscriber;
+    this.database = isClusterClient(client) ? 0 : (creationConfig(client)?.databaseId ?? 0);
+  }
+
+  async masters(): Promise<AdminNode[]> {
+    const client = this.#client;
+    if (!isClusterClient(client)) return [this.#standalone()];
+    return [...(await this.#primaries(client)).values()].map((node) => this.#primary(client, node));
+  }
+
+  async all(): Promise<AdminNode[]> {
+    const client = this.#client;
+    if (!isClusterClient(client)) return [this.#standalone()];
+    const primaries = [...(await this.#primaries(client)).values()];
+    const [asked] = primaries;
+    if (!asked) return [];
+    const nodes = new Map(primaries.map((node) => [`${node.host}:${node.port}`, this.#primary(client, node)]));
+    // Not CLUSTER SLOTS: it leaves out a replica until the replica has reported a replication offset.
+    const reply = await client.customCommand(['CLUSTER', 'NODES'], decoding(routeTo(asked)));
+    // One line per node: its id, `ip:port@cport[,hostname]`, its flags, and more.
+    for (const line of String(decoded(reply, false)).split('\n')) {
+      const [, endpoint = '', flagList = ''] = line.split(' ');
+      const flags = flagList.split(',');
+      if (!flags.includes('slave') || flags.includes('fail') || flags.includes('noaddr')) continue;
+      const address = endpoint.split('@')[0] ?? '';
+      if (!nodes.has(address)) nodes.set(address, this.#replica(client, endpointOf(address)));
+    }
+    return [...nodes.values()];
+  }
+
+  async masterOf(key: string): Promise<AdminNode> {
+    const client = this.#client;
+    if (!isClusterClient(client)) return this.#standalone();
+    // The primary GLIDE sends `key`'s commands to, told by its id.
+    const [primaries, id] = await Promise.all([
+      this.#primaries(client),
+      client.customCommand(['CLUSTER', 'MYID'], { route: { type: 'primarySlotKey', key }, decoder: BYTES }),
+    ]);
+    const node = primaries.get(String(decoded(id, false)));
+    if (!node) throw new Error(`no master known for the slot of ${key}`);
+    return this.#primary(client, node);
+  }
+
+  /** The primaries GLIDE routes to, by node id. */
+  async #primaries(client: GlideClusterClient): Promise<Map<string, Endpoint>> {
+    const reply = await client.customCommand(['CLUSTER', 'MYID'], { route: 'allPrimaries', decoder: BYTES });
+    return new Map(byNode(reply).map(([address, id]) => [String(decoded(id, false)), endpointOf(address)]));
+  }
+
+  #standalone(): AdminNode {
+    const client = this.#client;
+    const [first] = creationConfig(client)?.addresses ?? [];
+    return new GlideNode(
+      first ? `${first.host}:${first.port ?? 6379}` : 'unknown',
+      (work) => work(client, undefined),
+      (pubsub) => subscriberClient(this.#createSubscriber, pubsub),
+      undefined,
+    );
+  }
+
+  #primary(client: GlideClusterClient, node: Endpoint): AdminNode {
+    const route = routeTo(node);
+    return new GlideNode(
+      `${node.host}:${node.port}`,
+      (work) => work(client, route),
+      (pubsub) => nodeClient(client, this.#argument, node, pubsub),
+      (pubsub) => subscriberClient(this.#createSubscriber, pubsub),
+    );
+  }
+
+  #replica(client: GlideClusterClient, node: Endpoint): AdminNode {
+    return new GlideNode(
+      `${node.host}:${node.port}`,
+      async (work) => {
+        const own = await nodeClient(client, this.#argument, node, undefined);
+        try {
+          return await work(own, undefined);
+        } finally {
+          own.close();
+        }
+      },
+      (pubsub) => nodeClient(client, this.#argument, node, pubsub),
+      (pubsub) => subscriberClient(this.#createSubscriber, pubsub),
+    );
+  }
+}
+
+/** One node of a GLIDE client: how to reach it, and how to open clients to listen on it. */
+class GlideNode implements AdminNode {
+  readonly address: string;
+  readonly #reach: Reach;
+  readonly #openClassic: OpenListener;
+  /** A cluster client (it subscribes on the channels' slot owner); undefined on a standalone client. */
+  readonly #openSharded: OpenListener | undefined;
+
+  constructor(address: string, reach: Reach, openClassic: OpenListener, openSharded: OpenListener | undefined) {
+    this.address = address;
+    this.#reach = reach;
+    this.#openClassic = openClassic;
+    this.#openSharded = openSharded;
+  }
+
+  async call(command: AdminCommand): Promise<unknown> {
+    const args = command.map(String);
+    const reply = await this.#reach((client, route) =>
+      isClusterClient(client)
+        ? client.customCommand(args, decoding(route))
+        : client.customCommand(args, { decoder: BYTES }),
+    );
+    return decoded(reply, false);
+  }
+
+  /** No keyPrefix to remove: GLIDE has none. One command's error is its reply (raiseOnError false). */
+  async batch(commands: readonly AdminCommand[], atomic: boolean, binary?: ReadonlySet<number>): Promise<AdminReply[]> {
+    const { Batch, ClusterBatch } = await loadGlide();
+    const replies = await this.#reach((client, route) =>
+      isClusterClient(client)
+        ? client.exec(queued(new ClusterBatch(atomic), commands), false, decoding(route))
+        : client.exec(queued(new Batch(atomic), commands), false, { decoder: BYTES }),
+    );
+    return (replies ?? []).map((reply, index) =>
+      reply instanceof Error ? { error: reply } : { value: decoded(reply, binary?.has(index) ?? false) },
+    );
+  }
+
+  listen(events: AdminListenerEvents): AdminListener {
+    return new GlideListener(this.#openClassic, this.#openSharded, events);
+  }
+}
+
+function queued<T extends { customCommand(args: GlideString[]): unknown }>(
+  batch: T,
+  commands: readonly AdminCommand[],
+): T {
+  for (const command of commands) batch.customCommand(command.map(String));
+  return batch;
+}
+
+/**
+ * A listening connection of `flowlock/admin`: a client created, with the message callback, at the first
+ * subscribe of its kind: one on the node for channels and patterns, and on a cluster one for shard channels
+ * (GLIDE's standalone client has none). GLIDE reconnects and subscribes again by itself, and tells of no end:
+ * `closed` never comes.
+ */
+class GlideListener implements AdminListener {
+  readonly #open: Readonly<Record<'classic' | 'sharded', OpenListener | undefined>>;
+  readonly #clients: { classic?: Promise<Client>; sharded?: Promise<Client> } = {};
+  readonly #pubsub: PubSubConfig;
+  #closed = false;
+
+  constructor(openClassic: OpenListener, openSharded: OpenListener | undefined, events: AdminListenerEvents) {
+    this.#open = { classic: openClassic, sharded: openSharded };
+    this.#pubsub = {
+      channelsAndPatterns: {},
+      callback: (message) => {
+        if (!this.#closed) events.message(String(message.channel), String(message.message));
+      },
+    };
+  }
+
+  async psubscribe(patterns: readonly string[]): Promise<void> {
+    const client = await this.#client('classic');
+    await client?.psubscribe(new Set(patterns), SUBSCRIBE_TIMEOUT_MS);
+  }
+
+  async ssubscribe(channels: readonly string[]): Promise<void> {
+    const client = await this.#client('sharded');
+    if (client && !isClusterClient(client)) {
+      throw new TypeError('options.glideSubscriber must resolve to a GlideClusterClient');
+    }
+    await client?.ssubscribe(new Set(channels), SUBSCRIBE_TIMEOUT_MS);
+  }
+
+  async subscribe(channels: readonly string[]): Promise<void> {
+    const client = await this.#client('classic');
+    await client?.subscribe(new Set(channels), SUBSCRIBE_TIMEOUT_MS);
+  }
+
+  /** Closes the clients, those still being created once they are. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const client of Object.values(this.#clients)) {
+      client.then(
+        (created) => created.close(),
+        () => undefined,
+      );
+    }
+  }
+
+  /** Read through a call: TypeScript would keep a check made before an await narrowed after it. */
+  #isClosed(): boolean {
+    return this.#closed;
+  }
+
+  /** The client of `kind`, created at its first subscribe (a failed creation fails every one); none once closed. */
+  async #client(kind: 'classic' | 'sharded'): Promise<Client | undefined> {
+    if (this.#closed) return undefined;
+    const open = this.#open[kind];
+    if (!open) throw new Error("GLIDE's standalone client has no shard channels (SSUBSCRIBE)");
+    const client = await (this.#clients[kind] ??= open(this.#pubsub));
+    return this.#isClosed() ? undefined : client;
+  }
 }

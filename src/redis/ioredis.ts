@@ -6,6 +6,12 @@
 import type { Cluster, Redis } from 'ioredis';
 import { bySha, isRedirectionMessage, unprefixed, unprefixedKeys } from './shared.js';
 import type {
+  AdminCommand,
+  AdminListener,
+  AdminListenerEvents,
+  AdminNode,
+  AdminNodes,
+  AdminReply,
   MasterConnection,
   PubSubMode,
   RedisAdapter,
@@ -180,6 +186,198 @@ export class IoredisAdapter implements RedisAdapter {
     this.#onEnd = undefined;
     for (const [connection, { listener }] of this.#connections) connection.off('close', listener);
     this.#connections.clear();
+  }
+
+  adminNodes(): AdminNodes {
+    return new IoredisNodes(this.#client);
+  }
+}
+
+/** `host:port` of a node connection. */
+function addressOf(node: Redis): string {
+  return `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`;
+}
+
+/**
+ * Resolves once the client is connected (a Cluster knows its nodes only then); connects a lazyConnect
+ * client. Rejects if it ends first.
+ */
+async function ready(client: Client): Promise<void> {
+  if (client.status === 'ready') return;
+  if (client.status === 'wait') {
+    await client.connect();
+    return;
+  }
+  if (client.status === 'end') throw new Error('the Redis client is closed');
+  await new Promise<void>((resolve, reject) => {
+    const settle = (error?: Error): void => {
+      client.off('ready', onReady);
+      client.off('end', onEnd);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onReady = (): void => settle();
+    const onEnd = (): void => settle(new Error('the Redis client closed before it was ready'));
+    client.on('ready', onReady);
+    client.on('end', onEnd);
+  });
+}
+
+/** The nodes of an ioredis client: its own connection, or the node connections a ready Cluster keeps. */
+class IoredisNodes implements AdminNodes {
+  readonly #client: Client;
+  readonly database: number;
+
+  constructor(client: Client) {
+    this.#client = client;
+    this.database = isCluster(client) ? 0 : (client.options.db ?? 0);
+  }
+
+  async masters(): Promise<AdminNode[]> {
+    const client = this.#client;
+    if (!isCluster(client)) return [new IoredisNode(client)];
+    await ready(client);
+    const nodes = client.nodes('master');
+    if (nodes.length === 0) throw new Error('the Cluster client knows no masters');
+    return nodes.map((node) => new IoredisNode(node));
+  }
+
+  async all(): Promise<AdminNode[]> {
+    const client = this.#client;
+    if (!isCluster(client)) return [new IoredisNode(client)];
+    await ready(client);
+    const nodes = client.nodes('all').map((node) => new IoredisNode(node));
+    const [first] = client.nodes('master');
+    if (!first) return nodes;
+    // ioredis knows the nodes CLUSTER SLOTS names, which leaves out a replica that has not replicated a first
+    // byte yet; its subscribers count all the same. CLUSTER NODES lists it: id, ip:port@cport[,hostname], flags.
+    const known = new Set(nodes.map((node) => node.address));
+    const natMap = (client.options as { natMap?: unknown }).natMap;
+    for (const line of String(await first.call('CLUSTER', 'NODES')).split('\n')) {
+      const [, endpoint = '', flags = ''] = line.split(' ');
+      const [, host, port] = /^(.+):(\d+)@/.exec(endpoint) ?? [];
+      const flagged = flags.split(',');
+      if (host === undefined || port === undefined || !flagged.includes('slave') || flagged.includes('fail')) continue;
+      const address = `${host}:${port}`;
+      const mapped =
+        typeof natMap === 'function'
+          ? (natMap as (key: string) => { host: string; port: number } | null)(address)
+          : (natMap as Record<string, { host: string; port: number }> | undefined)?.[address];
+      const target = mapped ?? { host, port: Number(port) };
+      if (known.has(`${target.host}:${target.port}`)) continue;
+      known.add(`${target.host}:${target.port}`);
+      nodes.push(new IoredisNode(first, target));
+    }
+    return nodes;
+  }
+
+  async masterOf(key: string): Promise<AdminNode> {
+    const client = this.#client;
+    if (!isCluster(client)) return new IoredisNode(client);
+    await ready(client);
+    const owner = client.slots[keySlot(key)]?.[0];
+    const node = client.nodes('master').find((candidate) => addressOf(candidate) === owner);
+    if (!node) throw new Error(`no master known for the slot of ${key}`);
+    return new IoredisNode(node);
+  }
+}
+
+/**
+ * One node: a standalone client, a Cluster's connection to one node, or a replica the Cluster keeps no
+ * connection to (`own`: reached by a connection of each call's own, a duplicate of `connection` to it).
+ */
+class IoredisNode implements AdminNode {
+  readonly #connection: Redis;
+  readonly #own: { readonly host: string; readonly port: number } | undefined;
+  readonly address: string;
+  /** The prefix the connection puts before the keys of keyed commands. */
+  readonly #prefix: string;
+
+  constructor(connection: Redis, own?: { readonly host: string; readonly port: number }) {
+    this.#connection = connection;
+    this.#own = own;
+    this.address = own ? `${own.host}:${own.port}` : addressOf(connection);
+    const prefix = (connection.options as { keyPrefix?: unknown }).keyPrefix ?? '';
+    this.#prefix = typeof prefix === 'string' ? prefix : '';
+  }
+
+  /** Runs `work` on a connection to the node; one of its own gives up at its first failure, and is closed. */
+  async #use<T>(work: (connection: Redis) => Promise<T>): Promise<T> {
+    if (!this.#own) return work(this.#connection);
+    const connection = this.#connection.duplicate({
+      ...this.#own,
+      lazyConnect: true,
+      retryStrategy: () => null,
+      maxRetriesPerRequest: 0,
+    });
+    // Failures reach the caller as the failed connect or command.
+    connection.on('error', () => undefined);
+    try {
+      await connection.connect();
+      return await work(connection);
+    } finally {
+      connection.disconnect();
+    }
+  }
+
+  call([name, ...args]: AdminCommand): Promise<unknown> {
+    return this.#use((connection) => connection.call(name, ...args));
+  }
+
+  batch(commands: readonly AdminCommand[], atomic: boolean, binary?: ReadonlySet<number>): Promise<AdminReply[]> {
+    return this.#use((connection) => this.#batch(connection, commands, atomic, binary));
+  }
+
+  async #batch(
+    connection: Redis,
+    commands: readonly AdminCommand[],
+    atomic: boolean,
+    binary?: ReadonlySet<number>,
+  ): Promise<AdminReply[]> {
+    const batch = (atomic ? connection.multi() : connection.pipeline()) as unknown as Record<
+      string,
+      ((...args: (string | number)[]) => unknown) | undefined
+    >;
+    commands.forEach(([name, first, ...rest], index) => {
+      // By the typed command (`hgetall`, `zrangeBuffer`): iovalkey's generic `call` leaves keys unprefixed, and
+      // the typed commands put the connection's keyPrefix back on both libraries.
+      const method = `${name.toLowerCase()}${binary?.has(index) ? 'Buffer' : ''}`;
+      const send = batch[method];
+      if (typeof send !== 'function') throw new Error(`no ${method} command on this client`);
+      const args =
+        first === undefined ? [] : [typeof first === 'string' ? unprefixed(first, this.#prefix) : first, ...rest];
+      send.apply(batch, args);
+    });
+    const results = (await (batch as unknown as { exec(): Promise<[Error | null, unknown][] | null> }).exec()) ?? [];
+    return results.map(([error, value]) => (error ? { error } : { value }));
+  }
+
+  listen(events: AdminListenerEvents): AdminListener {
+    const connection = this.#connection.duplicate({ ...this.#own, keyPrefix: '', lazyConnect: false });
+    let closed = false;
+    // Failures surface as rejected subscribe calls or the 'end' event; an unhandled 'error' would crash.
+    connection.on('error', () => undefined);
+    connection.on('end', () => {
+      if (!closed) events.closed();
+    });
+    connection.on('pmessage', (_pattern: string, channel: string, message: string) => events.message(channel, message));
+    connection.on('smessage', (channel: string, message: string) => events.message(channel, message));
+    connection.on('message', (channel: string, message: string) => events.message(channel, message));
+    return {
+      psubscribe: async (patterns) => {
+        await connection.psubscribe(...patterns);
+      },
+      ssubscribe: async (channels) => {
+        await connection.ssubscribe(...channels);
+      },
+      subscribe: async (channels) => {
+        await connection.subscribe(...channels);
+      },
+      close: () => {
+        closed = true;
+        connection.disconnect();
+      },
+    };
   }
 }
 

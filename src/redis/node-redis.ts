@@ -3,10 +3,17 @@
  * (`createCluster`) or a sentinel (`createSentinel`), connected by the user. Every call goes through
  * `withTypeMapping({})`, so that a user's type mapping (Buffers, strings for numbers) or RESP3 does not change
  * what the library reads, and through the typed commands, which route a cluster's calls by their first key
- * and put a 6.1+ `keyPrefix` before every key.
+ * and put a 6.1+ `keyPrefix` before every key. `flowlock/admin`'s commands go raw (`sendCommand`) to one node's
+ * connection, which no keyPrefix touches: their keys are the server's names already.
  */
 import { bySha, isRedirectionMessage, unprefixed, unprefixedKeys } from './shared.js';
 import type {
+  AdminCommand,
+  AdminListener,
+  AdminListenerEvents,
+  AdminNode,
+  AdminNodes,
+  AdminReply,
   MasterConnection,
   PubSubMode,
   RedisAdapter,
@@ -45,10 +52,35 @@ interface Emitter {
   off(event: string, listener: Handler): unknown;
 }
 
-/** A slot's master as a node-redis cluster knows it (its connection, once opened). */
+/** A node as a node-redis cluster knows it (its connection, once opened). */
 interface ClusterNode {
+  readonly host: string;
+  readonly port: number;
   readonly address: string;
   readonly client?: { readonly socketEpoch?: number };
+}
+
+/** How a cluster's `nodeAddressMap` option maps a node's address to where to connect. */
+type NodeAddressMap =
+  | Readonly<Record<string, { host: string; port: number } | undefined>>
+  | ((address: string) => { host: string; port: number } | undefined);
+
+/** A reply type mapping of node-redis: RESP type (the first byte of a reply) to the JavaScript type. */
+type TypeMapping = Readonly<Record<number, unknown>>;
+
+/** One connection of node-redis (a client: the user's, a cluster's node client, a sentinel's master client). */
+interface NodeClient extends PubSub, Emitter {
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+  readonly options?: {
+    readonly socket?: { readonly host?: string; readonly port?: number; readonly path?: string };
+    readonly database?: number;
+  };
+  sendCommand(args: string[], options?: { chainId?: symbol; typeMapping?: TypeMapping }): Promise<unknown>;
+  pSubscribe(patterns: string[], listener: Listener): Promise<unknown>;
+  duplicate(overrides: Record<string, unknown>): NodeClient;
+  connect(): Promise<unknown>;
+  destroy(): unknown;
 }
 
 /** The parts of a node-redis client, cluster or sentinel the adapter uses (all three have the first lines). */
@@ -64,11 +96,14 @@ interface NodeRedisLike extends Commands, PubSub, Emitter {
   readonly _keyPrefix?: unknown;
   // A cluster:
   readonly slots?: readonly ({ readonly master: ClusterNode } | undefined)[];
-  readonly masters?: readonly unknown[];
-  nodeClient?(node: ClusterNode): Promise<{ sendCommand(args: string[]): Promise<unknown> }>;
+  readonly masters?: readonly ClusterNode[];
+  readonly nodeByAddress?: ReadonlyMap<string, ClusterNode>;
+  readonly _options?: { readonly nodeAddressMap?: NodeAddressMap };
+  nodeClient?(node: ClusterNode): Promise<NodeClient>;
   getNodeClientForKey?: unknown;
   // A sentinel:
   getMasterNode?: unknown;
+  _execute?<T>(isReadonly: boolean, fn: (client: NodeClient) => Promise<T>): Promise<T>;
 }
 
 /** node-redis' shape: camel-cased typed commands, `sendCommand` and an `isOpen` flag. */
@@ -299,6 +334,10 @@ export class NodeRedisAdapter implements RedisAdapter {
     for (const dispose of this.#disposers.splice(0)) dispose();
   }
 
+  adminNodes(): AdminNodes {
+    return new NodeRedisNodes(this.#client, this.topology, () => this.#ready());
+  }
+
   #remember(key: object, create: () => MasterConnection): MasterConnection {
     let known = this.#connections.get(key);
     if (!known) this.#connections.set(key, (known = create()));
@@ -308,6 +347,265 @@ export class NodeRedisAdapter implements RedisAdapter {
   #listen(emitter: Emitter, event: string, listener: Handler): void {
     emitter.on(event, listener);
     this.#disposers.push(() => emitter.off(event, listener));
+  }
+}
+
+/** RESP's blob string (`$`, node-redis' `RESP_TYPES.BLOB_STRING`), which a type mapping can read as a Buffer. */
+const BLOB_STRING = 36;
+/** node-redis' default replies (text, numbers, arrays; RESP3 maps as objects), whatever the user configured. */
+const TEXT: TypeMapping = {};
+const BINARY: TypeMapping = { [BLOB_STRING]: Buffer };
+
+/** `host:port` a connection is opened to (its path, for a Unix socket). */
+function addressOf(client: NodeClient): string {
+  const socket = client.options?.socket;
+  return socket?.path ?? `${socket?.host ?? 'localhost'}:${socket?.port ?? 6379}`;
+}
+
+/** A reply read with BINARY, as TEXT would have read it. */
+function textOf(reply: unknown): unknown {
+  if (Buffer.isBuffer(reply)) return reply.toString();
+  if (Array.isArray(reply)) return reply.map(textOf);
+  // A RESP3 map; an error within a reply stays one.
+  if (typeof reply === 'object' && reply !== null && !(reply instanceof Error)) {
+    return Object.fromEntries(Object.entries(reply).map(([key, value]) => [key, textOf(value)]));
+  }
+  return reply;
+}
+
+/**
+ * Closes a connection of ours: at once if it is ready, else when its attempt to connect ends (in 'ready' or
+ * 'error'). node-redis loses a socket that is still being opened when closed: it opens after all, for good.
+ */
+function closeConnection(connection: NodeClient): void {
+  const destroy = (): void => {
+    if (connection.isOpen) connection.destroy();
+  };
+  if (connection.isReady) {
+    destroy();
+  } else if (connection.isOpen) {
+    connection.on('ready', destroy);
+    connection.on('error', destroy);
+  }
+}
+
+/** Runs `use` on `connection`, a connection of the call's own, connected here and closed after. */
+async function onOwnConnection<T>(connection: NodeClient, use: (client: NodeClient) => Promise<T>): Promise<T> {
+  // Failures reach the caller as the failed connect or command.
+  connection.on('error', noop);
+  const connected = connection.connect();
+  try {
+    await connected;
+    return await use(connection);
+  } finally {
+    closeConnection(connection);
+  }
+}
+
+type Run = <T>(use: (client: NodeClient) => Promise<T>) => Promise<T>;
+
+/**
+ * The nodes of a node-redis client: the client itself, a sentinel's master, or a cluster's nodes. A cluster
+ * knows its replicas only with `useReplicas`: they come from CLUSTER NODES, and a replica it does not know is
+ * reached by a connection of each call's own. New connections are duplicates of a connection the client
+ * opened (its options: TLS, credentials), to the node's address.
+ */
+class NodeRedisNodes implements AdminNodes {
+  readonly #client: NodeRedisLike;
+  readonly #topology: RedisAdapter['topology'];
+  readonly #ready: () => Promise<unknown>;
+  /**
+   * The database of the sentinel's master client reached last: a sentinel keeps its node options to itself,
+   * and `flowlock/admin` reaches a node before it reads the database.
+   */
+  #sentinelDatabase = 0;
+
+  constructor(client: NodeRedisLike, topology: RedisAdapter['topology'], ready: () => Promise<unknown>) {
+    this.#client = client;
+    this.#topology = topology;
+    this.#ready = ready;
+  }
+
+  get database(): number {
+    if (this.#topology === 'cluster') return 0;
+    if (this.#topology === 'sentinel') return this.#sentinelDatabase;
+    return (this.#client as unknown as NodeClient).options?.database ?? 0;
+  }
+
+  async masters(): Promise<AdminNode[]> {
+    if (this.#topology !== 'cluster') return [await this.#only()];
+    const { masters, nodeAt } = await this.#cluster();
+    return masters.map((master) => nodeAt(master.host, master.port));
+  }
+
+  async all(): Promise<AdminNode[]> {
+    if (this.#topology !== 'cluster') return [await this.#only()];
+    const { masters, model, nodeAt } = await this.#cluster();
+    const nodes = masters.map((master) => nodeAt(master.host, master.port));
+    // A master the cluster has not yet seen fail over may be listed as a replica already.
+    const known = new Set(nodes.map((node) => node.address));
+    // CLUSTER NODES, not the CLUSTER SLOTS the cluster reads: that leaves out a replica that has not replicated
+    // a first byte yet, whose subscribers count all the same. A line: id, ip:port@cport[,hostname], flags, ...
+    const lines = String(await model.sendCommand(['CLUSTER', 'NODES'], { typeMapping: TEXT })).split('\n');
+    for (const line of lines) {
+      const [, endpoint = '', flags = ''] = line.split(' ');
+      const [, host, port] = /^(.+):(\d+)@/.exec(endpoint) ?? [];
+      const flagged = flags.split(',');
+      if (host === undefined || port === undefined || !flagged.includes('slave') || flagged.includes('fail')) continue;
+      const node = nodeAt(host, Number(port));
+      if (known.has(node.address)) continue;
+      known.add(node.address);
+      nodes.push(node);
+    }
+    return nodes;
+  }
+
+  async masterOf(key: string): Promise<AdminNode> {
+    if (this.#topology !== 'cluster') return this.#only();
+    const { nodeAt } = await this.#cluster();
+    const master = this.#client.slots?.[keySlot(key)]?.master;
+    if (!master) throw new Error(`the cluster client knows no master for the slot of ${key}`);
+    return nodeAt(master.host, master.port);
+  }
+
+  /**
+   * The client's one node: itself, or a sentinel's master: the one it uses now for the address and new
+   * connections, the one it uses when they are made for calls.
+   */
+  async #only(): Promise<NodeRedisNode> {
+    await this.#ready();
+    const client = this.#client;
+    if (this.#topology === 'sentinel' && client._execute) {
+      const execute = client._execute.bind(client);
+      const master = await execute(false, (leased) => Promise.resolve(leased));
+      this.#sentinelDatabase = master.options?.database ?? 0;
+      return new NodeRedisNode(
+        addressOf(master),
+        (use) => execute(false, use),
+        () => master.duplicate({ keyPrefix: undefined }),
+      );
+    }
+    const self = client as unknown as NodeClient;
+    return new NodeRedisNode(
+      addressOf(self),
+      (use) => use(self),
+      () => self.duplicate({ keyPrefix: undefined }),
+    );
+  }
+
+  /**
+   * A connected cluster's masters, a node client of it (the model of new connections), and its nodes by
+   * address (as the server names it, which the cluster's `nodeAddressMap` maps to where to connect).
+   */
+  async #cluster(): Promise<{
+    masters: readonly ClusterNode[];
+    model: NodeClient;
+    nodeAt: (host: string, port: number) => NodeRedisNode;
+  }> {
+    await this.#ready();
+    const cluster = this.#client;
+    const masters = cluster.masters ?? [];
+    const [first] = masters;
+    if (!first || !cluster.nodeClient) throw new Error('the cluster client knows no masters');
+    const nodeClient = cluster.nodeClient.bind(cluster);
+    const model = await nodeClient(first);
+    const addressMap = cluster._options?.nodeAddressMap;
+    const nodeAt = (host: string, port: number): NodeRedisNode => {
+      const address = `${host}:${port}`;
+      const target = (typeof addressMap === 'function' ? addressMap(address) : addressMap?.[address]) ?? { host, port };
+      const open = (socket?: Record<string, unknown>): NodeClient =>
+        model.duplicate({ socket: { ...model.options?.socket, ...target, ...socket }, keyPrefix: undefined });
+      const known = cluster.nodeByAddress?.get(address);
+      // A call's own connection gives up at its first failure rather than wait for a node that is down.
+      const run: Run = known
+        ? async (use) => use(await nodeClient(known))
+        : (use) => onOwnConnection(open({ reconnectStrategy: false }), use);
+      return new NodeRedisNode(address, run, () => open());
+    };
+    return { masters, model, nodeAt };
+  }
+}
+
+/**
+ * One node: `run` hands a call its connection, `open` makes a new connection to it (not connected, without
+ * keyPrefix). Commands go raw, so the keys of a batch go to the server as they are (a 6.1+ keyPrefix only
+ * prefixes typed commands), with the mapping of each call's own.
+ */
+class NodeRedisNode implements AdminNode {
+  readonly address: string;
+  readonly #run: Run;
+  readonly #open: () => NodeClient;
+
+  constructor(address: string, run: Run, open: () => NodeClient) {
+    this.address = address;
+    this.#run = run;
+    this.#open = open;
+  }
+
+  async call([name, ...args]: AdminCommand): Promise<unknown> {
+    return this.#run((client) => client.sendCommand([name, ...args.map(String)], { typeMapping: TEXT }));
+  }
+
+  /**
+   * By hand rather than by node-redis' multi(): its MULTI reads EXEC's reply with the default mapping whatever
+   * the batch's (binary members would come back as mangled text), and its pipeline fails whole at one
+   * command's error. One chain id keeps the batch together on the connection, as node-redis does for its own.
+   * Every reply comes as Buffers, and is text again unless asked binary.
+   */
+  async batch(commands: readonly AdminCommand[], atomic: boolean, binary?: ReadonlySet<number>): Promise<AdminReply[]> {
+    const replies = await this.#run(async (client) => {
+      const options = { chainId: Symbol('flowlock/admin batch'), typeMapping: BINARY };
+      const send = ([name, ...args]: AdminCommand): Promise<unknown> =>
+        client.sendCommand([name, ...args.map(String)], options);
+      if (!atomic) {
+        const settled = await Promise.allSettled(commands.map(send));
+        return settled.map((result) => (result.status === 'fulfilled' ? result.value : (result.reason as unknown)));
+      }
+      // A command the server refuses to queue fails the whole transaction (EXECABORT): its error is the batch's.
+      const exec = (await Promise.all([send(['MULTI']), ...commands.map(send), send(['EXEC'])])).at(-1);
+      // Null: a WATCH the user's client had set on this connection saw a change.
+      if (!Array.isArray(exec)) throw new Error('the transaction was aborted by a WATCH on the connection');
+      return exec as unknown[];
+    });
+    return replies.map((reply, index) =>
+      reply instanceof Error ? { error: reply } : { value: binary?.has(index) ? reply : textOf(reply) },
+    );
+  }
+
+  listen(events: AdminListenerEvents): AdminListener {
+    const connection = this.#open();
+    let closed = false;
+    const end = (): void => {
+      if (closed) return;
+      closed = true;
+      events.closed();
+    };
+    // Also keeps an 'error' event from crashing the process: failures reach the caller as failed subscribes.
+    // One that leaves the connection closed means node-redis gave up reconnecting.
+    connection.on('error', () => {
+      if (!connection.isOpen) end();
+    });
+    connection.on('end', end);
+    const listener: Listener = (message, channel) => {
+      if (!closed) events.message(channel, message);
+    };
+    const connected = connection.connect();
+    connected.catch(noop);
+    const subscribe = async (call: () => Promise<unknown>): Promise<void> => {
+      await connected;
+      // node-redis would never answer a subscription on a closed connection.
+      if (!closed) await call();
+    };
+    return {
+      psubscribe: (patterns) => subscribe(() => connection.pSubscribe([...patterns], listener)),
+      ssubscribe: (channels) => subscribe(() => connection.sSubscribe([...channels], listener)),
+      subscribe: (channels) => subscribe(() => connection.subscribe([...channels], listener)),
+      close: () => {
+        if (closed) return;
+        closed = true;
+        closeConnection(connection);
+      },
+    };
   }
 }
 

@@ -297,4 +297,100 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     expect(await before.get(name)).toBeNull();
     await cleanUp();
   });
+
+  it('reaches every node for flowlock/admin: keyless calls, batches by server-side key names, binary replies', async () => {
+    const { adapter } = adapterOn(kind, {
+      keyPrefix: kind === 'node-redis5' || kind === 'glide' ? undefined : 'app:',
+    } as ClientOptions);
+    const nodes = adapter.adminNodes();
+    expect(nodes.database).toBe(0);
+    const masters = await nodes.masters();
+    expect(masters).toHaveLength(onCluster ? 3 : 1);
+    for (const node of masters) expect(node.address).toMatch(/^[\w.:[\]-]+:\d+$/);
+    const all = await nodes.all();
+    expect(all.length).toBe(onCluster ? 6 : 1);
+    expect(all.map((node) => node.address)).toEqual(expect.arrayContaining(masters.map((node) => node.address)));
+    // Replicas too, whether the client keeps a connection to them or not.
+    expect((await Promise.all(all.map((node) => node.call(['PING'])))).map(String)).toEqual(all.map(() => 'PONG'));
+    // Keys as the server names them (with the client's prefix, where it has one), all in one slot.
+    const tag = `{${uniqueName('admin')}}`;
+    const [hash, zset, text] = [`app:${tag}:h`, `app:${tag}:z`, `app:${tag}:s`];
+    await redis.admin.hset(hash, 'a', '1', 'b', '2');
+    await redis.admin.zadd(zset, 1, Buffer.from([0xff, 0x00, 0x41]));
+    await redis.admin.set(text, 'v');
+    const owner = await nodes.masterOf(hash);
+    if (isCluster(redis.admin)) {
+      const { host, port } = masterOf(redis.admin, hash).options;
+      expect(owner.address).toBe(`${host}:${port}`);
+    }
+    const [seconds] = (await owner.call(['TIME'])) as unknown[];
+    expect(Number(seconds)).toBeGreaterThan(1_700_000_000);
+    expect(Number(await owner.call(['DBSIZE']))).toBeGreaterThanOrEqual(3);
+    const scanned: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, keys] = (await owner.call(['SCAN', cursor, 'MATCH', `app:${tag}:*`, 'COUNT', 1000])) as [
+        unknown,
+        unknown[],
+      ];
+      cursor = String(next);
+      scanned.push(...keys.map(String));
+    } while (cursor !== '0');
+    expect(scanned.sort()).toEqual([hash, text, zset]);
+    for (const atomic of [true, false]) {
+      const replies = await owner.batch(
+        [['HGETALL', hash], ['ZRANGE', zset, 0, -1], ['PTTL', hash], ['HGET', text, 'a'], ['TIME']],
+        atomic,
+        new Set([1]),
+      );
+      const pairs = replies[0]?.value;
+      const entries = pairs instanceof Map ? [...pairs] : Array.isArray(pairs) ? pairs : Object.entries(pairs ?? {});
+      expect(entries.flat().map(String)).toEqual(['a', '1', 'b', '2']);
+      expect(replies[1]?.value).toEqual([Buffer.from([0xff, 0x00, 0x41])]);
+      expect(Number(replies[2]?.value)).toBe(-1);
+      // One command's error is that command's reply; the others still come.
+      expect(replies[3]?.error?.message).toMatch(/WRONGTYPE/);
+      expect((replies[4]?.value as unknown[]).length).toBe(2);
+    }
+    await cleanUp();
+  });
+
+  it('listens on a node for flowlock/admin: patterns, channels, shard channels; closes what it opened', async () => {
+    const before = await connections();
+    const { adapter } = adapterOn(kind, {
+      keyPrefix: kind === 'node-redis5' || kind === 'glide' ? undefined : 'app:',
+    } as ClientOptions);
+    const nodes = adapter.adminNodes();
+    const name = uniqueName('listen');
+    const [pattern, plain, shard] = [`app:${name}:p:*`, `app:${name}:c`, `app:{${name}}:s`];
+    const owner = await nodes.masterOf(shard);
+    const [first] = await nodes.masters();
+    if (!first) throw new Error('no master');
+    const heard: [string, string][] = [];
+    let closed = 0;
+    const events = {
+      message: (channel: string, message: string) => heard.push([channel, message]),
+      closed: () => closed++,
+    };
+    const listener = first.listen(events);
+    await listener.psubscribe([pattern]);
+    await listener.subscribe([plain]);
+    const sharded = owner.listen(events);
+    if (onCluster && kind !== 'iovalkey') await sharded.ssubscribe([shard]);
+    await redis.admin.publish(`app:${name}:p:1`, 'one');
+    await redis.admin.publish(plain, 'two');
+    if (isCluster(redis.admin) && kind !== 'iovalkey') await masterOf(redis.admin, shard).spublish(shard, 'three');
+    const expected: [string, string][] = [
+      [`app:${name}:p:1`, 'one'],
+      [plain, 'two'],
+    ];
+    if (onCluster && kind !== 'iovalkey') expected.push([shard, 'three']);
+    await expect.poll(() => heard.length, { timeout: 10_000, interval: 10 }).toBe(expected.length);
+    expect(heard.sort()).toEqual(expected.sort());
+    listener.close();
+    sharded.close();
+    await cleanUp();
+    await expect.poll(connections, { timeout: 5000, interval: 50 }).toBeLessThanOrEqual(before);
+    expect(closed).toBe(0);
+  });
 });

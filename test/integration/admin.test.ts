@@ -1,8 +1,8 @@
 // flowlock/admin against real Redis (a 3-master Cluster under REDIS_TOPOLOGY=cluster): inspectLock reads every
 // member of the family and Redisson-held locks, listLocks finds held locks on every master, releaseOwner and
 // forceUnlock free locks through the library's scripts and wake real waiters, watchLocks reports acquisitions,
-// releases and expirations, checkServer judges the server's settings. Lock clients run on REDIS_CLIENT; the
-// admin functions take ioredis clients (the fixture's `redis()`).
+// releases and expirations, checkServer judges the server's settings. Lock clients and the admin functions'
+// clients run on REDIS_CLIENT (the fixture's `client()`); setup and checks go through an ioredis admin.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -34,6 +34,7 @@ import {
   type Client,
   type Redis,
 } from '../support/fixture.js';
+import { clientKind } from '../support/clients.js';
 import { RedissonFairLock, RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -92,7 +93,7 @@ describe('inspectLock', () => {
       const lease = await lock.acquire();
       await lock.lock();
       await recorded(redis.admin, locks, name);
-      const info = await inspectLock(redis.redis(), name);
+      const info = await inspectLock(redis.client(), name);
       expect(info).toMatchObject({
         name,
         key: name,
@@ -131,8 +132,8 @@ describe('inspectLock', () => {
     const waiter = redis.locks();
     const waiting = waiter.getLock(name).acquire({ waitTime: 10_000 });
     waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
-    await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
-    const info = await inspectLock(redis.redis(), name);
+    await until(async () => ((await inspectLock(redis.client(), name)).waitingConnections ?? 0) >= 1);
+    const info = await inspectLock(redis.client(), name);
     expect(info.channels).toEqual([lockKeys('', name, onCluster).channel]);
     await lease.release();
     await (await waiting).release();
@@ -143,7 +144,7 @@ describe('inspectLock', () => {
     const name = uniqueName('inspect');
     const lease = await locks.getLock(name).acquire();
     await lease.release();
-    expect(await inspectLock(redis.redis(), name)).toMatchObject({
+    expect(await inspectLock(redis.client(), name)).toMatchObject({
       type: 'none',
       kind: null,
       held: false,
@@ -153,25 +154,30 @@ describe('inspectLock', () => {
     });
     // An earlier version's per-name fencing counter names the lock kinds.
     await redis.admin.set(lockKeys('', name, onCluster).legacyFenceKey, lease.fencingToken.toString());
-    const info = await inspectLock(redis.redis(), name);
+    const info = await inspectLock(redis.client(), name);
     expect(info).toMatchObject({ type: 'none', kind: 'lock', held: false, fencingToken: null });
     expect(info.alsoMatches).toEqual(['fair-lock', 'read-write-lock']);
-    const never = await inspectLock(redis.redis(), uniqueName('never'));
+    const never = await inspectLock(redis.client(), uniqueName('never'));
     expect(never).toMatchObject({ type: 'none', kind: null, held: false, fencingToken: null, owners: [] });
     // Keys of the application's own, not of a lock's shape.
     const hash = uniqueName('app');
     await redis.admin.hset(hash, 'user:1', '5', 'name', 'x');
-    expect(await inspectLock(redis.redis(), hash)).toMatchObject({ type: 'hash', kind: null, held: false, owners: [] });
+    expect(await inspectLock(redis.client(), hash)).toMatchObject({
+      type: 'hash',
+      kind: null,
+      held: false,
+      owners: [],
+    });
     const text = uniqueName('app');
     await redis.admin.set(text, 'hello');
-    expect(await inspectLock(redis.redis(), text)).toMatchObject({ type: 'string', kind: null, permits: null });
+    expect(await inspectLock(redis.client(), text)).toMatchObject({ type: 'string', kind: null, permits: null });
   });
 
   it('shows no holder info when the lock client turned it off', async () => {
     const locks = redis.locks({ holderInfo: false });
     const name = uniqueName('inspect');
     const lease = await locks.getLock(name).acquire();
-    const [owner] = (await inspectLock(redis.redis(), name)).owners;
+    const [owner] = (await inspectLock(redis.client(), name)).owners;
     expect(owner).toMatchObject({ clientId: locks.clientId, holdCount: 1, since: null, heldMs: null, who: null });
     await lease.release();
   });
@@ -181,7 +187,7 @@ describe('inspectLock', () => {
     const owner = redissonOwner();
     await redis.admin.hset(name, owner, 3);
     await redis.admin.pexpire(name, 30_000);
-    const info = await inspectLock(redis.redis(), name);
+    const info = await inspectLock(redis.client(), name);
     expect(info).toMatchObject({ kind: 'lock', held: true, fencingToken: null });
     expect(info.owners).toEqual([
       {
@@ -207,12 +213,12 @@ describe('inspectLock', () => {
     waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     // Queued first, then subscribed: wait for both.
     await until(async () => {
-      const { queueLength, waitingConnections } = await inspectLock(redis.redis(), name);
+      const { queueLength, waitingConnections } = await inspectLock(redis.client(), name);
       return queueLength === 1 && (waitingConnections ?? 0) >= 1;
     });
     const java = new RedissonFairLock(redis.admin, name);
     expect(await java.tryAcquire(30_000, 60_000)).not.toBeNull();
-    const info = await inspectLock(redis.redis(), name);
+    const info = await inspectLock(redis.client(), name);
     expect(info).toMatchObject({ kind: 'fair-lock', alsoMatches: [], held: true, queueLength: 2 });
     expect(info.owners[0]?.clientId).toBe(holder.clientId);
     expect(info.queue.map((entry) => entry.id)).toEqual([expect.stringMatching(/:w\d+$/), java.owner]);
@@ -231,7 +237,7 @@ describe('inspectLock', () => {
     const second = await rw.readLock().acquire();
     const java = new RedissonReadWriteLock(redis.admin, name);
     expect(await java.tryReadLock(20_000)).toBeNull();
-    const read = await inspectLock(redis.redis(), name);
+    const read = await inspectLock(redis.client(), name);
     expect(read).toMatchObject({ kind: 'read-write-lock', mode: 'read', held: true });
     expect(read.owners).toHaveLength(3);
     for (const owner of read.owners) {
@@ -245,7 +251,7 @@ describe('inspectLock', () => {
     await second.release();
     expect(await java.readUnlock()).toBe(1);
     const write = await rw.writeLock().acquire();
-    const written = await inspectLock(redis.redis(), name);
+    const written = await inspectLock(redis.client(), name);
     expect(written).toMatchObject({
       kind: 'read-write-lock',
       mode: 'write',
@@ -263,7 +269,7 @@ describe('inspectLock', () => {
     const semaphore = locks.getSemaphore(name);
     expect(await semaphore.trySetPermits(3)).toBe(true);
     await semaphore.acquire({ permits: 2 });
-    const info = await inspectLock(redis.redis(), name);
+    const info = await inspectLock(redis.client(), name);
     expect(info).toMatchObject({
       type: 'string',
       kind: 'semaphore',
@@ -275,10 +281,10 @@ describe('inspectLock', () => {
     waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     // Queued first, then subscribed: wait for both.
     await until(async () => {
-      const { queueLength, waitingConnections } = await inspectLock(redis.redis(), name);
+      const { queueLength, waitingConnections } = await inspectLock(redis.client(), name);
       return queueLength === 1 && (waitingConnections ?? 0) >= 1;
     });
-    const queued = await inspectLock(redis.redis(), name);
+    const queued = await inspectLock(redis.client(), name);
     expect(queued).toMatchObject({ kind: 'semaphore', alsoMatches: ['permit-expirable-semaphore'] });
     expect(queued.queue[0]?.permits).toBe(3);
     expect(queued.waitingConnections).toBeGreaterThanOrEqual(1);
@@ -292,7 +298,7 @@ describe('inspectLock', () => {
     const semaphore = locks.getPermitExpirableSemaphore(name);
     await semaphore.trySetPermits(2);
     const permit = await semaphore.acquire({ leaseTime: 20_000 });
-    const info = await inspectLock(redis.redis(), name);
+    const info = await inspectLock(redis.client(), name);
     expect(info).toMatchObject({ kind: 'permit-expirable-semaphore', held: true, permits: { available: 1, out: 1 } });
     expect(info.permits?.leases).toEqual([{ permitId: permit.permitId, leaseMs: expect.any(Number) }]);
     expect(info.permits?.leases[0]?.leaseMs).toBeGreaterThan(10_000);
@@ -305,25 +311,25 @@ describe('inspectLock', () => {
     const name = uniqueName('latch');
     const latch = locks.getCountDownLatch(name);
     expect(await latch.trySetCount(2)).toBe(true);
-    const asLatch = await inspectLock(redis.redis(), name, { kind: 'count-down-latch' });
+    const asLatch = await inspectLock(redis.client(), name, { kind: 'count-down-latch' });
     expect(asLatch).toMatchObject({ kind: 'count-down-latch', count: 2, permits: null, held: false });
     const opened = redis.locks().getCountDownLatch(name).await({ waitTime: 10_000 });
     opened.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
-    await until(async () => (await inspectLock(redis.redis(), name)).kind === 'count-down-latch');
-    const detected = await inspectLock(redis.redis(), name);
+    await until(async () => (await inspectLock(redis.client(), name)).kind === 'count-down-latch');
+    const detected = await inspectLock(redis.client(), name);
     expect(detected).toMatchObject({ kind: 'count-down-latch', count: 2 });
     expect(detected.waitingConnections).toBeGreaterThanOrEqual(1);
     await latch.countDown();
     await latch.countDown();
     expect(await opened).toBe(true);
-    await expect(inspectLock(redis.redis(), name, { kind: 'count-down-latch' })).resolves.toMatchObject({ count: 0 });
+    await expect(inspectLock(redis.client(), name, { kind: 'count-down-latch' })).resolves.toMatchObject({ count: 0 });
   });
 
   it('refuses a kind the key cannot be', async () => {
     const locks = redis.locks();
     const name = uniqueName('inspect');
     const lease = await locks.getLock(name).acquire();
-    await expect(inspectLock(redis.redis(), name, { kind: 'semaphore' })).rejects.toBeInstanceOf(PreconditionError);
+    await expect(inspectLock(redis.client(), name, { kind: 'semaphore' })).rejects.toBeInstanceOf(PreconditionError);
     await lease.release();
   });
 
@@ -331,15 +337,18 @@ describe('inspectLock', () => {
     const locks = redis.locks({ keyPrefix: 'app:' });
     const name = uniqueName('prefixed');
     const lease = await locks.getLock(name).acquire();
-    expect(await inspectLock(redis.redis(), name, { prefix: 'app:' })).toMatchObject({
+    expect(await inspectLock(redis.client(), name, { prefix: 'app:' })).toMatchObject({
       held: true,
       key: `app:${name}`,
     });
-    expect(await inspectLock(redis.redis({ keyPrefix: 'app:' }), name)).toMatchObject({
-      held: true,
-      key: `app:${name}`,
-    });
-    expect((await inspectLock(redis.redis(), name)).held).toBe(false);
+    // GLIDE and node-redis 5 have no keyPrefix.
+    if (clientKind !== 'glide' && clientKind !== 'node-redis5') {
+      expect(await inspectLock(redis.client({ keyPrefix: 'app:' }), name)).toMatchObject({
+        held: true,
+        key: `app:${name}`,
+      });
+    }
+    expect((await inspectLock(redis.client(), name)).held).toBe(false);
     await lease.release();
   });
 
@@ -401,7 +410,7 @@ describe('listLocks', () => {
     await (await locks.getLock(free).acquire()).release();
     await redis.admin.hset(uniqueName(label), 'name', 'not a lock');
     await redis.admin.hset(uniqueName(label), 'a:1', '2', 'b', 'x');
-    const listing = listLocks(redis.redis(), { match: `test:${label}:*`, count: 100 });
+    const listing = listLocks(redis.client(), { match: `test:${label}:*`, count: 100 });
     const found: LockInfo[] = [];
     for await (const info of listing) found.push(info);
     expect(found.map((info) => info.name).sort()).toEqual([...names].sort());
@@ -416,10 +425,10 @@ describe('listLocks', () => {
     const old = uniqueName(label);
     await redis.admin.set(lockKeys('', old, onCluster).legacyFenceKey, '1');
     const all: string[] = [];
-    for await (const info of listLocks(redis.redis(), { match: `test:${label}:*`, all: true })) all.push(info.name);
+    for await (const info of listLocks(redis.client(), { match: `test:${label}:*`, all: true })) all.push(info.name);
     expect(all.sort()).toEqual([...names, old].sort());
     const limited: string[] = [];
-    for await (const info of listLocks(redis.redis(), { match: `test:${label}:*`, limit: 2 })) limited.push(info.name);
+    for await (const info of listLocks(redis.client(), { match: `test:${label}:*`, limit: 2 })) limited.push(info.name);
     expect(limited).toHaveLength(2);
     await Promise.all(leases.map((lease) => lease.release()));
   });
@@ -431,7 +440,7 @@ describe('listLocks', () => {
     const fair = await locks.getFairLock(`test:${label}:fair`).acquire();
     await redis.admin.hset(`test:${label}:java`, redissonOwner(), 1);
     const kinds: Record<string, string | null> = {};
-    for await (const info of listLocks(redis.redis(), { match: `test:${label}:*` })) kinds[info.name] = info.kind;
+    for await (const info of listLocks(redis.client(), { match: `test:${label}:*` })) kinds[info.name] = info.kind;
     expect(kinds).toEqual({
       [`test:${label}:rw`]: 'read-write-lock',
       [`test:${label}:fair`]: 'lock',
@@ -451,10 +460,10 @@ describe('releaseOwner and forceUnlock', () => {
     const started = performance.now();
     const waiting = waiter.getLock(name).acquire({ waitTime: 20_000 });
     waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
-    await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
-    const [owner] = (await inspectLock(redis.redis(), name)).owners;
+    await until(async () => ((await inspectLock(redis.client(), name)).waitingConnections ?? 0) >= 1);
+    const [owner] = (await inspectLock(redis.client(), name)).owners;
     const released = performance.now();
-    const result = await releaseOwner(redis.redis(), name, owner?.owner ?? '');
+    const result = await releaseOwner(redis.client(), name, owner?.owner ?? '');
     expect(result).toMatchObject({ name, kind: 'lock', released: true });
     expect(result.woken).toBeGreaterThanOrEqual(1);
     expect(result.holders.map((h) => h.owner)).toEqual([owner?.owner]);
@@ -475,11 +484,14 @@ describe('releaseOwner and forceUnlock', () => {
     const locks = redis.locks();
     const name = uniqueName('unlock');
     const lease = await locks.getLock(name).acquire();
-    const result = await releaseOwner(redis.redis(), name, `${randomUUID()}:1`);
+    const result = await releaseOwner(redis.client(), name, `${randomUUID()}:1`);
     expect(result).toMatchObject({ released: false, woken: null });
     expect(result.holders).toHaveLength(1);
-    expect((await inspectLock(redis.redis(), name)).held).toBe(true);
-    expect(await releaseOwner(redis.redis(), uniqueName('free'), 'x:1')).toMatchObject({ released: false, kind: null });
+    expect((await inspectLock(redis.client(), name)).held).toBe(true);
+    expect(await releaseOwner(redis.client(), uniqueName('free'), 'x:1')).toMatchObject({
+      released: false,
+      kind: null,
+    });
     await lease.release();
   });
 
@@ -490,18 +502,18 @@ describe('releaseOwner and forceUnlock', () => {
     const read = await rw.readLock().acquire();
     const java = new RedissonReadWriteLock(redis.admin, name);
     expect(await java.tryReadLock(30_000)).toBeNull();
-    expect(await releaseOwner(redis.redis(), name, java.owner)).toMatchObject({ released: true, woken: 0 });
-    const [ours] = (await inspectLock(redis.redis(), name)).owners;
+    expect(await releaseOwner(redis.client(), name, java.owner)).toMatchObject({ released: true, woken: 0 });
+    const [ours] = (await inspectLock(redis.client(), name)).owners;
     expect(ours?.clientId).toBe(locks.clientId);
     const writer = redis.locks().getReadWriteLock(name).writeLock().acquire({ waitTime: 10_000 });
     writer.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await sleep(100);
-    expect(await releaseOwner(redis.redis(), name, ours?.owner ?? '')).toMatchObject({ released: true });
+    expect(await releaseOwner(redis.client(), name, ours?.owner ?? '')).toMatchObject({ released: true });
     const write = await writer;
-    const [writeOwner] = (await inspectLock(redis.redis(), name)).owners;
+    const [writeOwner] = (await inspectLock(redis.client(), name)).owners;
     expect(writeOwner?.owner).toMatch(/:write$/);
-    expect(await releaseOwner(redis.redis(), name, writeOwner?.owner ?? '')).toMatchObject({ released: true });
-    expect((await inspectLock(redis.redis(), name)).held).toBe(false);
+    expect(await releaseOwner(redis.client(), name, writeOwner?.owner ?? '')).toMatchObject({ released: true });
+    expect((await inspectLock(redis.client(), name)).held).toBe(false);
     expect(write.signal.aborted || read.signal.aborted).toBe(false);
   });
 
@@ -511,12 +523,12 @@ describe('releaseOwner and forceUnlock', () => {
     const semaphore = locks.getPermitExpirableSemaphore(name);
     await semaphore.trySetPermits(1);
     const permit = await semaphore.acquire({ leaseTime: 60_000 });
-    expect(await releaseOwner(redis.redis(), name, permit.permitId)).toMatchObject({ released: true });
+    expect(await releaseOwner(redis.client(), name, permit.permitId)).toMatchObject({ released: true });
     expect(await semaphore.availablePermits()).toBe(1);
     const plain = uniqueName('sem');
     await locks.getSemaphore(plain).trySetPermits(1);
-    await expect(releaseOwner(redis.redis(), plain, 'x')).rejects.toBeInstanceOf(PreconditionError);
-    await expect(forceUnlock(redis.redis(), plain)).rejects.toBeInstanceOf(PreconditionError);
+    await expect(releaseOwner(redis.client(), plain, 'x')).rejects.toBeInstanceOf(PreconditionError);
+    await expect(forceUnlock(redis.client(), plain)).rejects.toBeInstanceOf(PreconditionError);
   });
 
   it('forces a lock free and wakes its waiter, for the plain, fair and read-write locks', async () => {
@@ -536,14 +548,14 @@ describe('releaseOwner and forceUnlock', () => {
           ? waiter.getReadWriteLock(name).writeLock().acquire({ waitTime: 20_000 })
           : take(waiter, 20_000);
       waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
-      await until(async () => ((await inspectLock(redis.redis(), name)).waitingConnections ?? 0) >= 1);
+      await until(async () => ((await inspectLock(redis.client(), name)).waitingConnections ?? 0) >= 1);
       const forced = performance.now();
-      const result = await forceUnlock(redis.redis(), name);
+      const result = await forceUnlock(redis.client(), name);
       expect(result).toMatchObject({ kind, released: true });
       expect(result.holders).toHaveLength(1);
       await (await waiting).release();
       expect(elapsedSince(forced)).toBeLessThan(2000);
-      expect(await forceUnlock(redis.redis(), name)).toMatchObject({ released: false });
+      expect(await forceUnlock(redis.client(), name)).toMatchObject({ released: false });
     }
   });
 });
@@ -553,7 +565,7 @@ function watch(options: Omit<WatchOptions, 'signal'>): { events: WatchEvent[]; s
   const controller = new AbortController();
   const events: WatchEvent[] = [];
   const done = (async () => {
-    for await (const event of watchLocks(redis.redis(), { ...options, signal: controller.signal })) events.push(event);
+    for await (const event of watchLocks(redis.client(), { ...options, signal: controller.signal })) events.push(event);
   })();
   const stop = async (): Promise<void> => {
     controller.abort();
@@ -656,7 +668,7 @@ describe('watchLocks', () => {
 
 describe('checkServer', () => {
   it('passes on a noeviction server and fails on allkeys-lru', async () => {
-    const report = await checkServer(redis.redis());
+    const report = await checkServer(redis.client());
     expect(report.ok).toBe(true);
     expect(report.server).toMatchObject({
       product: 'redis',
@@ -679,7 +691,7 @@ describe('checkServer', () => {
     const node = masters(redis.admin)[0]!;
     await node.config('SET', 'maxmemory-policy', 'allkeys-lru');
     restore.push(() => node.config('SET', 'maxmemory-policy', 'noeviction'));
-    const failing = await checkServer(redis.redis());
+    const failing = await checkServer(redis.client());
     expect(failing.ok).toBe(false);
     const eviction = failing.checks.find((check) => check.id === 'eviction');
     expect(eviction).toMatchObject({ status: 'fail' });
@@ -688,7 +700,7 @@ describe('checkServer', () => {
 
   it('sees keyspace notifications switched on', async () => {
     await configSet('notify-keyspace-events', 'Ex');
-    const report = await checkServer(redis.redis());
+    const report = await checkServer(redis.client());
     expect(report.checks.find((check) => check.id === 'keyspace-events')).toMatchObject({ status: 'ok' });
   });
 });

@@ -23,6 +23,7 @@ import {
   type Client,
   type Redis,
 } from '../support/fixture.js';
+import { clientKind } from '../support/clients.js';
 import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -54,9 +55,27 @@ function urls(): string[] {
   throw new Error('no sentinel here');
 }
 
+/** The package the command finds installed in this leg: the one of REDIS_CLIENT (by its npm name). */
+const ONLY_CLIENT =
+  clientKind === 'glide'
+    ? '@valkey/valkey-glide'
+    : clientKind.startsWith('node-redis')
+      ? 'redis'
+      : clientKind === 'iovalkey'
+        ? 'iovalkey'
+        : 'ioredis';
+const ONLY_CLIENT_HOOK = fileURLToPath(new URL('../fixtures/only-client.mjs', import.meta.url));
+
 function start(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): ChildProcess {
-  const child = spawn(process.execPath, [...nodeArgs, CLI, ...args], {
-    env: { ...process.env, NO_COLOR: '1', FLOWLOCK_REDIS_URL: '', REDIS_URL: '', ...env },
+  const child = spawn(process.execPath, ['--import', ONLY_CLIENT_HOOK, ...nodeArgs, CLI, ...args], {
+    env: {
+      ...process.env,
+      NO_COLOR: '1',
+      FLOWLOCK_REDIS_URL: '',
+      REDIS_URL: '',
+      FLOWLOCK_TEST_ONLY_CLIENT: ONLY_CLIENT,
+      ...env,
+    },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   cleanup.push(() => child.kill('SIGKILL'));
@@ -543,17 +562,12 @@ describe('flowlock: usage, help and errors', () => {
     expect(specifiers.filter((s) => /^(ioredis|iovalkey|redis|@redis\/)/.test(s))).toEqual([]);
   });
 
-  it('says which package to install when neither ioredis nor iovalkey can be loaded (exit 1)', async () => {
-    // A resolve hook that hides both client packages from the command.
-    const hide = `data:text/javascript,${encodeURIComponent(
-      "import { registerHooks } from 'node:module';" +
-        "registerHooks({ resolve(specifier, context, next) { if (specifier === 'ioredis' || specifier === 'iovalkey') " +
-        "{ const error = new Error('Cannot find package ' + specifier); error.code = 'ERR_MODULE_NOT_FOUND'; throw error; } " +
-        'return next(specifier, context); } });',
-    )}`;
-    const run = await flowlock([...urls(), 'doctor'], {}, ['--import', hide]);
+  it('says which packages it can use when no client package can be loaded (exit 1)', async () => {
+    const run = await flowlock([...urls(), 'doctor'], { FLOWLOCK_TEST_ONLY_CLIENT: 'none' });
     expect(run.code).toBe(1);
-    expect(run.stderr).toBe('flowlock: flowlock needs a Redis client package: npm install ioredis (or iovalkey)\n');
+    expect(run.stderr).toBe(
+      'flowlock: flowlock needs a Redis client package: npm install ioredis (or iovalkey, redis, @valkey/valkey-glide)\n',
+    );
   });
 });
 
