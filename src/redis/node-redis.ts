@@ -697,13 +697,7 @@ class NodeRedisSubscriber implements Subscriber {
     clearTimeout(this.#restoreTimer);
     for (const cleanup of this.#cleanups.splice(0)) cleanup();
     if (this.#owned) {
-      const connection = this.#connection;
-      const destroy = (): void => {
-        if (connection.isOpen) connection.destroy();
-      };
-      // At once (a connection still being opened stops there), and again should it open after all.
-      destroy();
-      this.#connected.then(destroy, noop);
+      closeConnection(this.#connection as unknown as NodeClient);
     } else {
       const channels = [...this.#channels.keys()];
       this.#channels.clear();

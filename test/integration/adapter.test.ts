@@ -176,6 +176,24 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     await expect.poll(connections, { timeout: 5000, interval: 50 }).toBeLessThanOrEqual(before);
   });
 
+  it('closes a subscriber that is still connecting: nothing of it stays open', async () => {
+    const before = await connections();
+    const { adapter } = adapterOn(kind);
+    const subscriber = adapter.openSubscriber(sharded, {
+      message: () => undefined,
+      restored: () => undefined,
+      lost: () => undefined,
+    });
+    const subscribing = subscriber.subscribe([`redisson_lock__channel:{${uniqueName('early')}}`]);
+    subscribing.catch(() => undefined);
+    subscriber.close();
+    await cleanUp();
+    await expect.poll(connections, { timeout: 5000, interval: 50 }).toBeLessThanOrEqual(before);
+    // And it stays closed: a socket still being opened at close() must not open for good afterwards.
+    await sleep(500);
+    expect(await connections()).toBeLessThanOrEqual(before);
+  });
+
   // Not on GLIDE: it has no connection events, and its subscriber client's pub/sub connection is not the one
   // whose CLIENT ID the adapter can ask; a reconnect that GLIDE's core repairs between two subscription
   // checks goes unreported (one run in two here; docs/clients.md says so). Its subscriber is re-checked by the
