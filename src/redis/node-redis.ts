@@ -71,7 +71,7 @@ type TypeMapping = Readonly<Record<number, unknown>>;
 /** One connection of node-redis (a client: the user's, a cluster's node client, a sentinel's master client). */
 interface NodeClient extends PubSub, Emitter {
   readonly isOpen: boolean;
-  readonly isReady: boolean;
+  readonly isReady?: boolean;
   readonly options?: {
     readonly socket?: { readonly host?: string; readonly port?: number; readonly path?: string };
     readonly database?: number;
@@ -381,7 +381,8 @@ function closeConnection(connection: NodeClient): void {
   const destroy = (): void => {
     if (connection.isOpen) connection.destroy();
   };
-  if (connection.isReady) {
+  // A node-redis 5 cluster shows no isReady: it is closed at once.
+  if (connection.isReady ?? true) {
     destroy();
   } else if (connection.isOpen) {
     connection.on('ready', destroy);
