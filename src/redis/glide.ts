@@ -49,7 +49,7 @@ import type {
   SubscriberEvents,
 } from './adapter.js';
 import { keySlot } from './keys.js';
-import { bySha } from './shared.js';
+import { bySha, replicasIn } from './shared.js';
 
 type Client = GlideClient | GlideClusterClient;
 
@@ -661,15 +661,11 @@ class GlideNodes implements AdminNodes {
     const [asked] = primaries;
     if (!asked) return [];
     const nodes = new Map(primaries.map((node) => [`${node.host}:${node.port}`, this.#primary(client, node)]));
-    // Not CLUSTER SLOTS: it leaves out a replica until the replica has reported a replication offset.
+    // Not from CLUSTER SLOTS (see replicasIn).
     const reply = await client.customCommand(['CLUSTER', 'NODES'], decoding(routeTo(asked)));
-    // One line per node: its id, `ip:port@cport[,hostname]`, its flags, and more.
-    for (const line of String(decoded(reply, false)).split('\n')) {
-      const [, endpoint = '', flagList = ''] = line.split(' ');
-      const flags = flagList.split(',');
-      if (!flags.includes('slave') || flags.includes('fail') || flags.includes('noaddr')) continue;
-      const address = endpoint.split('@')[0] ?? '';
-      if (!nodes.has(address)) nodes.set(address, this.#replica(client, endpointOf(address)));
+    for (const replica of replicasIn(String(decoded(reply, false)))) {
+      const address = `${replica.host}:${replica.port}`;
+      if (!nodes.has(address)) nodes.set(address, this.#replica(client, replica));
     }
     return [...nodes.values()];
   }

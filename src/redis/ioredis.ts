@@ -4,7 +4,7 @@
  * first key; the library's subscriber is a duplicate of the client.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { bySha, isRedirectionMessage, unprefixed, unprefixedKeys } from './shared.js';
+import { bySha, isRedirectionMessage, replicasIn, unprefixed, unprefixedKeys } from './shared.js';
 import type {
   AdminCommand,
   AdminListener,
@@ -249,21 +249,16 @@ class IoredisNodes implements AdminNodes {
     const nodes = client.nodes('all').map((node) => new IoredisNode(node));
     const [first] = client.nodes('master');
     if (!first) return nodes;
-    // ioredis knows the nodes CLUSTER SLOTS names, which leaves out a replica that has not replicated a first
-    // byte yet; its subscribers count all the same. CLUSTER NODES lists it: id, ip:port@cport[,hostname], flags.
+    // ioredis knows the nodes CLUSTER SLOTS names (see replicasIn).
     const known = new Set(nodes.map((node) => node.address));
     const natMap = (client.options as { natMap?: unknown }).natMap;
-    for (const line of String(await first.call('CLUSTER', 'NODES')).split('\n')) {
-      const [, endpoint = '', flags = ''] = line.split(' ');
-      const [, host, port] = /^(.+):(\d+)@/.exec(endpoint) ?? [];
-      const flagged = flags.split(',');
-      if (host === undefined || port === undefined || !flagged.includes('slave') || flagged.includes('fail')) continue;
-      const address = `${host}:${port}`;
+    for (const replica of replicasIn(String(await first.call('CLUSTER', 'NODES')))) {
+      const address = `${replica.host}:${replica.port}`;
       const mapped =
         typeof natMap === 'function'
           ? (natMap as (key: string) => { host: string; port: number } | null)(address)
           : (natMap as Record<string, { host: string; port: number }> | undefined)?.[address];
-      const target = mapped ?? { host, port: Number(port) };
+      const target = mapped ?? replica;
       if (known.has(`${target.host}:${target.port}`)) continue;
       known.add(`${target.host}:${target.port}`);
       nodes.push(new IoredisNode(first, target));

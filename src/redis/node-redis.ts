@@ -6,7 +6,7 @@
  * and put a 6.1+ `keyPrefix` before every key. `flowlock/admin`'s commands go raw (`sendCommand`) to one node's
  * connection, which no keyPrefix touches: their keys are the server's names already.
  */
-import { bySha, isRedirectionMessage, unprefixed, unprefixedKeys } from './shared.js';
+import { bySha, isRedirectionMessage, replicasIn, unprefixed, unprefixedKeys } from './shared.js';
 import type {
   AdminCommand,
   AdminListener,
@@ -445,15 +445,10 @@ class NodeRedisNodes implements AdminNodes {
     const nodes = masters.map((master) => nodeAt(master.host, master.port));
     // A master the cluster has not yet seen fail over may be listed as a replica already.
     const known = new Set(nodes.map((node) => node.address));
-    // CLUSTER NODES, not the CLUSTER SLOTS the cluster reads: that leaves out a replica that has not replicated
-    // a first byte yet, whose subscribers count all the same. A line: id, ip:port@cport[,hostname], flags, ...
-    const lines = String(await model.sendCommand(['CLUSTER', 'NODES'], { typeMapping: TEXT })).split('\n');
-    for (const line of lines) {
-      const [, endpoint = '', flags = ''] = line.split(' ');
-      const [, host, port] = /^(.+):(\d+)@/.exec(endpoint) ?? [];
-      const flagged = flags.split(',');
-      if (host === undefined || port === undefined || !flagged.includes('slave') || flagged.includes('fail')) continue;
-      const node = nodeAt(host, Number(port));
+    // Not from the CLUSTER SLOTS the cluster reads (see replicasIn).
+    const reply = await model.sendCommand(['CLUSTER', 'NODES'], { typeMapping: TEXT });
+    for (const { host, port } of replicasIn(String(reply))) {
+      const node = nodeAt(host, port);
       if (known.has(node.address)) continue;
       known.add(node.address);
       nodes.push(node);

@@ -42,6 +42,25 @@ export function unprefixed(key: string, prefix: string): string {
   return key.slice(prefix.length);
 }
 
+/**
+ * The replicas a CLUSTER NODES reply lists, as the server names them (`host:port`), but those flagged failed
+ * or without an address. For `flowlock/admin`, which needs every node: CLUSTER SLOTS, which the clients read,
+ * leaves out a replica that has not replicated a first byte yet, whose subscribers count all the same. A
+ * line: id, `ip:port@cport[,hostname]`, flags, and more.
+ */
+export function replicasIn(clusterNodes: string): { readonly host: string; readonly port: number }[] {
+  const replicas: { host: string; port: number }[] = [];
+  for (const line of clusterNodes.split('\n')) {
+    const [, endpoint = '', flagList = ''] = line.split(' ');
+    const flags = flagList.split(',');
+    const [, host, port] = /^(.+):(\d+)@/.exec(endpoint) ?? [];
+    if (host === undefined || port === undefined || !flags.includes('slave')) continue;
+    if (flags.includes('fail') || flags.includes('noaddr')) continue;
+    replicas.push({ host, port: Number(port) });
+  }
+  return replicas;
+}
+
 /** `keys` without the client's prefix. */
 export function unprefixedKeys(keys: readonly string[], prefix: string): string[] {
   return prefix === '' ? [...keys] : keys.map((key) => unprefixed(key, prefix));
