@@ -138,10 +138,7 @@ export class IoredisAdapter implements RedisAdapter {
     const client = this.#client;
     let connection: Redis | undefined;
     if (isCluster(client)) {
-      const owner = client.slots[keySlot(key)]?.[0];
-      connection = client
-        .nodes('master')
-        .find((candidate) => `${candidate.options.host ?? ''}:${candidate.options.port ?? ''}` === owner);
+      connection = slotMaster(client, key);
     } else {
       connection = client;
     }
@@ -196,6 +193,12 @@ export class IoredisAdapter implements RedisAdapter {
 /** `host:port` of a node connection. */
 function addressOf(node: Redis): string {
   return `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`;
+}
+
+/** The Cluster's connection to the master of `key`'s slot, as its slot map has it (none before it has one). */
+function slotMaster(cluster: Cluster, key: string): Redis | undefined {
+  const owner = cluster.slots[keySlot(key)]?.[0];
+  return cluster.nodes('master').find((candidate) => addressOf(candidate) === owner);
 }
 
 /**
@@ -270,8 +273,7 @@ class IoredisNodes implements AdminNodes {
     const client = this.#client;
     if (!isCluster(client)) return new IoredisNode(client);
     await ready(client);
-    const owner = client.slots[keySlot(key)]?.[0];
-    const node = client.nodes('master').find((candidate) => addressOf(candidate) === owner);
+    const node = slotMaster(client, key);
     if (!node) throw new Error(`no master known for the slot of ${key}`);
     return new IoredisNode(node);
   }
