@@ -254,7 +254,7 @@ export class Watchdog {
     hold.state = 'held';
     hold.deadline = Math.max(hold.deadline, sentAt + lease - driftMs(lease));
     hold.confirmedAt = monotonicNow();
-    this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
+    this.#watch(hold);
     return hold;
   }
 
@@ -265,7 +265,7 @@ export class Watchdog {
       if (hold.state === 'releasing') {
         // A re-entry came in meanwhile: the hold goes on, and the tick, which skipped it, watches it again.
         hold.state = 'held';
-        this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
+        this.#watch(hold);
       }
       return;
     }
@@ -352,6 +352,11 @@ export class Watchdog {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#nextTickAt = Infinity;
+  }
+
+  /** Makes the tick come by `hold`'s next renewal (watchdog mode) or its deadline, whichever is first. */
+  #watch(hold: Hold): void {
+    this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
   }
 
   #scheduleAt(at: number): void {
