@@ -83,6 +83,26 @@ function failed(error: unknown, what: string, cause?: Error): CliError {
   return new CliError(1, `${what}: ${(cause ?? (error as Error)).message}`);
 }
 
+/**
+ * Connects `client` within `timeoutMs`; on failure abandons it and rejects with the library's reason, which
+ * comes as an 'error' event (connect() itself only says it closed).
+ */
+async function connected(
+  client: { on(event: 'error', listener: (error: Error) => void): unknown; connect(): Promise<unknown> },
+  abandon: () => void,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  let cause: Error | undefined;
+  client.on('error', (error: Error) => (cause ??= error));
+  try {
+    await withTimeout(client.connect(), timeoutMs, what);
+  } catch (error) {
+    abandon();
+    throw failed(error, what, cause);
+  }
+}
+
 interface IoredisLike {
   on(event: 'error', listener: (error: Error) => void): unknown;
   connect(): Promise<unknown>;
@@ -105,15 +125,7 @@ function ioredis(name: string, Redis: Constructor, Cluster: Constructor): Client
     ...(endpoint.tls ? { tls: {} } : {}),
   });
   const open = async (client: IoredisLike, timeoutMs: number, what: string): Promise<Opened> => {
-    // The cause of a failed connection comes as an 'error' event; connect() itself only says it closed.
-    let cause: Error | undefined;
-    client.on('error', (error: Error) => (cause ??= error));
-    try {
-      await withTimeout(client.connect(), timeoutMs, what);
-    } catch (error) {
-      client.disconnect();
-      throw failed(error, what, cause);
-    }
+    await connected(client, () => client.disconnect(), timeoutMs, what);
     return {
       client: client as unknown as RedisClient,
       info: async (section) => String(await client.call('INFO', section)),
@@ -177,14 +189,7 @@ function nodeRedis(named: (key: string) => unknown): ClientLibrary {
     }
   };
   const open = async (client: NodeRedisLike, timeoutMs: number, what: string): Promise<Opened> => {
-    let cause: Error | undefined;
-    client.on('error', (error: Error) => (cause ??= error));
-    try {
-      await withTimeout(client.connect(), timeoutMs, what);
-    } catch (error) {
-      client.destroy?.();
-      throw failed(error, what, cause);
-    }
+    await connected(client, () => client.destroy?.(), timeoutMs, what);
     return {
       client: client as unknown as RedisClient,
       info: async (section) => String(await client.sendCommand(['INFO', section])),
