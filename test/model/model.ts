@@ -1001,46 +1001,55 @@ export class Model {
       }
       // A hold changed state: look again before anything else is judged.
       if (this.history.map((h) => h.status).join() !== statusBefore) continue;
-      // Owner fields nobody believes in (a grant given back late, an undone acquire): must go soon.
+      // What Redis may show for a moment only must go within ORPHAN_GRACE_MS of when it was first seen (`since`
+      // keeps that per `<lock>|<field>`), judged by when the read was sent (its reply may come late).
+      const seen = new Map([this.#orphanSince, this.#excessSince].map((since) => [since, new Set<string>()]));
+      const graced = (
+        since: Map<string, number>,
+        key: string,
+        sentAt: number,
+        what: (ms: number) => string,
+        reason: string,
+      ): void => {
+        seen.get(since)?.add(key);
+        const first = since.get(key) ?? t;
+        since.set(key, first);
+        if (sentAt - first > ORPHAN_GRACE_MS) throw this.violation(what(sentAt - first));
+        wait(first + ORPHAN_GRACE_MS + 1, reason);
+      };
+      // Owner fields nobody believes in (a grant given back late, an undone acquire).
       const known = new Set([...this.#tracked(), ...this.liveJava()].map((h) => `${h.lock}|${h.field}`));
-      const seen = new Set<string>();
       snapshots.forEach((snapshot, lock) => {
         for (const field of snapshot.owners.keys()) {
           const key = `${lock}|${field}`;
           if (known.has(key) || this.#ignorable(field)) continue;
-          seen.add(key);
-          const since = this.#orphanSince.get(key) ?? t;
-          this.#orphanSince.set(key, since);
-          // By when the read was sent (its reply may come late): still there that long after it was first seen.
-          if (snapshot.sentAt - since > ORPHAN_GRACE_MS) {
-            throw this.violation(
-              `L${lock}: Redis has ${this.describeField(field)} (${this.describeSnapshot(snapshot)}), which no flow believes it holds, for ${fmt(snapshot.sentAt - since)} ms`,
-            );
-          }
-          wait(since + ORPHAN_GRACE_MS + 1, `orphan ${this.describeField(field)}`);
-        }
-      });
-      for (const key of [...this.#orphanSince.keys()]) if (!seen.has(key)) this.#orphanSince.delete(key);
-      // A live hold that Redis counts higher than its flows took: a re-entry given up on (aborted, its wait
-      // over) ran in Redis, and its give-back follows its reply. It must come soon, or the count stays for
-      // nobody to release.
-      const excess = new Set<string>();
-      for (const hold of this.history) {
-        const count = snapshots[hold.lock]?.owners.get(hold.field);
-        const sentAt = snapshots[hold.lock]?.sentAt ?? t;
-        if (hold.status !== 'live' || count === undefined || count <= hold.count) continue;
-        const key = `${hold.lock}|${hold.field}`;
-        excess.add(key);
-        const since = this.#excessSince.get(key) ?? t;
-        this.#excessSince.set(key, since);
-        if (sentAt - since > ORPHAN_GRACE_MS) {
-          throw this.violation(
-            `${hold.describe(this.world.names)}: Redis counts ${count} for ${fmt(sentAt - since)} ms, its flows took ${hold.count}: a count nobody releases`,
+          graced(
+            this.#orphanSince,
+            key,
+            snapshot.sentAt,
+            (ms) =>
+              `L${lock}: Redis has ${this.describeField(field)} (${this.describeSnapshot(snapshot)}), which no flow believes it holds, for ${fmt(ms)} ms`,
+            `orphan ${this.describeField(field)}`,
           );
         }
-        wait(since + ORPHAN_GRACE_MS + 1, `give-back of an extra count of hold#${hold.id}`);
+      });
+      // A live hold that Redis counts higher than its flows took: a re-entry given up on (aborted, its wait
+      // over) ran in Redis, and its give-back follows its reply; otherwise the count stays for nobody to release.
+      for (const hold of this.history) {
+        const count = snapshots[hold.lock]?.owners.get(hold.field);
+        if (hold.status !== 'live' || count === undefined || count <= hold.count) continue;
+        graced(
+          this.#excessSince,
+          `${hold.lock}|${hold.field}`,
+          snapshots[hold.lock]?.sentAt ?? t,
+          (ms) =>
+            `${hold.describe(this.world.names)}: Redis counts ${count} for ${fmt(ms)} ms, its flows took ${hold.count}: a count nobody releases`,
+          `give-back of an extra count of hold#${hold.id}`,
+        );
       }
-      for (const key of [...this.#excessSince.keys()]) if (!excess.has(key)) this.#excessSince.delete(key);
+      for (const [since, keys] of seen) {
+        for (const key of [...since.keys()]) if (!keys.has(key)) since.delete(key);
+      }
       // Free locks go to a waiter; re-entry never waits.
       for (let lock = 0; lock < this.world.names.length; lock++) {
         const waiting = this.inflight.filter((job) => !job.settled && isAcquireOp(job.op) && job.op.lock === lock);
