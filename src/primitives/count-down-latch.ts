@@ -68,7 +68,8 @@ export class RCountDownLatch {
   /** The current count (0 when the latch is open or was never set). */
   async getCount(): Promise<number> {
     checkOpen(this.#context, this.name);
-    return Number((await this.#context.redis.get(this.#keys.lockKey)) ?? 0);
+    const { redis, scripts } = this.#context;
+    return Number((await scripts.read(() => redis.get(this.#keys.lockKey))) ?? 0);
   }
 
   /**

@@ -248,6 +248,20 @@ export class LockScripts {
     }
   }
 
+  /**
+   * A plain read (GET, HGET, ...) sent once more when the client gave it up with its connection, as `run`
+   * does for scripts: ioredis sends such a call again by itself, node-redis and GLIDE reject it, and a waiting
+   * call's look at Redis should not end the wait over a reconnect the client recovers from at once.
+   */
+  async read<T>(send: () => Promise<T>): Promise<T> {
+    try {
+      return await send();
+    } catch (error) {
+      if (!this.#redis.isLostReply(error)) throw error;
+      return send();
+    }
+  }
+
   /** `lean`: see lock/acquire.lua (ARGV[4]); the caller vouches for it. */
   async acquire(
     keys: LockKeys,

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { LockClientClosedError } from '../../src/index.js';
 import { latchKeys } from '../../src/redis/keys.js';
 import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
@@ -15,6 +15,7 @@ import {
   useRedis,
 } from '../support/fixture.js';
 import { recordFigures } from '../support/figures.js';
+import { TcpProxy } from '../support/proxy.js';
 import { RedissonCountDownLatch } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -105,6 +106,33 @@ describe('RCountDownLatch', () => {
     expect(waiter.value).toBe(true);
     expect(elapsedSince(start)).toBeLessThan(2000);
   });
+
+  it.runIf(!onCluster)(
+    'keeps waiting when the reply to its look at the count is lost with its connection',
+    async () => {
+      // ioredis sends such a read again by itself; node-redis and GLIDE reject it (the GLIDE model found that
+      // await() then rejected with GLIDE's ConnectionError).
+      const name = uniqueName('latch');
+      const proxy = await TcpProxy.start(redis.server.port);
+      onTestFinished(() => proxy.close());
+      const counter = redis.locks().getCountDownLatch(name);
+      await counter.trySetCount(1);
+      const latch = redis.locks({}, { port: proxy.port }).getCountDownLatch(name);
+      expect(await latch.getCount()).toBe(1);
+      proxy.dropNextReplies(1);
+      const waiter = track(latch.await(10_000));
+      await until(() => proxy.pendingDrops === 0, 'the reply to the look was dropped');
+      await until(
+        async () => (await channelSubscribers(redis.admin, keysOf(name).channel)) === 1,
+        'the waiter subscribed',
+      );
+      expect(waiter.done).toBe(false);
+      await counter.countDown();
+      await until(() => waiter.done, 'the waiter saw the zero');
+      expect(waiter.error).toBeUndefined();
+      expect(waiter.value).toBe(true);
+    },
+  );
 
   it('answers a resent count-down from its memo: a reconnect never counts down twice', async () => {
     const name = uniqueName('latch');

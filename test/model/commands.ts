@@ -374,14 +374,7 @@ export class CloseStep extends Step {
     }
     client.closed = true;
     // As a user does: quit the connection as soon as close() settled (README: nothing more is sent then).
-    const quit = (failure: unknown): Promise<unknown> =>
-      client.redis.quit().then(
-        () => failure,
-        () => {
-          client.redis.disconnect();
-          return failure;
-        },
-      );
+    const quit = (failure: unknown): Promise<unknown> => client.connection.quit().then(() => failure);
     this.#closing = client.locks.close().then(
       () => quit(undefined),
       (error: unknown) => quit(error),
@@ -724,7 +717,7 @@ class ConnectionFaultCommand extends FaultCommand {
     const first = this.steps.find((step): step is ActorStep => step instanceof ActorStep);
     const victim = h.world.clients[first ? Math.floor(first.actor / ACTORS_PER_CLIENT) : 0];
     if (!victim) return [];
-    return h.world.connectionFault(this.how, victim.redis, () => this.startSteps(h));
+    return h.world.connectionFault(this.how, victim.connection, () => this.startSteps(h));
   }
 
   override toString(): string {

@@ -323,7 +323,7 @@ class ResendCommand implements LatchCommand {
     if (!client) return;
     countStep(stats, 'countDown+CLIENT KILL', 'step');
     h.faulted();
-    const id = await client.redis.client('ID');
+    const id = await client.connection.id();
     // Half the time the server sleeps while the count-down and the kill queue up: woken, it reads both in one
     // go and may run the count-down and drop its connection before the reply goes out (ioredis resends it).
     const sleeping = this.asleep ? await h.world.serverSleep(50) : undefined;

@@ -16,7 +16,7 @@ import {
   busyWait,
   CONNECTION_FAULT_NAMES,
   CONNECTION_FAULTS,
-  modelRedis,
+  ModelConnection,
   now,
   settlesWithin,
   trace,
@@ -47,7 +47,7 @@ export class PrimitiveClient<P> {
   readonly slot: number;
   readonly gen: number;
   readonly label: string;
-  readonly redis: Redis;
+  readonly connection: ModelConnection;
   readonly locks: LockClient;
   readonly primitive: P;
   closed = false;
@@ -56,9 +56,8 @@ export class PrimitiveClient<P> {
     this.slot = slot;
     this.gen = gen;
     this.label = `${'AB'[slot] ?? '?'}${gen > 0 ? `#${gen}` : ''}`;
-    this.redis = modelRedis(server);
-    this.redis.on('error', () => undefined);
-    this.locks = createLockClient(this.redis, { watchdogTimeout: WATCHDOG_TIMEOUTS[slot] ?? 600 });
+    this.connection = new ModelConnection(server);
+    this.locks = createLockClient(this.connection.client, { watchdogTimeout: WATCHDOG_TIMEOUTS[slot] ?? 600 });
     this.primitive = make(this.locks);
   }
 }
@@ -198,7 +197,7 @@ export class PrimitiveWorld<P> extends BaseWorld {
     await this.startProxy();
     for (let slot = 0; slot < 2; slot++)
       this.clients.push(new PrimitiveClient(this.endpointFor(slot), slot, 0, this.#make));
-    await Promise.all([this.fault, ...this.clients.map((c) => c.redis)].map((r) => r.ping()));
+    await Promise.all([this.fault.ping(), ...this.clients.map((c) => c.connection.ready())]);
   }
 
   async replaceClient(slot: number): Promise<PrimitiveClient<P>> {
@@ -207,7 +206,7 @@ export class PrimitiveWorld<P> extends BaseWorld {
     this.retired.push(old);
     const fresh = new PrimitiveClient(this.endpointFor(slot), slot, old.gen + 1, this.#make);
     this.clients[slot] = fresh;
-    await fresh.redis.ping();
+    await fresh.connection.ready();
     return fresh;
   }
 
@@ -295,8 +294,10 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
         if (unadopted) return `${unadopted.name}'s ${String(unadopted.last)} settled during the read`;
         // A command queued for a reconnect (or resent after one) may still change Redis: a call that gave up
         // while its connection was down can run after the read (a killed connection, a dropped reply).
-        const busy = this.world.clients.find((c) => !connectionQuiet(c.redis));
-        if (busy) return `${busy.label}'s connection is ${busy.redis.status} with commands in flight`;
+        for (const client of this.world.clients) {
+          const busy = client.connection.busy();
+          if (busy) return `${client.label}'s connection is ${busy}`;
+        }
         return unstable(state.value);
       },
     );
@@ -422,7 +423,7 @@ export class ConnectionFaultCommand<P, H extends PrimitiveHarness<P>> implements
     if (!client) return;
     countStep(h.stats, CONNECTION_FAULT_NAMES[this.how], 'step');
     h.faulted();
-    await world.connectionFault(this.how, client.redis, () => {
+    await world.connectionFault(this.how, client.connection, () => {
       if (this.inner) {
         countStep(h.stats, this.inner.kind, 'inner');
         this.inner.start(h);
@@ -583,15 +584,6 @@ export function faultCommands<P, H extends PrimitiveHarness<P>>(
     fc.tuple(slotArb, maybe).map(([slot, step]) => new CloseCommand<P, H>(slot, step)),
     actorArb.map((actor) => new AbortCommand<P, H>(actor)),
   ];
-}
-
-/** Ready, with nothing sent and unanswered, nor queued for a reconnect (ioredis' own queues). */
-function connectionQuiet(redis: Redis): boolean {
-  const queues = redis as unknown as {
-    readonly commandQueue: { length: number };
-    readonly offlineQueue: { length: number };
-  };
-  return redis.status === 'ready' && queues.commandQueue.length === 0 && queues.offlineQueue.length === 0;
 }
 
 /** Polls `ready` every 25 ms until it gives no reason to wait; `by()` is re-read each time (faults move it). */

@@ -1,14 +1,24 @@
 /**
- * The real side of the model-based lock test: two lock clients on their own ioredis connections, six flows
+ * The real side of the model-based lock test: two lock clients on their own connections (REDIS_CLIENT: ioredis, iovalkey or GLIDE), six flows
  * ("actors", three per client) that run lock operations inside their own flows, and the fault injectors.
  * Nothing here judges: it acts and records (timestamps, outcomes, listener contexts); model.ts judges.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { currentFlow } from '../../src/machinery/flow.js';
-import { createLockClient, type LockClient, type LockLease, type RLock } from '../../src/index.js';
+import {
+  CHANNELS,
+  createLockClient,
+  type LockClient,
+  type LockLease,
+  type RedisClient,
+  type RenewTraceContext,
+  type RLock,
+} from '../../src/index.js';
 import { fairLockKeys, lockKeys, type FairLockKeys, type LockKeys } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { busyWait as blockEventLoop, newRedis, type Redis } from '../support/fixture.js';
+import { clientKind, newTestClient, onNodeRedis, ping, sendCommand, type TestClient } from '../support/clients.js';
 import { TcpProxy } from '../support/proxy.js';
 import type { Hold } from './model.js';
 
@@ -199,21 +209,55 @@ export interface LostRecord {
   matched: boolean;
 }
 
-const renewSha = luaSources['watchdog/renew'].sha1;
+/** A renewal sent and not yet answered (for the lag monitor): when it was sent, and whether it was noted. */
+interface RenewalInFlight {
+  readonly sentAt: number;
+  readonly injectedBefore: number;
+  noted: boolean;
+}
 
-/** One lock client with its own ioredis connection; replaced by a fresh one after `close()`. */
+/** The model's lock clients by clientId, whose renewals the `flowlock:renew` trace reports. */
+const renewingClients = new Map<string, ClientHandle>();
+const renewals = new WeakMap<RenewTraceContext, RenewalInFlight>();
+// The watchdog's renewals as its trace reports them, on every client library alike: `start` comes before
+// the call is handed to the client, `end` right after (as the trace's function returns), `asyncEnd` when the
+// call settled (answered, failed or given up).
+diagnostics.tracingChannel<unknown, RenewTraceContext>(CHANNELS.renew).subscribe({
+  start(context) {
+    const client = renewingClients.get(context.clientId);
+    if (!client) return;
+    const renewal = { sentAt: now(), injectedBefore: injectedStallMs, noted: false };
+    renewals.set(context, renewal);
+    client.renewalsInFlight.add(renewal);
+  },
+  end(context) {
+    const client = renewingClients.get(context.clientId);
+    const hook = client?.renewHook;
+    if (!client || !hook) return;
+    client.renewHook = undefined;
+    hook();
+  },
+  asyncStart() {},
+  asyncEnd(context) {
+    const renewal = renewals.get(context);
+    if (renewal) renewingClients.get(context.clientId)?.renewalsInFlight.delete(renewal);
+  },
+  error() {},
+});
+
+/** One lock client with its own connection; replaced by a fresh one after `close()`. */
 export class ClientHandle {
   readonly slot: number;
   readonly gen: number;
   readonly label: string;
-  readonly redis: Redis;
+  readonly connection: ModelConnection;
   readonly locks: LockClient;
   readonly watchdogTimeout: number;
   readonly lost: LostRecord[] = [];
   /** Called once, synchronously, right after the watchdog sends its next renewal on this client. */
   renewHook: (() => void) | undefined;
-  /** Renewals sent and not yet answered (for the lag monitor): when each was sent, and whether it was noted. */
-  readonly renewalsInFlight = new Set<{ readonly sentAt: number; readonly injectedBefore: number; noted: boolean }>();
+  /** Renewals sent and not yet answered (for the lag monitor). */
+  readonly renewalsInFlight = new Set<RenewalInFlight>();
   closed = false;
 
   constructor(server: { host: string; port: number }, slot: number, gen: number, watchdogTimeout: number) {
@@ -221,28 +265,9 @@ export class ClientHandle {
     this.gen = gen;
     this.label = `${'AB'[slot] ?? '?'}${gen > 0 ? `#${gen}` : ''}`;
     this.watchdogTimeout = watchdogTimeout;
-    this.redis = modelRedis(server);
-    this.redis.on('error', () => undefined);
-    // Timing hook for the fault "stall right after a renewal was sent": wraps this connection's EVALSHA.
-    const evalsha = this.redis.evalsha.bind(this.redis) as (...args: unknown[]) => Promise<unknown>;
-    (this.redis as unknown as { evalsha: (...args: unknown[]) => Promise<unknown> }).evalsha = (...args) => {
-      const reply = evalsha(...args);
-      if (args[0] === renewSha) {
-        const sent = { sentAt: now(), injectedBefore: injectedStallMs, noted: false };
-        this.renewalsInFlight.add(sent);
-        const answered = (): void => {
-          this.renewalsInFlight.delete(sent);
-        };
-        reply.then(answered, answered);
-      }
-      const hook = this.renewHook;
-      if (hook && args[0] === renewSha) {
-        this.renewHook = undefined;
-        hook();
-      }
-      return reply;
-    };
-    this.locks = createLockClient(this.redis, { watchdogTimeout });
+    this.connection = new ModelConnection(server);
+    this.locks = createLockClient(this.connection.client, { watchdogTimeout });
+    renewingClients.set(this.locks.clientId, this);
     this.locks.on('lockLost', (event) => {
       trace(`${this.label} lockLost ${event.name} token ${event.fencingToken}: ${event.error.message}`);
       this.lost.push({
@@ -494,11 +519,69 @@ export interface ServerInfo {
 }
 
 /**
- * A connection of the model's: ioredis keeps where each command was sent from, so that a rejection nobody
- * handled ("Connection is closed." after a disconnect, reported by test/support/setup.ts) names its sender.
+ * A connection of the model's own (admin, faults): ioredis keeps where each command was sent from, so that a
+ * rejection nobody handled ("Connection is closed." after a disconnect, reported by test/support/setup.ts)
+ * names its sender.
  */
 export function modelRedis(server: ServerInfo): Redis {
   return newRedis(server, { showFriendlyErrorStack: true });
+}
+
+/** What a reconnect of a lock client's connection waits, ms (every client library: RECONNECT_ALLOWANCE_MS). */
+const RECONNECT_MS = 50;
+
+/**
+ * A lock client's connection: a client of the library under test (REDIS_CLIENT: ioredis 5 or 6, iovalkey or
+ * GLIDE; test/support/clients.ts), and what the model asks of it in no library's words.
+ */
+export class ModelConnection {
+  readonly client: RedisClient;
+  readonly #test: TestClient;
+
+  constructor(endpoint: ServerInfo) {
+    if (onNodeRedis) {
+      // Whether a node-redis client still has a command to send after a reconnect is in its private queue.
+      throw new Error(`the model tests run on ioredis, iovalkey and GLIDE, not on REDIS_CLIENT=${clientKind}`);
+    }
+    this.#test = newTestClient(
+      { topology: 'standalone', ...endpoint },
+      { reconnectMs: RECONNECT_MS, ioredis: { showFriendlyErrorStack: true } },
+    );
+    this.client = this.#test.client;
+  }
+
+  /** Resolves once the connection is up (a command queued while connecting reaches Redis later than a model assumes). */
+  async ready(): Promise<void> {
+    await ping(this.client);
+  }
+
+  /** The server's id of the data connection (CLIENT ID), for CLIENT KILL. */
+  async id(): Promise<number> {
+    return Number(await sendCommand(this.client, ['CLIENT', 'ID']));
+  }
+
+  /**
+   * Why a command of this connection may still reach Redis (undefined: none can): one sent and unanswered, or
+   * queued for a reconnect (ioredis' own queues; GLIDE's calls that have not settled).
+   */
+  busy(): string | undefined {
+    if (this.#test.inFlight) {
+      const calls = this.#test.inFlight();
+      return calls === 0 ? undefined : `${calls} call(s) in flight`;
+    }
+    const ioredis = this.client as unknown as {
+      readonly status: string;
+      readonly commandQueue: { length: number };
+      readonly offlineQueue: { length: number };
+    };
+    const quiet = ioredis.status === 'ready' && ioredis.commandQueue.length === 0 && ioredis.offlineQueue.length === 0;
+    return quiet ? undefined : `${ioredis.status} with commands in flight`;
+  }
+
+  /** Closes the connection as a user would (QUIT), dropping it when that fails. */
+  async quit(): Promise<void> {
+    await this.#test.close();
+  }
 }
 
 export const WATCHDOG_TIMEOUTS = [600, 900] as const;
@@ -593,8 +676,8 @@ export class BaseWorld {
    * Runs `start` (a model's calls going out) inside a connection fault, resolving to what it resolved to once
    * the fault is over (see ConnectionFault; `victim`: the data connection a kill cuts).
    */
-  async connectionFault<T>(how: ConnectionFault, victim: Redis, start: () => Promise<T>): Promise<T> {
-    const id = how === 'kill' || how === 'kill-queued' ? await victim.client('ID') : undefined;
+  async connectionFault<T>(how: ConnectionFault, victim: ModelConnection, start: () => Promise<T>): Promise<T> {
+    const id = how === 'kill' || how === 'kill-queued' ? await victim.id() : undefined;
     if (how === 'flush') await this.admin.call('SCRIPT', 'FLUSH');
     if (how === 'drop') this.proxy?.dropNextReplies(1);
     const sleeping = how === 'kill-queued' ? await this.serverSleep(50) : undefined;
@@ -624,13 +707,16 @@ export class BaseWorld {
   }
 
   /** Closes every lock client (at most 5 s each), quits their connections and the fault connection. */
-  protected async closeAll(clients: readonly { readonly locks: LockClient; readonly redis: Redis }[]): Promise<void> {
+  protected async closeAll(
+    clients: readonly { readonly locks: LockClient; readonly connection: ModelConnection }[],
+  ): Promise<void> {
     for (const client of clients) {
+      renewingClients.delete(client.locks.clientId);
       await settlesWithin(
         client.locks.close().catch(() => undefined),
         5000,
       );
-      await client.redis.quit().catch(() => client.redis.disconnect());
+      await client.connection.quit();
     }
     await this.fault.quit().catch(() => this.fault.disconnect());
     await this.proxy?.close();
@@ -719,9 +805,9 @@ export class World extends BaseWorld {
     for (let slot = 0; slot < WATCHDOG_TIMEOUTS.length; slot++) {
       world.clients.push(new ClientHandle(world.endpointFor(slot), slot, 0, WATCHDOG_TIMEOUTS[slot] ?? 600));
     }
-    // A command sent while the connection is still being set up waits in ioredis' offline queue and reaches
+    // A command sent while the connection is still being set up waits in the client's queue and reaches
     // Redis later than the model assumes: start on ready connections.
-    await Promise.all([world.fault, ...world.clients.map((c) => c.redis)].map((r) => r.ping()));
+    await Promise.all([world.fault.ping(), ...world.clients.map((c) => c.connection.ready())]);
     ACTOR_NAMES.forEach((name, i) => world.actors.push(new Actor(world, i, Math.floor(i / ACTORS_PER_CLIENT), name)));
     await Promise.all(world.actors.map((actor) => actor.start()));
     return world;
@@ -779,7 +865,7 @@ export class World extends BaseWorld {
     this.retired.push(old);
     const fresh = new ClientHandle(this.endpointFor(slot), slot, old.gen + 1, old.watchdogTimeout);
     this.clients[slot] = fresh;
-    await fresh.redis.ping();
+    await fresh.connection.ready();
     return fresh;
   }
 

@@ -74,6 +74,11 @@ export interface ClientOptions {
 export interface TestClient {
   readonly client: RedisClient;
   close(): Promise<void>;
+  /**
+   * GLIDE only, which shows no queue of its own: the calls made on the client that have not settled (a call
+   * waiting for a reconnect included).
+   */
+  readonly inFlight?: () => number;
 }
 
 /** A new client of `REDIS_CLIENT` on `target`; node-redis clients are connecting when this returns. */
@@ -120,6 +125,16 @@ function glideClient(target: Target, options: ClientOptions): TestClient & { inv
   const created: Promise<Glide> = Class.createClient(config);
   let client: Glide | undefined;
   let invoked = false;
+  let inFlight = 0;
+  const counted = (result: unknown): unknown => {
+    if (!(result instanceof Promise)) return result;
+    inFlight++;
+    const settled = (): void => {
+      inFlight--;
+    };
+    result.then(settled, settled);
+    return result;
+  };
   const settled = created.then(
     (c) => {
       client = c;
@@ -133,7 +148,7 @@ function glideClient(target: Target, options: ClientOptions): TestClient & { inv
         if (typeof value !== 'function' || property === 'constructor') return value;
         return (...args: unknown[]) => {
           invoked = true;
-          return (value as (...a: unknown[]) => unknown).apply(client, args);
+          return counted((value as (...a: unknown[]) => unknown).apply(client, args));
         };
       }
       if (property === 'config') return config;
@@ -141,7 +156,7 @@ function glideClient(target: Target, options: ClientOptions): TestClient & { inv
       if (typeof method !== 'function' || property === 'constructor') return method;
       return (...args: unknown[]) => {
         invoked = true;
-        return created.then((c) => (Reflect.get(c, property) as (...a: unknown[]) => unknown).apply(c, args));
+        return counted(created.then((c) => (Reflect.get(c, property) as (...a: unknown[]) => unknown).apply(c, args)));
       };
     },
     ownKeys: (shell) => (client ? Reflect.ownKeys(client) : Reflect.ownKeys(shell)),
@@ -151,6 +166,7 @@ function glideClient(target: Target, options: ClientOptions): TestClient & { inv
   return {
     client: proxy,
     invoked: () => invoked,
+    inFlight: () => inFlight,
     close: async () => {
       await settled;
       client?.close();
