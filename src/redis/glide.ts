@@ -107,6 +107,8 @@ const BYTES = 0 as unknown as Decoder;
 
 /** How long one SUBSCRIBE (or unsubscribe) may wait for the server's confirmation. */
 const SUBSCRIBE_TIMEOUT_MS = 5000;
+/** The longest close() lets the unsubscribe before it take (a server that does not answer: it closes anyway). */
+const UNSUBSCRIBE_AT_CLOSE_MS = 1000;
 
 /**
  * How often the subscriber compares the channels it subscribed with those GLIDE has on the server: a
@@ -440,8 +442,22 @@ class GlideSubscriber implements Subscriber {
     this.#closed = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
+    // GLIDE's close() leaves the connections to its core, which drops them up to 3 s later: unsubscribed
+    // first, the channels stop counting this subscriber (PUBSUB NUMSUB, the CLI's waiters) at once.
+    const channels = new Set(this.#channels);
+    this.#channels.clear();
+    this.#confirmed.clear();
     this.#connection.then(
-      (client) => client.close(),
+      async (client) => {
+        if (channels.size > 0) {
+          const unsubscribed =
+            this.#mode === 'sharded' && isClusterClient(client)
+              ? client.sunsubscribe(channels, UNSUBSCRIBE_AT_CLOSE_MS)
+              : client.unsubscribe(channels, UNSUBSCRIBE_AT_CLOSE_MS);
+          await unsubscribed.catch(() => undefined);
+        }
+        client.close();
+      },
       () => undefined,
     );
   }

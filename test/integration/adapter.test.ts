@@ -54,6 +54,16 @@ const echo = {
 };
 echo.sha1 = (await import('node:crypto')).createHash('sha1').update(echo.source).digest('hex');
 
+/** Subscriber connections of `channel`: of its shard on a cluster's sharded pub/sub, else of every node. */
+async function subscribers(channel: string, mode: PubSubMode): Promise<number> {
+  const admin = redis.admin;
+  const nodes = mode === 'sharded' && isCluster(admin) ? [masterOf(admin, channel)] : everyNode(admin);
+  const replies = await Promise.all(
+    nodes.map((node) => (mode === 'sharded' ? node.pubsub('SHARDNUMSUB', channel) : node.pubsub('NUMSUB', channel))),
+  );
+  return replies.reduce<number>((sum, reply) => sum + Number((reply as [string, number | string])[1]), 0);
+}
+
 /** Clients (CLIENT LIST entries) connected to every node. */
 async function connections(): Promise<number> {
   const lists = await Promise.all(everyNode(redis.admin).map((node) => node.client('LIST')));
@@ -174,6 +184,27 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     subscriber.close();
     await cleanUp();
     await expect.poll(connections, { timeout: 5000, interval: 50 }).toBeLessThanOrEqual(before);
+  });
+
+  it('ends its subscriptions on the server at close()', async () => {
+    // GLIDE's close() leaves the connections to its core, which drops them up to 3 s later: a subscription
+    // would outlive close() that long (PUBSUB NUMSUB, the CLI), unless the subscriber unsubscribes first.
+    // Three rounds: each closes at another moment of GLIDE's 3 s cycle.
+    for (let round = 0; round < 3; round++) {
+      const { adapter } = adapterOn(kind);
+      const channel = `redisson_lock__channel:{${uniqueName('closing')}}`;
+      const subscriber = adapter.openSubscriber(sharded, {
+        message: () => undefined,
+        restored: () => undefined,
+        lost: () => undefined,
+      });
+      await subscriber.subscribe([channel]);
+      expect(await subscribers(channel, sharded)).toBe(1);
+      await sleep(round * 700);
+      subscriber.close();
+      await expect.poll(() => subscribers(channel, sharded), { timeout: 500, interval: 20 }).toBe(0);
+    }
+    await cleanUp();
   });
 
   it('closes a subscriber that is still connecting: nothing of it stays open', async () => {

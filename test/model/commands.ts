@@ -162,7 +162,15 @@ export class Harness {
     }
     const quietBy = now() + 2000;
     while ((await world.subscribers()) > 0) {
-      if (now() > quietBy) throw model.violation('a lock channel is still subscribed with nobody waiting');
+      if (now() > quietBy) {
+        // Which connections: a subscriber's age and last command tell whose it is.
+        const subscribed = String(await world.admin.client('LIST'))
+          .split('\n')
+          .filter((line) => /\bs?sub=[1-9]/.test(line));
+        throw model.violation(
+          `a lock channel is still subscribed with nobody waiting:\n    ${subscribed.join('\n    ')}`,
+        );
+      }
       await sleep(50);
     }
     const keys = await world.leftoverKeys();

@@ -13,6 +13,7 @@
 import { appendFileSync, mkdirSync } from 'node:fs';
 import fc from 'fast-check';
 import { it } from 'vitest';
+import { clientKind } from '../support/clients.js';
 
 /** Counts of what ran, for the closing summary (shrink runs counted apart). */
 export interface Stats {
@@ -157,6 +158,7 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
       const seconds = (Date.now() - started) / 1000;
       const figures = {
         scenario: spec.scenario,
+        client: clientKind,
         runs: stats.runs,
         steps: stats.steps,
         innerSteps: stats.innerSteps,
@@ -170,7 +172,7 @@ export function runModel<H extends object>(spec: ModelSpec<H>): void {
         failed: details.failed,
       };
       console.log(
-        `${spec.label}: ${stats.runs} sequences, ${stats.steps} steps (+${stats.innerSteps} inside faults, ` +
+        `${spec.label} on ${clientKind}: ${stats.runs} sequences, ${stats.steps} steps (+${stats.innerSteps} inside faults, ` +
           `${stats.skipped} skipped, ${stats.stalls} unmodeled stalls judged as faults) in ${seconds.toFixed(0)} s; ` +
           `${stats.shrinkRuns} shrink runs (${stats.shrinkSteps} steps); ` +
           `longest sequence ${(longestRunMs / 1000).toFixed(1)} s; ` +
