@@ -425,7 +425,9 @@ export class CloseStep extends Step {
     const at = now();
     for (const hold of model.history) {
       if (hold.client !== client || hold.status === 'released') continue;
-      if (hold.status !== 'lost' && !model.toldBeforeClose(hold, this.#startedAt)) {
+      // A hold under a fault when close() began is not in #liveAtStart (its fate was unknown then).
+      const inFault = hold.token === undefined || !this.#liveAtStart.includes(hold.token);
+      if (hold.status !== 'lost' && !model.toldByLeaseEnd(hold) && !(inFault && model.toldAfterFault(hold))) {
         hold.status = 'lost';
         hold.closed = true;
         hold.toldAt = at;
@@ -446,7 +448,7 @@ export class CloseStep extends Step {
       }
     }
     for (const event of client.lost) {
-      if (event.at >= this.#startedAt && this.#liveAtStart.includes(event.token)) {
+      if (!event.matched && event.at >= this.#startedAt && this.#liveAtStart.includes(event.token)) {
         throw model.violation(`${client.label} emitted lockLost for a hold that close() dropped: ${event.message}`);
       }
     }

@@ -4,10 +4,10 @@
 // waiter), plus the fair lock's own: grants in arrival order among live waiters, and no queue entry living
 // past its waiter lease (watchdogTimeout). Budget, seeds and replay: test/model/runner.ts (MODEL_SECONDS
 // defaults to 30 here).
-import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { useRedis } from '../support/fixture.js';
 import { commandArbs, Harness, stats } from './commands.js';
 import { runModel } from './runner.js';
-import { traceLog } from './world.js';
+import { modelSite, traceLog } from './world.js';
 
 const redis = useRedis();
 
@@ -21,13 +21,10 @@ runModel<Harness>({
   beforeRun: () => {
     traceLog.length = 0;
   },
-  create: (runIndex) =>
-    Harness.create(
-      redis.server,
-      redis.admin as Redis,
-      [uniqueName(`fair${runIndex}a`), uniqueName(`fair${runIndex}b`)],
-      'fair',
-    ),
+  create: async (runIndex) => {
+    const { server, admin, names } = await modelSite(redis, [`fair${runIndex}a`, `fair${runIndex}b`]);
+    return Harness.create(server, admin, names, 'fair');
+  },
   finish: (h) => h.finish(),
   teardown: (h) => h.world.teardown(),
 });

@@ -3,10 +3,10 @@
 // PEXPIRE of the count, killed subscriber and data connections, close() mid-flight); what the model checks
 // after every step: test/model/latch.ts. Budget, seeds and replay: test/model/runner.ts (MODEL_SECONDS
 // defaults to 30 here); MODEL_DEBUG=1 adds a timestamped trace.
-import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { useRedis } from '../support/fixture.js';
 import { LatchHarness, latchCommands, stats } from './latch.js';
 import { runModel } from './runner.js';
-import { traceLog } from './world.js';
+import { modelSite, traceLog } from './world.js';
 
 const redis = useRedis();
 
@@ -20,7 +20,10 @@ runModel<LatchHarness>({
   beforeRun: () => {
     traceLog.length = 0;
   },
-  create: (runIndex) => LatchHarness.create(redis.server, redis.admin as Redis, uniqueName(`latch${runIndex}`)),
+  create: async (runIndex) => {
+    const { server, admin, names } = await modelSite(redis, [`latch${runIndex}`]);
+    return LatchHarness.create(server, admin, names[0] ?? '');
+  },
   finish: (h) => h.finish(),
   teardown: (h) => h.world.teardown(),
 });

@@ -7,10 +7,10 @@
 // Budget, seeds and replay: test/model/runner.ts (MODEL_SECONDS defaults to 60 here). Hunting aids:
 // MODEL_DEBUG=1 adds a timestamped trace to a failure (2: and the server's MONITOR feed), MODEL_SET=basic|ops
 // leaves the faults out, MODEL_IGNORE=<check ids> skips checks (model.ts).
-import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { useRedis } from '../support/fixture.js';
 import { basicCommandArbs, commandArbs, Harness, opsCommandArbs, stats } from './commands.js';
 import { runModel } from './runner.js';
-import { traceLog } from './world.js';
+import { modelSite, traceLog } from './world.js';
 
 const redis = useRedis();
 
@@ -27,11 +27,10 @@ runModel<Harness>({
   beforeRun: () => {
     traceLog.length = 0;
   },
-  create: (runIndex) =>
-    Harness.create(redis.server, redis.admin as Redis, [
-      uniqueName(`model${runIndex}a`),
-      uniqueName(`model${runIndex}b`),
-    ]),
+  create: async (runIndex) => {
+    const { server, admin, names } = await modelSite(redis, [`model${runIndex}a`, `model${runIndex}b`]);
+    return Harness.create(server, admin, names);
+  },
   finish: (h) => h.finish(),
   teardown: (h) => h.world.teardown(),
 });

@@ -424,25 +424,44 @@ export class Model {
   }
 
   /**
-   * Before close() drops `hold` (its client closing since `since`): a lockLost it emitted earlier, at a
-   * fixed lease's deadline, is that lease's end, not close()'s doing (no settle ran in between to adopt it).
-   * Returns whether it took that in.
+   * Before close() drops `hold`: a lockLost it emitted at or after a fixed lease's deadline is that lease's
+   * end, not close()'s doing: emitted before close() (no settle ran in between to adopt it), or while close()
+   * ran, by a release in flight whose reply found the hold gone (the watchdog is stopped by then). Returns
+   * whether it took that in.
    */
-  toldBeforeClose(hold: Hold, since: number): boolean {
+  toldByLeaseEnd(hold: Hold): boolean {
     if (hold.status !== 'live' || hold.renewing) return false;
+    const event = this.#lostEventOf(hold);
+    if (!event || event.at < hold.deadlineLo - EARLY) return false;
+    event.matched = true;
+    this.#told(hold, event.at, 'its lease ran out');
+    return true;
+  }
+
+  /**
+   * Before close() drops `hold`, whose fate a fault had left unknown when close() began (a sleeping server, a
+   * stall): it may have been lost in the fault, which a release in flight reports when its reply finds the
+   * hold gone, while close() runs (the watchdog is stopped by then). Returns whether it took that in.
+   */
+  toldAfterFault(hold: Hold): boolean {
+    if (hold.status !== 'live') return false;
+    const event = this.#lostEventOf(hold);
+    if (!event) return false;
+    event.matched = true;
+    this.#told(hold, event.at, 'lost in a fault');
+    return true;
+  }
+
+  /** A lockLost event of `hold`'s client not yet matched that names it (its token, once known). */
+  #lostEventOf(hold: Hold): LostRecord | undefined {
     const name = this.world.names[hold.lock];
-    const event = hold.client.lost.find(
+    return hold.client.lost.find(
       (e) =>
         !e.matched &&
         e.name === name &&
-        e.at < since &&
         e.at >= hold.grantedAt - 5 &&
         (hold.token === undefined || e.token === hold.token),
     );
-    if (!event || event.at < hold.deadlineLo - EARLY) return false;
-    event.matched = true;
-    this.#told(hold, event.at, 'its lease ran out before close()');
-    return true;
   }
 
   /** lockLost events of `client` that no lost hold explains. */

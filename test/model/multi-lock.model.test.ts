@@ -4,10 +4,10 @@
 // killed subscriber connections, close() mid-flight, aborts); what the model checks after every step:
 // test/model/multi-lock.ts. Budget, seeds and replay: test/model/runner.ts (MODEL_SECONDS defaults to 30
 // here); MODEL_DEBUG=1 adds a timestamped trace.
-import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { useRedis } from '../support/fixture.js';
 import { multiLockCommands, MultiHarness, stats } from './multi-lock.js';
 import { runModel } from './runner.js';
-import { traceLog } from './world.js';
+import { modelSite, traceLog } from './world.js';
 
 const redis = useRedis();
 
@@ -21,7 +21,10 @@ runModel<MultiHarness>({
   beforeRun: () => {
     traceLog.length = 0;
   },
-  create: (runIndex) => MultiHarness.create(redis.server, redis.admin as Redis, uniqueName(`multi${runIndex}`)),
+  create: async (runIndex) => {
+    const { server, admin, names } = await modelSite(redis, [`multi${runIndex}`], { tagged: true });
+    return MultiHarness.create(server, admin, names[0] ?? '');
+  },
   finish: (h) => h.finish(),
   teardown: (h) => h.world.teardown(),
 });

@@ -5,10 +5,10 @@
 // mid-flight, aborts); what the model checks after every step: test/model/permit-expirable-semaphore.ts.
 // Budget, seeds and replay: test/model/runner.ts (MODEL_SECONDS defaults to 30 here); MODEL_DEBUG=1 adds a
 // timestamped trace.
-import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { useRedis } from '../support/fixture.js';
 import { PesHarness, permitExpirableSemaphoreCommands, stats } from './permit-expirable-semaphore.js';
 import { runModel } from './runner.js';
-import { traceLog } from './world.js';
+import { modelSite, traceLog } from './world.js';
 
 const redis = useRedis();
 
@@ -22,7 +22,10 @@ runModel<PesHarness>({
   beforeRun: () => {
     traceLog.length = 0;
   },
-  create: (runIndex) => PesHarness.create(redis.server, redis.admin as Redis, uniqueName(`pes${runIndex}`)),
+  create: async (runIndex) => {
+    const { server, admin, names } = await modelSite(redis, [`pes${runIndex}`]);
+    return PesHarness.create(server, admin, names[0] ?? '');
+  },
   finish: (h) => h.finish(),
   teardown: (h) => h.world.teardown(),
 });

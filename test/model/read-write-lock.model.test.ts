@@ -3,10 +3,10 @@
 // of the hash and of the waiting writers' registry, killed subscriber connections, close() mid-flight); what
 // the model checks after every step: test/model/read-write-lock.ts. Budget, seeds and replay:
 // test/model/runner.ts (MODEL_SECONDS defaults to 30 here); MODEL_DEBUG=1 adds a timestamped trace.
-import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { useRedis } from '../support/fixture.js';
 import { readWriteCommands, RwHarness, stats } from './read-write-lock.js';
 import { runModel } from './runner.js';
-import { traceLog } from './world.js';
+import { modelSite, traceLog } from './world.js';
 
 const redis = useRedis();
 
@@ -20,7 +20,10 @@ runModel<RwHarness>({
   beforeRun: () => {
     traceLog.length = 0;
   },
-  create: (runIndex) => RwHarness.create(redis.server, redis.admin as Redis, uniqueName(`rw${runIndex}`)),
+  create: async (runIndex) => {
+    const { server, admin, names } = await modelSite(redis, [`rw${runIndex}`]);
+    return RwHarness.create(server, admin, names[0] ?? '');
+  },
   finish: (h) => h.finish(),
   teardown: (h) => h.world.teardown(),
 });

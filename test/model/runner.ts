@@ -12,8 +12,9 @@
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import fc from 'fast-check';
-import { it } from 'vitest';
+import { afterAll, it } from 'vitest';
 import { clientKind } from '../support/clients.js';
+import { closeModelSites } from './world.js';
 
 /** Counts of what ran, for the closing summary (shrink runs counted apart). */
 export interface Stats {
@@ -93,6 +94,7 @@ const LONGEST_RUN_MS = 120_000;
 /** Declares the model's test (vitest `it`) with the budget of the environment. */
 export function runModel<H extends object>(spec: ModelSpec<H>): void {
   const { stats } = spec;
+  afterAll(closeModelSites);
   /** `npm run test:model` (MODEL_LONG=1): a long run, 30 minutes unless MODEL_MINUTES says otherwise. */
   const minutes = env('MODEL_MINUTES') ?? (process.env['MODEL_LONG'] === '1' ? 30 : undefined);
   const budgetMs = minutes !== undefined ? minutes * 60_000 : (env('MODEL_SECONDS') ?? spec.defaultSeconds) * 1000;

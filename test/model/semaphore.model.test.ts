@@ -3,10 +3,10 @@
 // the count and of the permit queue's keys, killed subscriber connections, close() mid-flight); what the
 // model checks after every step: test/model/semaphore.ts. Budget, seeds and replay: test/model/runner.ts
 // (MODEL_SECONDS defaults to 30 here); MODEL_DEBUG=1 adds a timestamped trace.
-import { uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { useRedis } from '../support/fixture.js';
 import { runModel } from './runner.js';
 import { SemHarness, semaphoreCommands, stats } from './semaphore.js';
-import { traceLog } from './world.js';
+import { modelSite, traceLog } from './world.js';
 
 const redis = useRedis();
 
@@ -20,7 +20,10 @@ runModel<SemHarness>({
   beforeRun: () => {
     traceLog.length = 0;
   },
-  create: (runIndex) => SemHarness.create(redis.server, redis.admin as Redis, uniqueName(`sem${runIndex}`)),
+  create: async (runIndex) => {
+    const { server, admin, names } = await modelSite(redis, [`sem${runIndex}`]);
+    return SemHarness.create(server, admin, names[0] ?? '');
+  },
   finish: (h) => h.finish(),
   teardown: (h) => h.world.teardown(),
 });

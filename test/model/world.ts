@@ -4,6 +4,7 @@
  * Nothing here judges: it acts and records (timestamps, outcomes, listener contexts); model.ts judges.
  */
 import diagnostics from 'node:diagnostics_channel';
+import type { GlideClusterClient } from '@valkey/valkey-glide';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { currentFlow } from '../../src/machinery/flow.js';
 import {
@@ -15,10 +16,28 @@ import {
   type RenewTraceContext,
   type RLock,
 } from '../../src/index.js';
-import { fairLockKeys, lockKeys, type FairLockKeys, type LockKeys } from '../../src/redis/keys.js';
+import { fairLockKeys, keySlot, lockKeys, type FairLockKeys, type LockKeys } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
-import { busyWait as blockEventLoop, newRedis, type Redis } from '../support/fixture.js';
-import { clientKind, newTestClient, onNodeRedis, ping, sendCommand, type TestClient } from '../support/clients.js';
+import {
+  busyWait as blockEventLoop,
+  newRedis,
+  onCluster,
+  uniqueName,
+  type Cluster,
+  type Redis,
+  type RedisFixture,
+} from '../support/fixture.js';
+import { slotOwnerAsync } from '../support/redis-cluster.js';
+import {
+  clientKind,
+  isGlideClient,
+  newTestClient,
+  onNodeRedis,
+  ping,
+  sendCommand,
+  type ClientKind,
+  type TestClient,
+} from '../support/clients.js';
 import { TcpProxy } from '../support/proxy.js';
 import type { Hold } from './model.js';
 
@@ -513,9 +532,67 @@ export interface LockSnapshot {
   readonly at: number;
 }
 
+/**
+ * The server a model runs on. On a cluster (REDIS_TOPOLOGY=cluster): the master that holds every key of the
+ * run (modelSite picks names in its slots), and the nodes the lock clients start from (`seeds`).
+ */
 export interface ServerInfo {
   readonly host: string;
   readonly port: number;
+  readonly seeds?: readonly ServerInfo[];
+}
+
+/**
+ * The server and admin connection of one run, and its names: `labels` made unique (on a cluster, each
+ * hashing to a slot of one master, which is then the run's server; `tagged`: each a hash tag of its own, for
+ * names a model extends, as the multi-lock's pool does).
+ */
+export async function modelSite(
+  redis: RedisFixture,
+  labels: readonly string[],
+  { tagged = false }: { tagged?: boolean } = {},
+): Promise<{ server: ServerInfo; admin: Redis; names: string[] }> {
+  if (!onCluster) return { server: redis.server, admin: redis.admin as Redis, names: labels.map((l) => uniqueName(l)) };
+  if (!clusterModelClients.includes(clientKind)) {
+    // A classic subscriber may sit on any node, where the model's faults and reads do not reach.
+    throw new Error(`on a cluster the model tests run on ${clusterModelClients.join(' and ')} (sharded pub/sub)`);
+  }
+  const target = redis.target;
+  if (target.topology !== 'cluster') throw new Error('no cluster');
+  const seeds = target.nodes.map(({ host, port }) => ({ host, port }));
+  const seed = seeds[0]?.port ?? 0;
+  const name = (label: string): string => (tagged ? `{${uniqueName(label)}}` : uniqueName(label));
+  const names: string[] = [];
+  let master: number | undefined;
+  for (const label of labels) {
+    for (;;) {
+      const candidate = name(label);
+      const owner = (await slotOwnerAsync(seed, keySlot(candidate))).port;
+      master ??= owner;
+      if (owner !== master) continue;
+      names.push(candidate);
+      break;
+    }
+  }
+  const port = master ?? seed;
+  let admin = siteAdmins.get(port);
+  if (!admin) {
+    admin = newRedis({ host: '127.0.0.1', port });
+    admin.on('error', () => undefined);
+    siteAdmins.set(port, admin);
+  }
+  return { server: { host: '127.0.0.1', port, seeds }, admin, names };
+}
+
+/** The client libraries the models run with on a cluster. */
+const clusterModelClients: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'glide'];
+/** Admin connections to a cluster's masters, kept for the file (closeModelSites). */
+const siteAdmins = new Map<number, Redis>();
+
+/** Closes the admin connections modelSite opened (after the file's runs). */
+export async function closeModelSites(): Promise<void> {
+  for (const admin of siteAdmins.values()) await admin.quit().catch(() => admin.disconnect());
+  siteAdmins.clear();
 }
 
 /**
@@ -537,14 +614,18 @@ const RECONNECT_MS = 50;
 export class ModelConnection {
   readonly client: RedisClient;
   readonly #test: TestClient;
+  readonly #endpoint: ServerInfo;
 
   constructor(endpoint: ServerInfo) {
     if (onNodeRedis) {
       // Whether a node-redis client still has a command to send after a reconnect is in its private queue.
       throw new Error(`the model tests run on ioredis, iovalkey and GLIDE, not on REDIS_CLIENT=${clientKind}`);
     }
+    this.#endpoint = endpoint;
     this.#test = newTestClient(
-      { topology: 'standalone', ...endpoint },
+      endpoint.seeds
+        ? { topology: 'cluster', nodes: endpoint.seeds }
+        : { topology: 'standalone', host: endpoint.host, port: endpoint.port },
       { reconnectMs: RECONNECT_MS, ioredis: { showFriendlyErrorStack: true } },
     );
     this.client = this.#test.client;
@@ -555,9 +636,22 @@ export class ModelConnection {
     await ping(this.client);
   }
 
-  /** The server's id of the data connection (CLIENT ID), for CLIENT KILL. */
+  /** The server's id of the data connection (CLIENT ID; on a cluster, the one to the run's master), for CLIENT KILL. */
   async id(): Promise<number> {
-    return Number(await sendCommand(this.client, ['CLIENT', 'ID']));
+    const { host, port, seeds } = this.#endpoint;
+    if (!seeds) return Number(await sendCommand(this.client, ['CLIENT', 'ID']));
+    if (isGlideClient(this.client)) {
+      const glide = this.client as unknown as GlideClusterClient;
+      return Number(await glide.customCommand(['CLIENT', 'ID'], { route: { type: 'routeByAddress', host, port } }));
+    }
+    const node = this.#ioredisNodes().find((n) => n.options.port === port);
+    if (!node) throw new Error(`the cluster client has no connection to ${host}:${port}`);
+    return await node.client('ID');
+  }
+
+  /** An ioredis (or iovalkey) cluster client's node connections. */
+  #ioredisNodes(): Redis[] {
+    return (this.client as unknown as Cluster).nodes('all');
   }
 
   /**
@@ -569,13 +663,18 @@ export class ModelConnection {
       const calls = this.#test.inFlight();
       return calls === 0 ? undefined : `${calls} call(s) in flight`;
     }
-    const ioredis = this.client as unknown as {
+    interface Queues {
       readonly status: string;
-      readonly commandQueue: { length: number };
+      readonly commandQueue?: { length: number };
       readonly offlineQueue: { length: number };
-    };
-    const quiet = ioredis.status === 'ready' && ioredis.commandQueue.length === 0 && ioredis.offlineQueue.length === 0;
-    return quiet ? undefined : `${ioredis.status} with commands in flight`;
+    }
+    const client = this.client as unknown as Queues;
+    // A cluster client queues commands of its own while it (re)learns the slots, and each node connection too.
+    const connections = (this.#endpoint.seeds ? this.#ioredisNodes() : []) as unknown as Queues[];
+    const quiet = [client, ...connections].every(
+      (c) => (c.commandQueue?.length ?? 0) === 0 && c.offlineQueue.length === 0,
+    );
+    return client.status === 'ready' && quiet ? undefined : `${client.status} with commands in flight`;
   }
 
   /** Closes the connection as a user would (QUIT), dropping it when that fails. */
@@ -597,7 +696,10 @@ export const WATCHDOG_TIMEOUTS = [600, 900] as const;
  *   subscriber's) is dropped and that connection cut, as a network would (called off after DROP_WINDOW_MS).
  */
 export type ConnectionFault = 'flush' | 'kill' | 'kill-queued' | 'drop';
-export const CONNECTION_FAULTS: readonly ConnectionFault[] = ['flush', 'kill', 'kill-queued', 'drop'];
+export const CONNECTION_FAULTS: readonly ConnectionFault[] = onCluster
+  ? // A cluster client learns its nodes' addresses from the cluster: no proxy can stand in between.
+    ['flush', 'kill', 'kill-queued']
+  : ['flush', 'kill', 'kill-queued', 'drop'];
 /** Each connection fault's name in the step counts and printed sequences. */
 export const CONNECTION_FAULT_NAMES: Readonly<Record<ConnectionFault, string>> = {
   flush: 'SCRIPT FLUSH',
@@ -664,7 +766,7 @@ export class BaseWorld {
 
   /** Starts the proxy of slot 1's connections. */
   protected async startProxy(): Promise<void> {
-    this.proxy = await TcpProxy.start(this.server.port);
+    if (!this.server.seeds) this.proxy = await TcpProxy.start(this.server.port);
   }
 
   /** Where the client of `slot` connects: slot 1 through the proxy once it runs, slot 0 straight. */
@@ -892,7 +994,11 @@ export class World extends BaseWorld {
 
   /** Subscriber connections of the run's lock channels (0 when nobody waits). */
   async subscribers(): Promise<number> {
-    const reply = (await this.admin.pubsub('NUMSUB', ...this.keys.map((k) => k.channel))) as (string | number)[];
+    const channels = this.keys.map((k) => k.channel);
+    // Shard channels on a cluster (the run's master holds their slots), classic ones elsewhere.
+    const reply = (await (this.server.seeds
+      ? this.admin.pubsub('SHARDNUMSUB', ...channels)
+      : this.admin.pubsub('NUMSUB', ...channels))) as (string | number)[];
     let total = 0;
     for (let i = 1; i < reply.length; i += 2) total += Number(reply[i]);
     return total;

@@ -243,7 +243,8 @@ export function unlockLatch(name: string, requestId: string): string {
   return `redisson_unlock_latch:${name.includes('{') ? name : `{${name}}`}:${requestId}`;
 }
 
-const publishCommand = (admin: Client): string => (onCluster && 'nodes' in admin ? 'spublish' : 'publish');
+/** Redisson announces on shard channels on a Redis 7 cluster, whichever connection runs its script. */
+const publishCommand = (): string => (onCluster ? 'spublish' : 'publish');
 
 /** A Java thread of a Redisson client: owner id `<uuid>:<threadId>`. */
 export function redissonOwner(): string {
@@ -281,7 +282,7 @@ export class RedissonLock {
       this.channel,
       leaseMs,
       this.owner,
-      publishCommand(this.#redis),
+      publishCommand(),
     );
     return reply === null ? null : Number(reply);
   }
@@ -344,7 +345,7 @@ export class RedissonFairLock {
       leaseMs,
       this.owner,
       Date.now(),
-      publishCommand(this.#redis),
+      publishCommand(),
     );
     return reply === null ? null : Number(reply);
   }
@@ -391,7 +392,7 @@ export class RedissonReadWriteLock {
       `{${this.#name}}`,
       unlockLatch(this.#name, requestId),
       this.owner,
-      publishCommand(this.#redis),
+      publishCommand(),
       UNLOCK_LATCH_MS,
     );
     return reply === null ? null : Number(reply);
@@ -422,7 +423,7 @@ export class RedissonReadWriteLock {
       unlockLatch(this.#name, requestId),
       30_000,
       `${this.owner}:write`,
-      publishCommand(this.#redis),
+      publishCommand(),
       UNLOCK_LATCH_MS,
     );
     return reply === null ? null : Number(reply);
@@ -495,7 +496,7 @@ export class RedissonSemaphore {
   }
 
   async release(permits = 1): Promise<void> {
-    await this.#redis.eval(SEMAPHORE_RELEASE, 2, this.#name, this.channel, permits, publishCommand(this.#redis));
+    await this.#redis.eval(SEMAPHORE_RELEASE, 2, this.#name, this.channel, permits, publishCommand());
   }
 
   /** Redisson's acquire loop: subscribe, try, and wait for a message (unbounded there; `maxMs` here). */
@@ -578,7 +579,7 @@ export class RedissonPermitExpirableSemaphore {
       leaseMs === -1 ? NO_LEASE : now + leaseMs,
       now,
       NO_LEASE,
-      publishCommand(this.#redis),
+      publishCommand(),
       id,
     );
     return reply === 'OK' ? id.toString('hex') : undefined;
@@ -595,7 +596,7 @@ export class RedissonPermitExpirableSemaphore {
       Buffer.from(permitId, 'hex'),
       1,
       Date.now(),
-      publishCommand(this.#redis),
+      publishCommand(),
     );
     return Number(reply) === 1;
   }
@@ -638,13 +639,13 @@ export class RedissonCountDownLatch {
       this.channel,
       '1',
       count,
-      publishCommand(this.#redis),
+      publishCommand(),
     );
     return Number(reply) === 1;
   }
 
   async countDown(): Promise<void> {
-    await this.#redis.eval(LATCH_COUNT_DOWN, 2, this.#name, this.channel, '0', publishCommand(this.#redis));
+    await this.#redis.eval(LATCH_COUNT_DOWN, 2, this.#name, this.channel, '0', publishCommand());
   }
 
   /** Redisson's await(t): GET; subscribe; wait for "0" while the count is above zero. */
