@@ -1,12 +1,13 @@
 // The test matrix `npm test` runs after the build: every client library on a standalone server (the
-// integration suite, Sentinel and the faults included; unit and model tests once), and a Redis Cluster for
-// one ioredis and one node-redis version (scripts/test-legs.mjs). Legs run one after another (2-core
-// machines: a leg's own files already keep both cores busy); all run even when one fails, and the exit code
-// says whether any did. `node scripts/test-matrix.mjs node-redis6 cluster:ioredis5` runs only the named legs.
+// integration suite, Sentinel and the faults included; the unit tests once; the model tests on ioredis 5 and
+// GLIDE), and a Redis Cluster for ioredis 5, node-redis 6 and GLIDE (scripts/test-legs.mjs). Legs run one
+// after another (2-core machines: a leg's own files already keep both cores busy); all run even when one
+// fails, and the exit code says whether any did. `node scripts/test-matrix.mjs node-redis6 cluster:ioredis5`
+// runs only the named legs.
 //
 // How the matrix grows: a new client library or topology is one more entry in test-legs.mjs; on a cluster it
-// runs the files whose subject a cluster changes. A leg costs 2 to 3 minutes; `.ci/run`'s other steps about
-// 4, so CI's 90 minutes leave room for about twice today's legs.
+// runs the files whose subject a cluster changes. A leg costs 3 to 4 minutes, one with the model tests about
+// 6; `.ci/run`'s other steps about 10, so CI's 90 minutes leave room for about a third more legs.
 import { spawnSync } from 'node:child_process';
 import { failuresIn, legs, pickLegs, reportOf } from './test-legs.mjs';
 

@@ -540,6 +540,8 @@ export interface ServerInfo {
   readonly host: string;
   readonly port: number;
   readonly seeds?: readonly ServerInfo[];
+  /** On a cluster: a key in the master's slots (a command on it makes a cluster client connect there). */
+  readonly key?: string;
 }
 
 /**
@@ -581,7 +583,7 @@ export async function modelSite(
     admin.on('error', () => undefined);
     siteAdmins.set(port, admin);
   }
-  return { server: { host: '127.0.0.1', port, seeds }, admin, names };
+  return { server: { host: '127.0.0.1', port, seeds, key: names[0] ?? '' }, admin, names };
 }
 
 /** The client libraries the models run with on a cluster. */
@@ -644,9 +646,16 @@ export class ModelConnection {
       const glide = this.client as unknown as GlideClusterClient;
       return Number(await glide.customCommand(['CLIENT', 'ID'], { route: { type: 'routeByAddress', host, port } }));
     }
-    const node = this.#ioredisNodes().find((n) => n.options.port === port);
-    if (!node) throw new Error(`the cluster client has no connection to ${host}:${port}`);
-    return await node.client('ID');
+    // ioredis drops a node's connection from its pool when it closes (a kill, a reconnect) and adds one again
+    // when a command needs it: a read of a key in the master's slots does.
+    const cluster = this.client as unknown as Cluster;
+    for (let tries = 0; ; tries++) {
+      await cluster.exists(this.#endpoint.key ?? '');
+      const node = this.#ioredisNodes().find((n) => n.options.port === port);
+      if (node) return await node.client('ID');
+      if (tries === 20) throw new Error(`the cluster client has no connection to ${host}:${port}`);
+      await sleep(50);
+    }
   }
 
   /** An ioredis (or iovalkey) cluster client's node connections. */

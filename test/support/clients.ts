@@ -7,7 +7,7 @@
 import { Cluster as Cluster5, Redis as Redis5, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6';
 import { Cluster as ValkeyCluster, Redis as ValkeyRedis } from 'iovalkey';
-import { GlideClient, GlideClusterClient, type GlideClientConfiguration } from '@valkey/valkey-glide';
+import { GlideClient, GlideClusterClient, Logger, type GlideClientConfiguration } from '@valkey/valkey-glide';
 import * as nodeRedis6 from 'redis';
 import * as nodeRedis5 from 'redis5';
 import type { NodeRedisClient, RedisClient } from '../../src/index.js';
@@ -24,6 +24,10 @@ function kindFromEnv(): ClientKind {
 }
 
 export const clientKind: ClientKind = kindFromEnv();
+
+// GLIDE's core logs every NOSCRIPT and every reconnect as a warning (thousands of lines in a run with faults):
+// its errors are enough to follow a failure.
+Logger.setLoggerConfig('error');
 /** The client family: the ioredis API (ioredis, iovalkey), node-redis' or GLIDE's. */
 export const onNodeRedis = clientKind.startsWith('node-redis');
 /** Valkey GLIDE: no keyPrefix, no connection events or state, no offline queue switch, no Sentinel. */
