@@ -442,7 +442,7 @@ export class RLock {
       // acquisition is undone by its request id if it ran. close() waits for either.
       track(
         pending.then(
-          (reply) => (reply.acquired ? this.#giveBack(owners[reply.ownerIndex], memo) : undefined),
+          (reply) => (reply.acquired ? this.#giveBack(owners[reply.ownerIndex], memo, reply.holdCount) : undefined),
           () => this.#undo(owners, memo),
         ),
       );
@@ -468,7 +468,7 @@ export class RLock {
     if (reply.holdCount === 1 && roundTrip >= lease - driftMs(lease)) {
       // The grant arrived after its own lease could have run out (a stalled server or network): the lock
       // may already be someone else's, so it is not held. Give it back and let the caller try again.
-      track(this.#giveBack(owner, memo));
+      track(this.#giveBack(owner, memo, reply.holdCount));
       return { hold: undefined, pttl: 0, late: roundTrip };
     }
     const hold = watchdog.acquired(this.name, this.#protocol, owner, reply, memo, sentAt, options.leaseTime);
@@ -512,14 +512,18 @@ export class RLock {
    * Gives back the grant of acquisition `requestId` of `owner`, which its caller did not take (gave up on,
    * or got too late). While this client has the owner's hold, that one count is dropped, and the hold's
    * latest acquisition in Redis (`<owner>:acq`) is now this one: a later purge must name it. Without a hold
-   * here every count of the owner is stale (its hold was lost meanwhile), so all of them go. Failures are
-   * left to the lease's expiry.
+   * here every count of the owner is stale (its hold was lost meanwhile), so all of them go. A grant counted
+   * 1 (`holdCount`) beside a hold this client has was no re-entry: Redis had lost that hold (its lease ran
+   * out while the attempt waited on a stalled server, or it was deleted), so the grant goes and the hold is
+   * lost, never taken for released. Failures are left to the lease's expiry.
    */
-  async #giveBack(owner: string | undefined, requestId: string): Promise<void> {
+  async #giveBack(owner: string | undefined, requestId: string, holdCount: number): Promise<void> {
     if (owner === undefined) return;
     const { watchdog } = this.#context;
-    const hold = watchdog.find(this.#protocol.keys.lockKey, owner);
+    const found = watchdog.find(this.#protocol.keys.lockKey, owner);
+    const hold = found && holdCount > 1 ? found : undefined;
     if (hold) hold.acquireId = requestId;
+    if (found && !hold) watchdog.releaseFoundGone(found);
     try {
       const mode = hold ? 'one' : 'purge';
       const reply = await this.#protocol.release(mode, [owner], { undoId: requestId, repair: true });

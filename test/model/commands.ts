@@ -421,6 +421,15 @@ export class CloseStep extends Step {
         throw model.violation(`${job.actor.name} ${describeOp(job.op)} still runs 2 s after ${client.label}.close()`);
       }
     }
+    // A release in flight when close() began is answered by Redis, not dropped by close(): its reply (freed,
+    // or found gone past the lease's end) decides the hold's fate, so it is awaited before holds are judged.
+    for (const actor of world.actors.filter((a) => a.slot === this.slot)) {
+      const job = actor.last;
+      if (job?.op.kind !== 'release' || job.settled) continue;
+      if (!(await settlesWithin(job.done, 3000 + context.sleepMs + context.stallMs))) {
+        throw model.violation(`${actor.name}: a release in flight at ${client.label}.close() hangs`);
+      }
+    }
     await model.adoptFinished();
     const at = now();
     for (const hold of model.history) {

@@ -424,13 +424,13 @@ export class Model {
   }
 
   /**
-   * Before close() drops `hold`: a lockLost it emitted at or after a fixed lease's deadline is that lease's
-   * end, not close()'s doing: emitted before close() (no settle ran in between to adopt it), or while close()
+   * Before close() drops `hold` (live, or already gone from Redis unknown to its client): a lockLost it
+   * emitted at or after a fixed lease's deadline is that lease's end, not close()'s doing: emitted before close() (no settle ran in between to adopt it), or while close()
    * ran, by a release in flight whose reply found the hold gone (the watchdog is stopped by then). Returns
    * whether it took that in.
    */
   toldByLeaseEnd(hold: Hold): boolean {
-    if (hold.status !== 'live' || hold.renewing) return false;
+    if ((hold.status !== 'live' && hold.status !== 'deleted') || hold.renewing) return false;
     const event = this.#lostEventOf(hold);
     if (!event || event.at < hold.deadlineLo - EARLY) return false;
     event.matched = true;
@@ -444,7 +444,7 @@ export class Model {
    * hold gone, while close() runs (the watchdog is stopped by then). Returns whether it took that in.
    */
   toldAfterFault(hold: Hold): boolean {
-    if (hold.status !== 'live') return false;
+    if (hold.status !== 'live' && hold.status !== 'deleted') return false;
     const event = this.#lostEventOf(hold);
     if (!event) return false;
     event.matched = true;
