@@ -430,11 +430,14 @@ class GlideSubscriber implements Subscriber {
     for (const channel of known) this.#confirmed.delete(channel);
     const client = await this.#connection;
     if (this.#closed) return;
-    await this.#call(client, () =>
-      this.#mode === 'sharded' && isClusterClient(client)
-        ? client.sunsubscribe(new Set(known), SUBSCRIBE_TIMEOUT_MS)
-        : client.unsubscribe(new Set(known), SUBSCRIBE_TIMEOUT_MS),
-    );
+    await this.#call(client, () => this.#unsubscribeOn(client, new Set(known), SUBSCRIBE_TIMEOUT_MS));
+  }
+
+  /** UNSUBSCRIBE, or SUNSUBSCRIBE for a cluster's shard channels, waiting at most `timeoutMs`. */
+  #unsubscribeOn(client: Client, channels: Set<string>, timeoutMs: number): Promise<void> {
+    return this.#mode === 'sharded' && isClusterClient(client)
+      ? client.sunsubscribe(channels, timeoutMs)
+      : client.unsubscribe(channels, timeoutMs);
   }
 
   close(): void {
@@ -450,11 +453,7 @@ class GlideSubscriber implements Subscriber {
     this.#connection.then(
       async (client) => {
         if (channels.size > 0) {
-          const unsubscribed =
-            this.#mode === 'sharded' && isClusterClient(client)
-              ? client.sunsubscribe(channels, UNSUBSCRIBE_AT_CLOSE_MS)
-              : client.unsubscribe(channels, UNSUBSCRIBE_AT_CLOSE_MS);
-          await unsubscribed.catch(() => undefined);
+          await this.#unsubscribeOn(client, channels, UNSUBSCRIBE_AT_CLOSE_MS).catch(() => undefined);
         }
         client.close();
       },
