@@ -36,6 +36,11 @@ export interface Adapter {
   /** Takes a shared (read) hold on `key` where the library has one; `acquire` is then the exclusive side. */
   acquireShared?(key: string, leaseMs?: number): Promise<Release>;
   /**
+   * One lock + unlock of `key` with nothing in between, in the library's scoped form where it has one
+   * (`flowlock-withlock`: `withLock`); the serial scenarios use it instead of `acquire` and its release.
+   */
+  cycle?(key: string, leaseMs: number): Promise<void>;
+  /**
    * Sets `key` up before anyone contends for it, where the library needs that (a flowlock semaphore's
    * permits: `trySetPermits`). Run outside the counted part of a scenario.
    */
@@ -52,13 +57,15 @@ export const LIBRARIES = [
   'node-redisson',
 ] as const;
 /**
- * flowlock on another client (`flowlock-node-redis`: RLock on a node-redis 6 client, `flowlock-glide`: on a
- * Valkey GLIDE client, in (a) and (c) next to flowlock on ioredis), and flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
+ * flowlock's RLock cycled by `withLock` (`flowlock-withlock`, in (a)), flowlock on another client
+ * (`flowlock-node-redis`: RLock on a node-redis 6 client, `flowlock-glide`: on a Valkey GLIDE client, in (a)
+ * and (c) next to flowlock on ioredis), and flowlock's other kinds of lock, as libraries of their own in the scenarios that compare them: the fair
  * lock (f), the read-write lock (g, whose `acquire` is the write lock and `acquireShared` the read lock), and
  * the semaphores of (h): RSemaphore (`flowlock-semaphore`) and RPermitExpirableSemaphore
  * (`flowlock-permit-semaphore`), which need the `permits` of `createAdapter`.
  */
 export const VARIANTS = [
+  'flowlock-withlock',
   'flowlock-node-redis',
   'flowlock-glide',
   'flowlock-fair',
@@ -231,6 +238,7 @@ export function createAdapter(
       };
     }
     case 'flowlock':
+    case 'flowlock-withlock':
     case 'flowlock-fair':
     case 'flowlock-rwlock': {
       const redis = redisFor(url);
@@ -251,6 +259,9 @@ export function createAdapter(
         acquire: (key, leaseMs) => take(exclusive(key), leaseMs),
         ...(library === 'flowlock-rwlock' && {
           acquireShared: (key: string, leaseMs?: number) => take(locks.getReadWriteLock(key).readLock(), leaseMs),
+        }),
+        ...(library === 'flowlock-withlock' && {
+          cycle: (key: string, leaseMs: number) => locks.getLock(key).withLock(() => undefined, { leaseTime: leaseMs }),
         }),
         async close() {
           await locks.close();

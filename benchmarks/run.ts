@@ -13,6 +13,7 @@
 import { fork, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { createRequire } from 'node:module';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -25,6 +26,7 @@ import {
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
+import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { FlowlockInstrumentation } from 'flowlock/opentelemetry';
 import { Redis } from 'ioredis';
 import { luaSources } from '../src/redis/lua-scripts.generated.ts';
@@ -49,7 +51,9 @@ const option = (name: string): string | undefined =>
 const quick = argv.includes('--quick');
 const only = option('only')?.split(',');
 const selected = (library: Library | OtelVariant): boolean =>
-  only === undefined || only.includes(library) || (library.startsWith('flowlock-') && only.includes('flowlock'));
+  only === undefined ||
+  only.includes(library) ||
+  ((library.startsWith('flowlock-') || library === 'ioredis-otel-sdk') && only.includes('flowlock'));
 const scenarios = (option('scenarios')?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']) as ScenarioId[];
 const outDir = option('out') ?? (quick ? '.bench-results' : 'benchmarks');
 
@@ -109,6 +113,13 @@ async function serverCallsByCommand(admin: Redis): Promise<Map<string, number>> 
     if (!SETUP_COMMANDS.has(command.split('|')[0] ?? '')) calls.set(command, Number(m[2]));
   }
   return calls;
+}
+
+/** The server's CPU time so far (`INFO cpu`: user + sys, its main thread and the others), in seconds. */
+async function serverCpuSeconds(admin: Redis): Promise<number> {
+  const info = await admin.info('cpu');
+  const read = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return read('used_cpu_user') + read('used_cpu_sys');
 }
 
 /**
@@ -175,8 +186,8 @@ async function cycles(adapter: Adapter, keys: readonly string[], perKey: number,
     keys.map(async (key) => {
       for (let i = 0; i < perKey; i++) {
         const start = performance.now();
-        const release = await adapter.acquire(key, leaseMs);
-        await release();
+        if (adapter.cycle) await adapter.cycle(key, leaseMs);
+        else await (await adapter.acquire(key, leaseMs))();
         latencies.push(performance.now() - start);
       }
     }),
@@ -584,13 +595,19 @@ async function measure(library: Library, scenario: Exclude<ScenarioId, 'i'>, ser
  * (i): flowlock's (a) cycle with no subscriber on its channels (`flowlock-otel-off`), with
  * FlowlockInstrumentation enabled while no OpenTelemetry SDK is registered, so that the API's global no-op
  * providers answer (`flowlock-otel-api`), and with the SDK: tracer and meter providers with in-memory
- * exporters and the AsyncLocalStorage context manager (`flowlock-otel-sdk`). One process, so the variants
- * alternate in rounds like (a)'s libraries.
+ * exporters and the AsyncLocalStorage context manager (`flowlock-otel-sdk`), and with the SDK's tracer
+ * provider only (`flowlock-otel-spans`: its spans without its metrics). The yardstick of goal (d):
+ * the same cycle and SDK with `@opentelemetry/instrumentation-ioredis` instead of ours
+ * (`ioredis-otel-sdk`: a span for each of the cycle's two commands, as ours makes one for each call; its
+ * `requireParentSpan` off, since the cycle runs in no span, and ours needs none). One process, so the
+ * variants alternate in rounds like (a)'s libraries.
  */
 const OTEL_VARIANTS = [
   'flowlock-otel-off',
   'flowlock-otel-api',
   'flowlock-otel-sdk',
+  'flowlock-otel-spans',
+  'ioredis-otel-sdk',
   'flowlock-holder-info-off',
 ] as const;
 type OtelVariant = (typeof OTEL_VARIANTS)[number];
@@ -598,8 +615,8 @@ type OtelVariant = (typeof OTEL_VARIANTS)[number];
 /** Sets up `variant`'s instrumentation in this process; the returned function undoes it. */
 function instrument(variant: OtelVariant): () => Promise<void> {
   if (variant === 'flowlock-otel-off' || variant === 'flowlock-holder-info-off') return () => Promise.resolve();
-  const instrumentation = new FlowlockInstrumentation(); // subscribes at once, on the global providers
   if (variant === 'flowlock-otel-api') {
+    const instrumentation = new FlowlockInstrumentation(); // subscribes at once, on the global providers
     return () => {
       instrumentation.disable();
       return Promise.resolve();
@@ -621,15 +638,40 @@ function instrument(variant: OtelVariant): () => Promise<void> {
     ],
   });
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  instrumentation.setTracerProvider(tracerProvider);
-  instrumentation.setMeterProvider(meterProvider);
+  const uninstrument =
+    variant === 'ioredis-otel-sdk'
+      ? traceIoredis(tracerProvider)
+      : traceFlowlock(tracerProvider, variant === 'flowlock-otel-sdk' ? meterProvider : undefined);
   return async () => {
     clearInterval(dropSpans);
-    instrumentation.disable();
+    uninstrument();
     context.disable();
     await tracerProvider.shutdown();
     await meterProvider.shutdown();
   };
+}
+
+/** FlowlockInstrumentation on the SDK's providers; without `meterProvider`, spans only (its metrics no-ops). */
+function traceFlowlock(tracerProvider: BasicTracerProvider, meterProvider: MeterProvider | undefined): () => void {
+  const instrumentation = new FlowlockInstrumentation({ enabled: false });
+  instrumentation.setTracerProvider(tracerProvider);
+  if (meterProvider) instrumentation.setMeterProvider(meterProvider);
+  instrumentation.enable();
+  return () => instrumentation.disable();
+}
+
+/**
+ * `@opentelemetry/instrumentation-ioredis` on the ioredis this process loaded: its module patch, applied to
+ * the module as NodeSDK's require hook would (the bench loads ioredis before any SDK exists).
+ */
+function traceIoredis(tracerProvider: BasicTracerProvider): () => void {
+  const ioredis: unknown = createRequire(import.meta.url)('ioredis');
+  const instrumentation = new IORedisInstrumentation({ enabled: false, requireParentSpan: false });
+  instrumentation.setTracerProvider(tracerProvider);
+  const [definition] = instrumentation.getModuleDefinitions();
+  if (!definition?.patch || !definition.unpatch) throw new Error('the ioredis instrumentation patches nothing');
+  definition.patch(ioredis);
+  return () => definition.unpatch?.(ioredis);
 }
 
 async function measureOtel(variant: OtelVariant, servers: Servers): Promise<Measurement> {
@@ -661,9 +703,13 @@ async function serialPass(
   sizes: 'a' | 'b',
 ): Promise<Measurement> {
   const opsBefore = await serverCalls(servers.admin);
+  const serverCpuBefore = await serverCpuSeconds(servers.admin);
+  const cpuBefore = process.cpuUsage();
   const started = performance.now();
   const latencies = await cycles(adapter, keys, size[sizes], UNCONTENDED_LEASE_MS);
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
+  const serverCpu = (await serverCpuSeconds(servers.admin)) - serverCpuBefore;
   const serverOps = (await serverCalls(servers.admin)) - opsBefore;
   const roundTrips = await clientCommands(servers.lock.url, async () => {
     await cycles(adapter, keys, monitorSize[sizes], UNCONTENDED_LEASE_MS);
@@ -678,6 +724,9 @@ async function serialPass(
     p99Ms: percentile(latencies, 99),
     roundTripsPerAcquisition: roundTrips,
     serverOpsPerAcquisition: serverOps / latencies.length,
+    wallUsPerAcquisition: (seconds * 1e6) / latencies.length,
+    clientCpuUsPerAcquisition: (cpu.user + cpu.system) / latencies.length,
+    serverCpuUsPerAcquisition: (serverCpu * 1e6) / latencies.length,
   };
 }
 
@@ -708,6 +757,11 @@ function mergeRounds(rounds: readonly Measurement[]): Measurement {
     }),
     roundTripsPerAcquisition: weighted((r) => r.roundTripsPerAcquisition),
     serverOpsPerAcquisition: weighted((r) => r.serverOpsPerAcquisition),
+    ...(first.clientCpuUsPerAcquisition !== undefined && {
+      wallUsPerAcquisition: median(rounds.map((r) => r.wallUsPerAcquisition ?? NaN)),
+      clientCpuUsPerAcquisition: median(rounds.map((r) => r.clientCpuUsPerAcquisition ?? NaN)),
+      serverCpuUsPerAcquisition: median(rounds.map((r) => r.serverCpuUsPerAcquisition ?? NaN)),
+    }),
   };
 }
 
@@ -733,9 +787,10 @@ function fieldOf(scenario: ScenarioId): readonly Library[] {
   if (scenario === 'g') return ['flowlock-rwlock', 'flowlock'];
   if (scenario === 'h') return SEMAPHORES;
   // flowlock on node-redis and on GLIDE next to flowlock on ioredis: serial (a) and 8 processes on one lock (c).
-  if (scenario === 'a' || scenario === 'c') {
-    return ['flowlock', 'flowlock-node-redis', 'flowlock-glide', ...LIBRARIES.slice(1)];
-  }
+  // (a) also cycles flowlock by withLock: goal (a) holds for both forms.
+  if (scenario === 'a')
+    return ['flowlock', 'flowlock-withlock', 'flowlock-node-redis', 'flowlock-glide', ...LIBRARIES.slice(1)];
+  if (scenario === 'c') return ['flowlock', 'flowlock-node-redis', 'flowlock-glide', ...LIBRARIES.slice(1)];
   return LIBRARIES;
 }
 
@@ -749,8 +804,17 @@ try {
     // machine (2 cores shared with redis-server) does not favour whoever runs at a good moment.
     // (i) compares variants a few per cent apart: more rounds, so that the machine's drift averages out.
     // (f) judges the fair lock against the FIFO ticket floor: three interleaved rounds, medians (single
-    // contended runs swing widely on 2 cores).
-    const rounds = quick ? 1 : scenario === 'i' ? 9 : scenario === 'a' || scenario === 'b' || scenario === 'f' ? 3 : 1;
+    // contended runs swing widely on 2 cores). (a) judges the cycle against the SET NX floor in wall time
+    // and CPU: five rounds, medians.
+    const rounds = quick
+      ? 1
+      : scenario === 'i'
+        ? 9
+        : scenario === 'a'
+          ? 5
+          : scenario === 'b' || scenario === 'f'
+            ? 3
+            : 1;
     const perLibrary = new Map<Library | OtelVariant, Measurement[]>();
     for (let round = 0; round < rounds; round++) {
       for (let i = 0; i < taking.length; i++) {

@@ -53,6 +53,8 @@ export class FlowlockInstrumentation {
   #subscriber: ChannelSubscriber | undefined;
   /** setTracerProvider was called: spans go to that provider, not the global one. */
   #ownTracer = false;
+  /** What the active counters read at a collection: the open holds and waits of the subscriber now. */
+  readonly #openNow = (): ReturnType<ChannelSubscriber['openNow']> | undefined => this.#subscriber?.openNow();
 
   /** @throws TypeError naming the option, for a bad `config`. */
   constructor(config: FlowlockInstrumentationConfig = {}) {
@@ -61,7 +63,7 @@ export class FlowlockInstrumentation {
     this.#host = {
       config: resolved,
       tracer: trace.getTracer(NAME, VERSION),
-      instruments: new Instruments(metrics.getMeter(NAME, VERSION)),
+      instruments: new Instruments(metrics.getMeter(NAME, VERSION), this.#openNow),
     };
     if (resolved.enabled) this.enable();
   }
@@ -108,11 +110,10 @@ export class FlowlockInstrumentation {
     this.#wake();
   }
 
-  /** Makes the instruments on `meterProvider`; holds and waits counted now move over to them. */
+  /** Makes the instruments on `meterProvider`; they count the holds and waits open now from then on. */
   setMeterProvider(meterProvider: MeterProvider): void {
-    const instruments = new Instruments(meterProvider.getMeter(NAME, VERSION));
-    this.#subscriber?.moveCounts(this.#host.instruments, instruments);
-    this.#host.instruments = instruments;
+    this.#host.instruments.detach();
+    this.#host.instruments = new Instruments(meterProvider.getMeter(NAME, VERSION), this.#openNow);
     this.#wake();
   }
 

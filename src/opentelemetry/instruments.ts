@@ -8,11 +8,19 @@
 import {
   createNoopMeter,
   ValueType,
+  type Attributes,
   type Counter,
   type Histogram,
   type Meter,
-  type UpDownCounter,
+  type ObservableResult,
+  type ObservableUpDownCounter,
 } from '@opentelemetry/api';
+
+/**
+ * The holds and waits open now, each by the attributes it counts under: what `flowlock.hold.active` and
+ * `flowlock.wait.active` report at each collection. Undefined while the instrumentation is disabled.
+ */
+export type OpenNow = () => { holds: Iterable<Attributes>; waits: Iterable<Attributes> } | undefined;
 
 /** Acquisitions: from a millisecond (uncontended, on loopback) to a minute of waiting. */
 export const ACQUIRE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60];
@@ -29,13 +37,23 @@ export class Instruments {
   readonly recording: boolean;
   readonly acquireDuration: Histogram;
   readonly holdDuration: Histogram;
-  readonly holdActive: UpDownCounter;
-  readonly waitActive: UpDownCounter;
+  readonly holdActive: ObservableUpDownCounter;
+  readonly waitActive: ObservableUpDownCounter;
   readonly holdLosses: Counter;
   readonly renewDuration: Histogram;
   readonly watchdogDelay: Histogram;
 
-  constructor(meter: Meter) {
+  /** Replaced by instruments on another meter: report every series as 0 from now on. */
+  #detached = false;
+  /** The attribute sets each counter has reported, by their key: a set no hold has any more reports 0. */
+  readonly #seen = { holds: new Map<string, Attributes>(), waits: new Map<string, Attributes>() };
+
+  /**
+   * The two "active" counters are asynchronous: read from `open` when the SDK collects, so that a hold or
+   * a wait costs them nothing while it starts and ends (an add each way would hash its attributes twice a
+   * cycle in the SDK, the larger part of the metrics' cost in the uncontended cycle).
+   */
+  constructor(meter: Meter, open: OpenNow) {
     this.recording = meter !== createNoopMeter();
     const seconds = (description: string, buckets: number[]) => ({
       description,
@@ -51,16 +69,18 @@ export class Instruments {
       'flowlock.hold.duration',
       seconds('Time a hold lasted, from taking the lock to its release, loss or the client closing.', HOLD_BUCKETS),
     );
-    this.holdActive = meter.createUpDownCounter('flowlock.hold.active', {
+    this.holdActive = meter.createObservableUpDownCounter('flowlock.hold.active', {
       description: 'Holds this process has now (re-entries count once).',
       unit: '{hold}',
       valueType: ValueType.INT,
     });
-    this.waitActive = meter.createUpDownCounter('flowlock.wait.active', {
+    this.holdActive.addCallback((result) => this.#observe(result, 'holds', open()?.holds));
+    this.waitActive = meter.createObservableUpDownCounter('flowlock.wait.active', {
       description: 'Acquisitions waiting now for a lock someone else holds.',
       unit: '{waiter}',
       valueType: ValueType.INT,
     });
+    this.waitActive.addCallback((result) => this.#observe(result, 'waits', open()?.waits));
     this.holdLosses = meter.createCounter('flowlock.hold.losses', {
       description: 'Holds lost before their release: their signal aborted while the holder may still run.',
       unit: '{loss}',
@@ -77,5 +97,27 @@ export class Instruments {
         ROUND_TRIP_BUCKETS,
       ),
     );
+  }
+
+  /** Stops reporting: instruments on another meter count the holds and waits from now on. */
+  detach(): void {
+    this.#detached = true;
+  }
+
+  /**
+   * Reports the open items by attribute set, and 0 for every set reported before that has none now (the
+   * series ends at 0 rather than keeping its last count). The sets are few: lease mode, kind and group.
+   */
+  #observe(result: ObservableResult, which: 'holds' | 'waits', open: Iterable<Attributes> | undefined): void {
+    const counts = new Map<string, number>();
+    const seen = this.#seen[which];
+    if (!this.#detached && open) {
+      for (const attributes of open) {
+        const key = JSON.stringify(attributes);
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+        if (!seen.has(key)) seen.set(key, attributes);
+      }
+    }
+    for (const [key, attributes] of seen) result.observe(counts.get(key) ?? 0, attributes);
   }
 }

@@ -75,7 +75,10 @@ export class ChannelSubscriber {
   readonly #acquireOf = new Map<Span, AcquireTraceContext>();
   /** withLock calls in flight with a span, by client and lock name: where a loss adds `flowlock.lost`. */
   readonly #inside = new Index<WithLockTraceContext>();
-  /** Holds and waits counted in the UpDownCounters, so that each end takes back exactly what its start added. */
+  /**
+   * Holds and waits open now, with the attributes they count under in `flowlock.hold.active` and
+   * `flowlock.wait.active` (read at each collection): each end takes out exactly what its start put in.
+   */
   readonly #holds = new OpenCounts();
   readonly #waits = new OpenCounts();
   readonly #renewStarts = new WeakMap<object, number>();
@@ -124,7 +127,7 @@ export class ChannelSubscriber {
 
   /**
    * Unsubscribes everything. What is still in flight is followed no further: its spans end now (without an
-   * outcome), and its holds and waits leave the UpDownCounters, whose ends will not be seen.
+   * outcome), and its holds and waits leave the active counters, whose ends will not be seen.
    */
   close(): void {
     for (const [name, handler] of this.#subscribed.splice(0)) diagnostics.unsubscribe(name, handler);
@@ -133,21 +136,13 @@ export class ChannelSubscriber {
     this.#spans.clear();
     this.#acquireOf.clear();
     this.#inside.clear();
-    const { instruments } = this.#host;
-    this.#holds.drain((attributes) => instruments.holdActive.add(-1, attributes));
-    this.#waits.drain((attributes) => instruments.waitActive.add(-1, attributes));
+    this.#holds.clear();
+    this.#waits.clear();
   }
 
-  /** The instrumentation got another meter: the holds and waits counted now move to its instruments. */
-  moveCounts(from: Instruments, to: Instruments): void {
-    this.#holds.forEach((attributes) => {
-      from.holdActive.add(-1, attributes);
-      to.holdActive.add(1, attributes);
-    });
-    this.#waits.forEach((attributes) => {
-      from.waitActive.add(-1, attributes);
-      to.waitActive.add(1, attributes);
-    });
+  /** The holds and waits open now, by their attributes: what the active counters report (instruments.ts). */
+  openNow(): { holds: Iterable<Attributes>; waits: Iterable<Attributes> } {
+    return { holds: this.#holds.values(), waits: this.#waits.values() };
   }
 
   /**
@@ -315,9 +310,7 @@ export class ChannelSubscriber {
   #waitStarted(message: WaitStartMessage): void {
     const { instruments } = this.#host;
     if (instruments.recording) {
-      const attributes = this.#withGroup({ 'flowlock.lock.kind': message.kind }, message.name);
-      this.#waits.add(message, attributes);
-      instruments.waitActive.add(1, attributes);
+      this.#waits.add(message, this.#withGroup({ 'flowlock.lock.kind': message.kind }, message.name));
     }
     // wait:start is published from inside the acquisition's traced call, where its span is the active one
     // (checked against the message: with acquire spans off, the active span is someone else's).
@@ -329,25 +322,21 @@ export class ChannelSubscriber {
   }
 
   #waitEnded(message: WaitEndMessage): void {
-    const attributes = this.#waits.take(message.start);
-    if (attributes) this.#host.instruments.waitActive.add(-1, attributes);
+    this.#waits.take(message.start);
   }
 
   #holdStarted(message: HoldStartMessage): void {
     const { instruments } = this.#host;
     if (!instruments.recording) return;
-    const attributes = this.#withGroup(
-      { 'flowlock.lease.mode': message.mode, 'flowlock.lock.kind': message.kind },
-      message.name,
+    this.#holds.add(
+      message,
+      this.#withGroup({ 'flowlock.lease.mode': message.mode, 'flowlock.lock.kind': message.kind }, message.name),
     );
-    this.#holds.add(message, attributes);
-    instruments.holdActive.add(1, attributes);
   }
 
   #holdEnded(message: HoldEndMessage): void {
     const { instruments } = this.#host;
-    const active = this.#holds.take(message.start);
-    if (active) instruments.holdActive.add(-1, active);
+    this.#holds.take(message.start);
     const lossReason = message.reason === 'lost' ? (message.lossReason ?? 'unknown') : undefined;
     if (instruments.recording) {
       const base: Attributes = { 'flowlock.lease.mode': message.mode, 'flowlock.lock.kind': message.kind };
@@ -477,10 +466,10 @@ class Index<T> {
 }
 
 /**
- * What this subscriber added to an UpDownCounter and not yet taken back: each start message it counted, with
- * the attributes it counted it under. The end message names its start (`start`, the same object), so an end
- * whose start was not counted (the subscriber came in between, or metrics were off) takes nothing back: the
- * counters never go below zero, and close() can take back what is left.
+ * The holds (or waits) this subscriber saw start and not yet end: each start message, with the attributes it
+ * counts under. The end message names its start (`start`, the same object), so an end whose start was not
+ * seen (the subscriber came in between, or metrics were off) takes nothing out: the counters never go
+ * below zero.
  */
 class OpenCounts {
   readonly #open = new Map<object, Attributes>();
@@ -489,19 +478,15 @@ class OpenCounts {
     this.#open.set(start, attributes);
   }
 
-  /** Takes back the count of `start`: the attributes it was added under, or undefined if it was not counted. */
-  take(start: object): Attributes | undefined {
-    const attributes = this.#open.get(start);
-    if (attributes) this.#open.delete(start);
-    return attributes;
+  take(start: object): void {
+    this.#open.delete(start);
   }
 
-  forEach(fn: (attributes: Attributes) => void): void {
-    for (const attributes of this.#open.values()) fn(attributes);
+  values(): Iterable<Attributes> {
+    return this.#open.values();
   }
 
-  drain(fn: (attributes: Attributes) => void): void {
-    this.forEach(fn);
+  clear(): void {
     this.#open.clear();
   }
 }
