@@ -76,8 +76,15 @@ export const VARIANTS = [
 /**
  * Floors: what the hardware allows a kind of lock, written here with nothing a real lock needs beyond its
  * core (no lease, no crash safety, no re-entry). `fifo-ticket-floor`: the floor of a fair handoff, (f).
+ * `fifo-ticket-floor-confirmed`: the same, but a waiter woken by its number's announcement goes in only after
+ * one more round trip (it reads the number served): the floor of a fair handoff in which the woken waiter
+ * takes the lock itself, as every waiter of Redisson's fair lock does (its own acquire script), rather than
+ * being handed it by the release. `rlock-layout-floor`: the uncontended floor of a lock in Redisson's RLock
+ * layout, (a): a hash with the owner's hold count and a lease, the release message and an unlock memo, as
+ * REDISSON-PROTOCOLS.md gives that lock's scripts, and nothing of ours (no fencing token, holder info, flows,
+ * watchdog or lease bookkeeping).
  */
-export const FLOORS = ['fifo-ticket-floor'] as const;
+export const FLOORS = ['fifo-ticket-floor', 'fifo-ticket-floor-confirmed', 'rlock-layout-floor'] as const;
 export type Library = (typeof LIBRARIES)[number] | (typeof VARIANTS)[number] | (typeof FLOORS)[number];
 /** (h): the semaphores; `redis-semaphore` is its `Semaphore` there (its `Mutex` elsewhere). */
 export const SEMAPHORES: readonly Library[] = ['flowlock-semaphore', 'flowlock-permit-semaphore', 'redis-semaphore'];
@@ -108,6 +115,38 @@ type BaselineRedis = Redis & { compareAndDelete(key: string, token: string): Pro
 /** The baseline polls like the simplest spin lock (redis-semaphore's default retry interval). */
 const BASELINE_RETRY_MS = 10;
 
+/**
+ * The RLock-layout floor's take: KEYS lock; ARGV lease ms, owner. Free or held by the owner: count it in and
+ * set the lease (nil); else the holder's TTL.
+ */
+const LAYOUT_ACQUIRE = `
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return false
+end
+return redis.call('PTTL', KEYS[1])`;
+/**
+ * Its release: KEYS lock, channel, memo; ARGV owner, memo ms. A resend is answered from the memo; the last
+ * hold deletes the hash and announces it; the answer is kept in the memo (PX).
+ */
+const LAYOUT_RELEASE = `
+local done = redis.call('GET', KEYS[3])
+if done then return tonumber(done) end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
+  redis.call('SET', KEYS[3], 0, 'PX', ARGV[2])
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[2], 0)
+redis.call('SET', KEYS[3], 1, 'PX', ARGV[2])
+return 1`;
+type LayoutRedis = Redis & {
+  layoutAcquire(key: string, leaseMs: number, owner: string): Promise<number | null>;
+  layoutRelease(key: string, channel: string, memo: string, owner: string, memoMs: number): Promise<number>;
+};
+
 /** The floor's draw: KEYS ticket, serving. A ticket, and the number served now ({ticket, serving}). */
 const DRAW_TICKET = `
 local ticket = redis.call('INCR', KEYS[1])
@@ -133,7 +172,7 @@ type FloorRedis = Redis & {
  * connection of its own (subscribed once per key); release serves the next number and announces it (one
  * script). Two round trips per acquisition, one wake-up per handoff (only the next ticket's holder acts).
  */
-function fifoTicketFloor(url: string): Adapter {
+function fifoTicketFloor(url: string, confirm: boolean): Adapter {
   const redis = redisFor(url) as FloorRedis;
   redis.defineCommand('drawTicket', { numberOfKeys: 2, lua: DRAW_TICKET });
   redis.defineCommand('serveNext', { numberOfKeys: 1, lua: SERVE_NEXT });
@@ -152,7 +191,7 @@ function fifoTicketFloor(url: string): Adapter {
     }
   });
   return {
-    name: 'fifo-ticket-floor',
+    name: confirm ? 'fifo-ticket-floor-confirmed' : 'fifo-ticket-floor',
     redisKey: (key) => `${key}:serving`,
     async acquire(key) {
       const channel = `${key}:served`;
@@ -162,6 +201,7 @@ function fifoTicketFloor(url: string): Adapter {
       const [ticket, serving] = await redis.drawTicket(`${key}:ticket`, `${key}:serving`);
       if (ticket !== serving && (served.get(channel) ?? 0) < ticket) {
         await new Promise<void>((resolve) => waiting.set(`${channel}|${ticket}`, resolve));
+        if (confirm && Number(await redis.get(`${key}:serving`)) !== ticket) throw new Error('woken out of turn');
       }
       return () => redis.serveNext(`${key}:serving`, channel);
     },
@@ -269,8 +309,35 @@ export function createAdapter(
         },
       };
     }
+    case 'rlock-layout-floor': {
+      const redis = redisFor(url) as LayoutRedis;
+      redis.defineCommand('layoutAcquire', { numberOfKeys: 1, lua: LAYOUT_ACQUIRE });
+      redis.defineCommand('layoutRelease', { numberOfKeys: 3, lua: LAYOUT_RELEASE });
+      const client = randomUUID();
+      let thread = 0;
+      return {
+        name: library,
+        redisKey: sameKey,
+        async acquire(key, leaseMs = watchdogMs) {
+          const owner = `${client}:${++thread}`;
+          while ((await redis.layoutAcquire(key, leaseMs, owner)) !== null) await sleep(BASELINE_RETRY_MS);
+          return () =>
+            redis.layoutRelease(
+              key,
+              `redisson_lock__channel:{${key}}`,
+              `redisson_unlock_latch:{${key}}:${randomUUID()}`,
+              owner,
+              30_000,
+            );
+        },
+        async close() {
+          await redis.quit();
+        },
+      };
+    }
     case 'fifo-ticket-floor':
-      return fifoTicketFloor(url);
+    case 'fifo-ticket-floor-confirmed':
+      return fifoTicketFloor(url, library === 'fifo-ticket-floor-confirmed');
     case 'set-nx-baseline': {
       const redis = redisFor(url) as BaselineRedis;
       redis.defineCommand('compareAndDelete', { numberOfKeys: 1, lua: COMPARE_AND_DELETE });

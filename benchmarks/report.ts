@@ -83,11 +83,14 @@ function nameIn(scenario: ScenarioId, library: string): string {
     return library;
   }
   if (library === 'set-nx-baseline' && scenario === 'a') return 'SET NX + compare-and-delete (the floor)';
+  if (library === 'rlock-layout-floor') return 'RLock layout, nothing else (the floor of the wire)';
   if (scenario !== 'f' && scenario !== 'g') return library;
   if (library === 'flowlock') return 'flowlock RLock';
   if (library === 'flowlock-fair') return 'flowlock fair lock';
   if (library === 'flowlock-rwlock') return 'flowlock RReadWriteLock';
   if (library === 'fifo-ticket-floor') return 'FIFO ticket lock (the floor)';
+  if (library === 'fifo-ticket-floor-confirmed')
+    return 'FIFO ticket lock, woken waiter confirms (the floor of a self-taken handoff)';
   return library;
 }
 
@@ -243,7 +246,8 @@ function goals(all: readonly Measurement[]): string[] {
         m.scenario === scenario &&
         !m.library.startsWith('flowlock') &&
         m.library !== 'set-nx-baseline' &&
-        m.library !== 'fifo-ticket-floor',
+        m.library !== 'rlock-layout-floor' &&
+        !m.library.startsWith('fifo-ticket-floor'),
     );
   const bestPeerWait = (scenario: ScenarioId): number =>
     Math.min(...peers(scenario).map((m) => m.waitP99Ms ?? Infinity));
@@ -252,6 +256,7 @@ function goals(all: readonly Measurement[]): string[] {
   const out: string[] = [];
   // (a): the uncontended cycle against its floor, SET NX PX + a compare-and-delete script, per cycle.
   const floorA = find('a', 'set-nx-baseline');
+  const layout = find('a', 'rlock-layout-floor');
   for (const [library, how] of [
     ['flowlock', 'acquire() + release()'],
     ['flowlock-withlock', 'withLock()'],
@@ -264,9 +269,14 @@ function goals(all: readonly Measurement[]): string[] {
       ['server CPU', 'serverCpuUsPerAcquisition'],
     ] as const) {
       const ratio = (ours[key] ?? NaN) / (floorA[key] ?? NaN);
+      // Beside it, the floor of Redisson's RLock wire (a hash, its scripts, the release message and memo):
+      // what any lock that Java clients share costs before anything of ours.
+      const wire = layout
+        ? ` (the RLock-layout floor: ${fmt(layout[key])} µs, ${fmt((layout[key] ?? NaN) / (floorA[key] ?? NaN), 2)} × SET NX; ours ${fmt((ours[key] ?? NaN) / (layout[key] ?? NaN), 2)} × it)`
+        : '';
       out.push(
         line(
-          `(a) ${how} ${what} per cycle ≤ 1.3 × the SET NX + compare-and-delete floor's: ${fmt(ratio, 2)} × (${fmt(ours[key])} vs ${fmt(floorA[key])} µs)`,
+          `(a) ${how} ${what} per cycle ≤ 1.3 × the SET NX + compare-and-delete floor's: ${fmt(ratio, 2)} × (${fmt(ours[key])} vs ${fmt(floorA[key])} µs)${wire}`,
           ratio <= 1.3,
         ),
       );
@@ -342,6 +352,18 @@ function goals(all: readonly Measurement[]): string[] {
       };
       versus('ops/s', f.opsPerSecond, floor.opsPerSecond, 0.8, true, 0);
       versus('handoff p50 ms', f.handoffP50Ms, floor.handoffP50Ms, 1.5, false);
+      // The floor of a handoff the woken waiter takes itself (one round trip after its wake-up), which
+      // Redisson's fair-lock wire imposes: the release cannot hand the lock to a Java waiter.
+      const confirmed = find('f', 'fifo-ticket-floor-confirmed');
+      if (confirmed) {
+        const ratio = (f.handoffP50Ms ?? NaN) / (confirmed.handoffP50Ms ?? NaN);
+        out.push(
+          line(
+            `(f) fair lock handoff p50 ms ≤ 1.5 × the confirmed FIFO floor's (a woken waiter takes the lock with one round trip): ${fmt(ratio, 2)} × (${fmt(f.handoffP50Ms, 2)} vs ${fmt(confirmed.handoffP50Ms, 2)})`,
+            ratio <= 1.5,
+          ),
+        );
+      }
       versus('waiting-time p99 ms', f.waitP99Ms, floor.waitP99Ms, 1.5, false);
       out.push(
         line(

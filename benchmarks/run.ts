@@ -783,13 +783,21 @@ process.on('uncaughtException', (error) => {
  */
 function fieldOf(scenario: ScenarioId): readonly Library[] {
   if (scenario === 'e') return AUTO_RENEWING;
-  if (scenario === 'f') return ['fifo-ticket-floor', 'flowlock-fair', ...LIBRARIES];
+  if (scenario === 'f') return ['fifo-ticket-floor', 'fifo-ticket-floor-confirmed', 'flowlock-fair', ...LIBRARIES];
   if (scenario === 'g') return ['flowlock-rwlock', 'flowlock'];
   if (scenario === 'h') return SEMAPHORES;
   // flowlock on node-redis and on GLIDE next to flowlock on ioredis: serial (a) and 8 processes on one lock (c).
   // (a) also cycles flowlock by withLock: goal (a) holds for both forms.
-  if (scenario === 'a')
-    return ['flowlock', 'flowlock-withlock', 'flowlock-node-redis', 'flowlock-glide', ...LIBRARIES.slice(1)];
+  if (scenario === 'a') {
+    return [
+      'flowlock',
+      'flowlock-withlock',
+      'rlock-layout-floor',
+      'flowlock-node-redis',
+      'flowlock-glide',
+      ...LIBRARIES.slice(1),
+    ];
+  }
   if (scenario === 'c') return ['flowlock', 'flowlock-node-redis', 'flowlock-glide', ...LIBRARIES.slice(1)];
   return LIBRARIES;
 }

@@ -1,0 +1,34 @@
+import { Redis } from 'ioredis';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync, rmSync } from 'node:fs';
+const redis = new Redis({ port: 23456 });
+const pid = execFileSync('pgrep', ['-f', 'redis-server.*23456']).toString().trim().split('\n')[0];
+const N = 2000;
+async function count(name, fn) {
+  for (let i = 0; i < 200; i++) await fn(i);
+  execFileSync('callgrind_control', ['--zero', pid], { stdio: 'ignore' });
+  for (let i = 0; i < N; i++) await fn(i);
+  execFileSync('callgrind_control', ['--dump=' + name, pid], { stdio: 'ignore' });
+  await new Promise((r) => setTimeout(r, 300));
+  const f = readdirSync('/tmp/cg').filter((x) => /^out\.\d+$/.test(x)).sort((a, b) => Number(a.split('.')[1]) - Number(b.split('.')[1])).pop();
+  const total = Number(/^(?:summary|totals): (\d+)/m.exec(readFileSync('/tmp/cg/' + f, 'utf8'))[1]);
+  rmSync('/tmp/cg/' + f);
+  console.log(name.padEnd(40), (total / N).toFixed(0));
+}
+const sha = async (body) => redis.script('LOAD', body);
+const s1 = await sha('return 1');
+const s2 = await sha("return redis.call('PING')");
+const s3 = await sha("redis.call('PING') redis.call('PING') redis.call('PING') redis.call('PING') redis.call('PING') return 1");
+const s4 = await sha("return redis.call('TIME')");
+const s5 = await sha("redis.call('SET', KEYS[1], 'x', 'PX', 60000) return 1");
+const s6 = await sha("return redis.call('PUBLISH', KEYS[1], '0')");
+await count('PING', () => redis.ping());
+await count('GET x', () => redis.get('x'));
+await count('SET NX PX + DEL (native)', async (i) => { await redis.set('k', 'v', 'PX', 30000, 'NX'); await redis.del('k'); });
+await count('EVALSHA return 1', () => redis.evalsha(s1, 0));
+await count('EVALSHA 1 PING', () => redis.evalsha(s2, 0));
+await count('EVALSHA 5 PING', () => redis.evalsha(s3, 0));
+await count('EVALSHA TIME', () => redis.evalsha(s4, 0));
+await count('EVALSHA SET PX new key', (i) => redis.evalsha(s5, 1, 'memo:' + i + ':' + Math.random()));
+await count('EVALSHA PUBLISH', () => redis.evalsha(s6, 1, 'chan'));
+redis.disconnect();
