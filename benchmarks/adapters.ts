@@ -87,7 +87,12 @@ export const VARIANTS = [
 export const FLOORS = ['fifo-ticket-floor', 'fifo-ticket-floor-confirmed', 'rlock-layout-floor'] as const;
 export type Library = (typeof LIBRARIES)[number] | (typeof VARIANTS)[number] | (typeof FLOORS)[number];
 /** (h): the semaphores; `redis-semaphore` is its `Semaphore` there (its `Mutex` elsewhere). */
-export const SEMAPHORES: readonly Library[] = ['flowlock-semaphore', 'flowlock-permit-semaphore', 'redis-semaphore'];
+export const SEMAPHORES: readonly Library[] = [
+  'flowlock-semaphore',
+  'flowlock-permit-semaphore',
+  'redis-semaphore',
+  'fifo-ticket-floor',
+];
 
 /** Libraries that renew leases by themselves (scenario e); the others need the caller to extend. */
 /**
@@ -171,8 +176,10 @@ type FloorRedis = Redis & {
  * (one script), and goes in when they match, else waits for that number's announcement on a subscriber
  * connection of its own (subscribed once per key); release serves the next number and announces it (one
  * script). Two round trips per acquisition, one wake-up per handoff (only the next ticket's holder acts).
+ * With `permits` > 1, a FIFO semaphore of that many permits in the same way, the floor of a fair one (h):
+ * a ticket goes in while fewer than `permits` tickets before it are still out.
  */
-function fifoTicketFloor(url: string, confirm: boolean): Adapter {
+function fifoTicketFloor(url: string, confirm: boolean, permits = 1): Adapter {
   const redis = redisFor(url) as FloorRedis;
   redis.defineCommand('drawTicket', { numberOfKeys: 2, lua: DRAW_TICKET });
   redis.defineCommand('serveNext', { numberOfKeys: 1, lua: SERVE_NEXT });
@@ -199,9 +206,12 @@ function fifoTicketFloor(url: string, confirm: boolean): Adapter {
       if (!subscribing) subscribed.set(channel, (subscribing = subscriber.subscribe(channel)));
       await subscribing;
       const [ticket, serving] = await redis.drawTicket(`${key}:ticket`, `${key}:serving`);
-      if (ticket !== serving && (served.get(channel) ?? 0) < ticket) {
-        await new Promise<void>((resolve) => waiting.set(`${channel}|${ticket}`, resolve));
-        if (confirm && Number(await redis.get(`${key}:serving`)) !== ticket) throw new Error('woken out of turn');
+      // In when fewer than `permits` tickets since the one served now are out; else when the number
+      // `permits - 1` below its own is served.
+      const turn = ticket - permits + 1;
+      if (ticket - serving >= permits && (served.get(channel) ?? 0) < turn) {
+        await new Promise<void>((resolve) => waiting.set(`${channel}|${turn}`, resolve));
+        if (confirm && Number(await redis.get(`${key}:serving`)) !== turn) throw new Error('woken out of turn');
       }
       return () => redis.serveNext(`${key}:serving`, channel);
     },
@@ -501,6 +511,9 @@ function createSemaphoreAdapter(library: Library, url: string, watchdogMs: numbe
           await redis.quit();
         },
       };
+    case 'fifo-ticket-floor':
+      redis.disconnect();
+      return fifoTicketFloor(url, false, permits);
     default:
       redis.disconnect();
       throw new Error(`${library} has no semaphore here`);

@@ -80,6 +80,7 @@ function nameIn(scenario: ScenarioId, library: string): string {
     if (library === 'flowlock-semaphore') return 'flowlock RSemaphore';
     if (library === 'flowlock-permit-semaphore') return 'flowlock RPermitExpirableSemaphore';
     if (library === 'redis-semaphore') return 'redis-semaphore Semaphore';
+    if (library === 'fifo-ticket-floor') return 'FIFO ticket semaphore (the floor of a fair one)';
     return library;
   }
   if (library === 'set-nx-baseline' && scenario === 'a') return 'SET NX + compare-and-delete (the floor)';
@@ -444,6 +445,19 @@ function goals(all: readonly Measurement[]): string[] {
       ),
     );
     versus('server ops per acquisition', 'serverOpsPerAcquisition', 2, false);
+  }
+  // The floor of a fair semaphore (a FIFO ticket semaphore: no lease, no crash safety): what serving the
+  // waiters in order, each handoff to another process, allows against the peer whose releasing process takes
+  // its permit straight back.
+  const fairFloor = find('h', 'fifo-ticket-floor');
+  if (fairFloor && peer) {
+    const ours = find('h', 'flowlock-semaphore');
+    out.push(
+      line(
+        `(h) the FIFO floor's acquisitions/s ≥ 0.8 × redis-semaphore's (can a fair semaphore get there at all): ${fmt((fairFloor.opsPerSecond ?? NaN) / (peer.opsPerSecond ?? NaN), 2)} × (${fmt(fairFloor.opsPerSecond, 0)} vs ${fmt(peer.opsPerSecond, 0)}); RSemaphore ${fmt((ours?.opsPerSecond ?? NaN) / (fairFloor.opsPerSecond ?? NaN), 2)} × the floor, ${fmt(fairFloor.serverOpsPerAcquisition, 1)} server ops / acq`,
+        (fairFloor.opsPerSecond ?? 0) >= 0.8 * (peer.opsPerSecond ?? Infinity),
+      ),
+    );
   }
   for (const [library, who] of [
     ['flowlock-semaphore', 'RSemaphore'],
