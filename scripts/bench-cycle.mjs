@@ -1,7 +1,8 @@
 /**
  * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info] [--instructions]`: the uncontended lock +
  * unlock cycle of flowlock's RLock against `SET NX PX` + a Lua compare-and-delete, interleaved rounds on
- * one throwaway redis-server and one ioredis connection each. Per cycle: wall time, this process's CPU
+ * one throwaway redis-server and one ioredis connection each, with the floor of Redisson's RLock wire beside
+ * (the bench's `rlock-layout-floor` scripts: a hash, a lease, the release message and an unlock memo). Per cycle: wall time, this process's CPU
  * (`process.cpuUsage`) and the server's CPU (`INFO cpu`, user + sys), medians over the rounds, and each as a
  * multiple of the baseline's. `--dist` loads another build of flowlock (e.g. a copy of main's `dist/`), so
  * that two layouts are compared by the same script; `--no-holder-info` turns holder info off.
@@ -10,6 +11,7 @@
  * loaded machine does not blur, for comparing scripts while other work runs (needs `valgrind`).
  */
 import { execFileSync, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
@@ -17,6 +19,7 @@ import { join, resolve } from 'node:path';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { Redis } from 'ioredis';
+import { COMPARE_AND_DELETE, LAYOUT_ACQUIRE, LAYOUT_RELEASE } from '../benchmarks/floors.ts';
 
 const argv = process.argv.slice(2);
 const option = (name) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -55,7 +58,8 @@ const { createLockClient } = await import(pathToFileURL(`${dist}/index.js`).href
 const locks = createLockClient(redis, argv.includes('--no-holder-info') ? { holderInfo: false } : {});
 const lock = locks.getLock('bench:cycle');
 
-const CAD = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+redis.defineCommand('layoutAcquire', { numberOfKeys: 1, lua: LAYOUT_ACQUIRE });
+redis.defineCommand('layoutRelease', { numberOfKeys: 3, lua: LAYOUT_RELEASE });
 
 async function serverCpu() {
   const info = await redis.info('cpu');
@@ -79,10 +83,21 @@ const flowlock = () =>
     await lock.lock();
     await lock.unlock();
   });
+const layoutOwner = randomUUID();
+const layout = async (i) => {
+  await redis.layoutAcquire('bench:cycle:rlock', 30_000, `${layoutOwner}:${i}`);
+  await redis.layoutRelease(
+    'bench:cycle:rlock',
+    'redisson_lock__channel:{bench:cycle:rlock}',
+    `redisson_unlock_latch:{bench:cycle:rlock}:${randomUUID()}`,
+    `${layoutOwner}:${i}`,
+    30_000,
+  );
+};
 const baseline = async (i) => {
   const token = `t${i}`;
   await redis.set('bench:cycle:base', token, 'PX', 30_000, 'NX');
-  await redis.eval(CAD, 1, 'bench:cycle:base', token);
+  await redis.eval(COMPARE_AND_DELETE, 1, 'bench:cycle:base', token);
 };
 
 /** Server instructions per cycle of `cycle`, counted by callgrind between a zeroing and a dump. */
@@ -108,30 +123,30 @@ if (instructions) {
   // Deterministic: one warm-up pass each, then one counted pass each.
   for (const cycle of [flowlock, baseline]) for (let i = 0; i < 300; i++) await cycle(i);
   const ours = await countInstructions(flowlock);
+  const wire = await countInstructions(layout);
   const theirs = await countInstructions(baseline);
   console.log(`${dist}: server instructions per cycle (callgrind, ${cycles} cycles)`);
   console.log(
-    `flowlock ${ours.toFixed(0).padStart(8)}   SET NX + CAD ${theirs.toFixed(0).padStart(8)}   ${(ours / theirs).toFixed(2)}x`,
+    `flowlock ${ours.toFixed(0).padStart(8)}   RLock wire ${wire.toFixed(0).padStart(8)}   SET NX + CAD ${theirs.toFixed(0).padStart(8)}   ${(ours / theirs).toFixed(2)}x (the wire ${(wire / theirs).toFixed(2)}x)`,
   );
 } else {
-  const ours = [];
-  const theirs = [];
-  await measure(flowlock);
-  await measure(baseline);
+  const kinds = [
+    ['flowlock', flowlock],
+    ['RLock wire', layout],
+    ['SET NX + CAD', baseline],
+  ];
+  const samples = kinds.map(() => []);
+  for (const [, cycle] of kinds) await measure(cycle);
   for (let round = 0; round < rounds; round++) {
-    // Alternate which goes first, so that drift on a shared machine hits both alike.
-    if (round % 2 === 0) {
-      ours.push(await measure(flowlock));
-      theirs.push(await measure(baseline));
-    } else {
-      theirs.push(await measure(baseline));
-      ours.push(await measure(flowlock));
+    // Each round starts with another, so that drift on a shared machine hits all alike.
+    for (let k = 0; k < kinds.length; k++) {
+      const index = (k + round) % kinds.length;
+      samples[index].push(await measure(kinds[index][1]));
     }
   }
   const row = (what) => {
-    const a = median(ours.map((s) => s[what]));
-    const b = median(theirs.map((s) => s[what]));
-    return `${what.padEnd(8)} flowlock ${a.toFixed(1).padStart(7)} µs   SET NX + CAD ${b.toFixed(1).padStart(7)} µs   ${(a / b).toFixed(2)}x`;
+    const [ours, wire, floor] = samples.map((s) => median(s.map((sample) => sample[what])));
+    return `${what.padEnd(8)} flowlock ${ours.toFixed(1).padStart(7)} µs   RLock wire ${wire.toFixed(1).padStart(7)} µs   SET NX + CAD ${floor.toFixed(1).padStart(7)} µs   ${(ours / floor).toFixed(2)}x (the wire ${(wire / floor).toFixed(2)}x)`;
   };
   console.log(`${dist}: ${rounds} rounds of ${cycles} cycles, medians per cycle`);
   for (const what of ['wallUs', 'cpuUs', 'serverUs']) console.log(row(what));

@@ -18,10 +18,24 @@ local function entryNeed(entry)
   return tonumber(string.match(entry, '^(%d+)|'))
 end
 
--- liveDeadline(q, entry): the entry's deadline, or nil after dropping an entry that has none (its deadline
--- was lost, e.g. evicted: nobody could ever reap it otherwise).
-local function liveDeadline(q, entry)
-  local deadline = tonumber(redis.call('ZSCORE', q.deadlinesKey, entry))
+-- queueNow(q): the queued entries in order, and their deadlines by entry (one read of each key, not a
+-- ZSCORE per entry: a queue is read whole anyway).
+local function queueNow(q)
+  local entries = redis.call('LRANGE', q.queueKey, 0, -1)
+  local deadlines = {}
+  if #entries > 0 then
+    local scored = redis.call('ZRANGE', q.deadlinesKey, 0, -1, 'WITHSCORES')
+    for i = 1, #scored, 2 do
+      deadlines[scored[i]] = tonumber(scored[i + 1])
+    end
+  end
+  return entries, deadlines
+end
+
+-- liveDeadline(q, deadlines, entry): the entry's deadline (from queueNow), or nil after dropping an entry
+-- that has none (its deadline was lost, e.g. evicted: nobody could ever reap it otherwise).
+local function liveDeadline(q, deadlines, entry)
+  local deadline = deadlines[entry]
   if not deadline then
     redis.call('LREM', q.queueKey, 1, entry)
   end
@@ -46,8 +60,9 @@ end
 local function announcePermits(q, available)
   reapQueue(q, serverTime())
   local budget = available
-  for _, entry in ipairs(redis.call('LRANGE', q.queueKey, 0, -1)) do
-    if liveDeadline(q, entry) then
+  local entries, deadlines = queueNow(q)
+  for _, entry in ipairs(entries) do
+    if liveDeadline(q, deadlines, entry) then
       local need = entryNeed(entry)
       if need > budget then
         return
@@ -97,12 +112,13 @@ local function takePermits(q, entry, entryMs, permits, now)
   local ahead = 0
   local queued = false
   local untilMs = -1
-  for _, other in ipairs(redis.call('LRANGE', q.queueKey, 0, -1)) do
+  local entries, deadlines = queueNow(q)
+  for _, other in ipairs(entries) do
     if other == entry then
       queued = true
       break
     end
-    local deadline = liveDeadline(q, other)
+    local deadline = liveDeadline(q, deadlines, other)
     if deadline then
       ahead = ahead + entryNeed(other)
       if untilMs < 0 or deadline - now < untilMs then

@@ -287,6 +287,29 @@ describe('RSemaphore', () => {
     expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
   });
 
+  it('drops a queue entry whose deadline was lost (an eviction), whether an attempt or a release finds it', async () => {
+    // The queue's scripts read every deadline at once (queueNow in lua/includes/permit-queue.lua): an entry
+    // missing from the deadlines is dead, and must neither hold back the waiters behind it nor stay.
+    const name = uniqueName('sem');
+    const { queueKey, deadlinesKey } = keysOf(name);
+    const semaphore = redis.locks().getSemaphore(name);
+    await semaphore.trySetPermits(1);
+    // An attempt: a lost entry first in line does not count as a waiter ahead.
+    await redis.admin.lpush(queueKey, '1|lost-client|1');
+    expect(await semaphore.tryAcquire(1)).toBe(true);
+    expect(await redis.admin.exists(queueKey)).toBe(0);
+    // A release: a live waiter queued behind a lost entry is woken and served at once.
+    const waiter = track(redis.locks().getSemaphore(name).acquire());
+    await until(async () => (await redis.admin.zcard(deadlinesKey)) === 1, 'the waiter queued', SOON);
+    await redis.admin.lpush(queueKey, '1|lost-client|2');
+    const start = performance.now();
+    await semaphore.release();
+    await until(() => waiter.done, 'the waiter is granted', SOON);
+    expect(waiter.error).toBeUndefined();
+    expect(elapsedSince(start)).toBeLessThan(SOON / 2);
+    expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
+  });
+
   it('lets a waiter behind a dead waiter’s entry in as soon as that entry’s deadline passes', async () => {
     const name = uniqueName('sem');
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);
