@@ -255,6 +255,24 @@ function goals(all: readonly Measurement[]): string[] {
   const line = (text: string, met: boolean | undefined): string =>
     `- ${met === undefined ? '(not measured)' : met ? 'met' : 'missed'}: ${text}`;
   const out: string[] = [];
+  /** A goal "ours ≥ (or ≤) bound × theirs", with both figures (`digits` decimals) beside the ratio. */
+  const ratioGoal = (
+    subject: string,
+    against: string,
+    ours: number | undefined,
+    theirs: number | undefined,
+    bound: number,
+    higher: boolean,
+    digits: number,
+  ): void => {
+    const ratio = (ours ?? NaN) / (theirs ?? NaN);
+    out.push(
+      line(
+        `${subject} ${higher ? '≥' : '≤'} ${bound} × ${against}: ${fmt(ratio, 2)} × (${fmt(ours, digits)} vs ${fmt(theirs, digits)})`,
+        higher ? ratio >= bound : ratio <= bound,
+      ),
+    );
+  };
   // (a): the uncontended cycle against its floor, SET NX PX + a compare-and-delete script, per cycle.
   const floorA = find('a', 'set-nx-baseline');
   const layout = find('a', 'rlock-layout-floor');
@@ -342,27 +360,21 @@ function goals(all: readonly Measurement[]): string[] {
         bound: number,
         higher: boolean,
         digits = 2,
-      ): void => {
-        const ratio = (ours ?? NaN) / (theirs ?? NaN);
-        out.push(
-          line(
-            `(f) fair lock ${what} ${higher ? '≥' : '≤'} ${bound} × the FIFO ticket floor's: ${fmt(ratio, 2)} × (${fmt(ours, digits)} vs ${fmt(theirs, digits)})`,
-            higher ? ratio >= bound : ratio <= bound,
-          ),
-        );
-      };
+      ): void => ratioGoal(`(f) fair lock ${what}`, "the FIFO ticket floor's", ours, theirs, bound, higher, digits);
       versus('ops/s', f.opsPerSecond, floor.opsPerSecond, 0.8, true, 0);
       versus('handoff p50 ms', f.handoffP50Ms, floor.handoffP50Ms, 1.5, false);
       // The floor of a handoff the woken waiter takes itself (one round trip after its wake-up), which
       // Redisson's fair-lock wire imposes: the release cannot hand the lock to a Java waiter.
       const confirmed = find('f', 'fifo-ticket-floor-confirmed');
       if (confirmed) {
-        const ratio = (f.handoffP50Ms ?? NaN) / (confirmed.handoffP50Ms ?? NaN);
-        out.push(
-          line(
-            `(f) fair lock handoff p50 ms ≤ 1.5 × the confirmed FIFO floor's (a woken waiter takes the lock with one round trip): ${fmt(ratio, 2)} × (${fmt(f.handoffP50Ms, 2)} vs ${fmt(confirmed.handoffP50Ms, 2)})`,
-            ratio <= 1.5,
-          ),
+        ratioGoal(
+          '(f) fair lock handoff p50 ms',
+          "the confirmed FIFO floor's (a woken waiter takes the lock with one round trip)",
+          f.handoffP50Ms,
+          confirmed.handoffP50Ms,
+          1.5,
+          false,
+          2,
         );
       }
       versus('waiting-time p99 ms', f.waitP99Ms, floor.waitP99Ms, 1.5, false);
@@ -416,15 +428,16 @@ function goals(all: readonly Measurement[]): string[] {
       key: 'waitP99Ms' | 'maxWaitMs' | 'opsPerSecond' | 'serverOpsPerAcquisition',
       bound: number,
       higher: boolean,
-    ): void => {
-      const ratio = (ours[key] ?? NaN) / (peer[key] ?? NaN);
-      out.push(
-        line(
-          `(h) ${who} ${what} ${higher ? '≥' : '≤'} ${bound} × redis-semaphore's: ${fmt(ratio, 2)} × (${fmt(ours[key], key === 'opsPerSecond' ? 0 : 1)} vs ${fmt(peer[key], key === 'opsPerSecond' ? 0 : 1)})`,
-          higher ? ratio >= bound : ratio <= bound,
-        ),
+    ): void =>
+      ratioGoal(
+        `(h) ${who} ${what}`,
+        "redis-semaphore's",
+        ours[key],
+        peer[key],
+        bound,
+        higher,
+        key === 'opsPerSecond' ? 0 : 1,
       );
-    };
     versus('waiting-time p99 ms', 'waitP99Ms', 0.5, false);
     versus('longest wait ms', 'maxWaitMs', 0.5, false);
     versus('acquisitions/s', 'opsPerSecond', 0.8, true);

@@ -802,27 +802,21 @@ function fieldOf(scenario: ScenarioId): readonly Library[] {
   return LIBRARIES;
 }
 
+// Rounds per scenario outside --quick (the others run once). The short uncontended scenarios run in rounds,
+// each in another library order, so that drift of the machine (2 cores shared with redis-server) does not
+// favour whoever runs at a good moment. (i) compares variants a few per cent apart: more rounds, so that the
+// machine's drift averages out. (f) judges the fair lock against the FIFO ticket floor: three interleaved
+// rounds, medians (single contended runs swing widely on 2 cores). (a) judges the cycle against the SET NX
+// floor in wall time and CPU: five rounds, medians.
+const ROUNDS: Partial<Record<ScenarioId, number>> = { a: 5, b: 3, f: 3, i: 9 };
+
 const servers = await startServers();
 const measurements: Measurement[] = [];
 const started = performance.now();
 try {
   for (const scenario of scenarios) {
     const taking = (scenario === 'i' ? OTEL_VARIANTS : fieldOf(scenario)).filter(selected);
-    // The short uncontended scenarios run in rounds, each in another library order, so that drift of the
-    // machine (2 cores shared with redis-server) does not favour whoever runs at a good moment.
-    // (i) compares variants a few per cent apart: more rounds, so that the machine's drift averages out.
-    // (f) judges the fair lock against the FIFO ticket floor: three interleaved rounds, medians (single
-    // contended runs swing widely on 2 cores). (a) judges the cycle against the SET NX floor in wall time
-    // and CPU: five rounds, medians.
-    const rounds = quick
-      ? 1
-      : scenario === 'i'
-        ? 9
-        : scenario === 'a'
-          ? 5
-          : scenario === 'b' || scenario === 'f'
-            ? 3
-            : 1;
+    const rounds = quick ? 1 : (ROUNDS[scenario] ?? 1);
     const perLibrary = new Map<Library | OtelVariant, Measurement[]>();
     for (let round = 0; round < rounds; round++) {
       for (let i = 0; i < taking.length; i++) {

@@ -121,7 +121,7 @@ async function countInstructions(cycle) {
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 if (instructions) {
   // Deterministic: one warm-up pass each, then one counted pass each.
-  for (const cycle of [flowlock, baseline]) for (let i = 0; i < 300; i++) await cycle(i);
+  for (const cycle of [flowlock, layout, baseline]) for (let i = 0; i < 300; i++) await cycle(i);
   const ours = await countInstructions(flowlock);
   const wire = await countInstructions(layout);
   const theirs = await countInstructions(baseline);
