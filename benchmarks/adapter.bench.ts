@@ -40,7 +40,7 @@ async function cycle(send: Send): Promise<void> {
   await send(
     release,
     [keys.lockKey, keys.channel, keys.holdKey, keys.releaseMemoPrefix + id],
-    [id, 30_000, 'one', '', 'PUBLISH', owner],
+    [30_000, 'one', '', 'PUBLISH', owner],
   );
 }
 
@@ -58,7 +58,7 @@ beforeAll(async () => {
   await viaIoredis.evalScript(
     release,
     [keys.lockKey, keys.channel, keys.holdKey, `${keys.releaseMemoPrefix}warm`],
-    ['warm', 1, 'all', '', 'PUBLISH', owner],
+    [1, 'all', '', 'PUBLISH', owner],
     true,
   );
 });

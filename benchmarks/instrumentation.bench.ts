@@ -29,6 +29,7 @@ import {
 import { expect, it } from 'vitest';
 import { createLockClient } from 'flowlock';
 import { FlowlockInstrumentation } from 'flowlock/opentelemetry';
+import { luaSources } from '../src/redis/lua-scripts.generated.ts';
 
 /** Cycles per timed round; rounds alternate the variants, each starting with another. */
 const CYCLES = Number(process.env['INSTRUMENTATION_BENCH_CYCLES'] ?? 5000);
@@ -41,10 +42,14 @@ function instantClient(): object {
   return Object.assign(new EventEmitter(), {
     status: 'ready',
     options: {},
-    // The lock's acquire script has 4 keys and 5 arguments (reply: acquired, token, hold count 1, owner 1);
-    // its release 4 keys and 6 arguments: told apart by their count.
-    evalsha: (_sha: string, _keys: number, ...rest: unknown[]) =>
-      Promise.resolve(rest.length === 9 ? [1, token++, 1, 1] : [0, 1, 0]),
+    // The lock's acquire script (reply: acquired, token, hold count 1, owner 1) and its release (reply: the
+    // lock freed by owner 1, nobody woken), told apart by their SHA: their argument counts are the same.
+    evalsha: (sha: string) =>
+      sha === luaSources['lock/acquire'].sha1
+        ? Promise.resolve([1, token++, 1, 1])
+        : sha === luaSources['lock/release'].sha1
+          ? Promise.resolve([0, 1, 0])
+          : Promise.reject(new Error(`not used: script ${sha}`)),
     eval: () => Promise.reject(new Error('not used')),
     call: () => Promise.resolve(''),
     duplicate: () => {

@@ -2,6 +2,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { percentile } from '../test/support/checkers.ts';
 
 export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h' | 'i';
 
@@ -18,6 +19,11 @@ export interface Measurement {
   readonly wallUsPerAcquisition?: number;
   readonly clientCpuUsPerAcquisition?: number;
   readonly serverCpuUsPerAcquisition?: number;
+  /**
+   * The same three figures of each round, in round order (every library of a scenario runs once per round),
+   * so that two libraries are compared round by round: drift of the machine between rounds cancels.
+   */
+  readonly perRound?: readonly Readonly<Record<CycleFigure, number>>[];
   readonly handoffP50Ms?: number;
   readonly handoffP99Ms?: number;
   readonly waitP50Ms?: number;
@@ -81,6 +87,8 @@ function nameIn(scenario: ScenarioId, library: string): string {
     if (library === 'flowlock-permit-semaphore') return 'flowlock RPermitExpirableSemaphore';
     if (library === 'redis-semaphore') return 'redis-semaphore Semaphore';
     if (library === 'fifo-ticket-floor') return 'FIFO ticket semaphore (the floor of a fair one)';
+    if (library === 'fifo-ticket-floor-confirmed')
+      return 'FIFO ticket semaphore, woken waiter confirms (the floor of a fair one whose waiters take their permits)';
     return library;
   }
   if (library === 'set-nx-baseline' && scenario === 'a') return 'SET NX + compare-and-delete (the floor)';
@@ -237,6 +245,30 @@ function table(scenario: ScenarioId, rows: readonly Measurement[]): string {
   return [header, ...lines].join('\n');
 }
 
+/** The per-cycle figures measured in (a), (b) and (i). */
+export type CycleFigure = 'wallUsPerAcquisition' | 'clientCpuUsPerAcquisition' | 'serverCpuUsPerAcquisition';
+
+/**
+ * `combine` of two libraries' `key` figures taken round by round, median over the rounds; from their medians
+ * when either has no rounds (a run of one round, or measurements recorded before rounds were kept).
+ */
+export function paired(
+  ours: Measurement,
+  theirs: Measurement,
+  key: CycleFigure,
+  combine: (ours: number, theirs: number) => number,
+): number {
+  const a = ours.perRound;
+  const b = theirs.perRound;
+  if (!a || !b || a.length !== b.length || a.length < 2) return combine(ours[key] ?? NaN, theirs[key] ?? NaN);
+  // The same median as each library's figures over its rounds (run.ts's mergeRounds).
+  return percentile(
+    a.map((round, i) => combine(round[key], b[i]?.[key] ?? NaN)),
+    50,
+  );
+}
+const ratioOf = (ours: number, theirs: number): number => ours / theirs;
+
 /** The goals of the benchmark issue, as ratios measured in this run. */
 function goals(all: readonly Measurement[]): string[] {
   const find = (scenario: ScenarioId, library: string): Measurement | undefined =>
@@ -287,11 +319,12 @@ function goals(all: readonly Measurement[]): string[] {
       ['client CPU', 'clientCpuUsPerAcquisition'],
       ['server CPU', 'serverCpuUsPerAcquisition'],
     ] as const) {
-      const ratio = (ours[key] ?? NaN) / (floorA[key] ?? NaN);
+      // Ratios round by round (the median of them): the three ran back to back in each round.
+      const ratio = paired(ours, floorA, key, ratioOf);
       // Beside it, the floor of Redisson's RLock wire (a hash, its scripts, the release message and memo):
       // what any lock that Java clients share costs before anything of ours.
       const wire = layout
-        ? ` (the RLock-layout floor: ${fmt(layout[key])} µs, ${fmt((layout[key] ?? NaN) / (floorA[key] ?? NaN), 2)} × SET NX; ours ${fmt((ours[key] ?? NaN) / (layout[key] ?? NaN), 2)} × it)`
+        ? ` (the RLock-layout floor: ${fmt(layout[key])} µs, ${fmt(paired(layout, floorA, key, ratioOf), 2)} × SET NX; ours ${fmt(paired(ours, layout, key, ratioOf), 2)} × it)`
         : '';
       out.push(
         line(
@@ -456,12 +489,19 @@ function goals(all: readonly Measurement[]): string[] {
   // The floor of a fair semaphore (a FIFO ticket semaphore: no lease, no crash safety): what serving the
   // waiters in order, each handoff to another process, allows against the peer whose releasing process takes
   // its permit straight back.
-  const fairFloor = find('h', 'fifo-ticket-floor');
-  if (fairFloor && peer) {
-    const ours = find('h', 'flowlock-semaphore');
+  // The confirmed floor: the same, but a woken waiter goes in only after one more round trip, as every waiter
+  // of ours takes its permits with its own acquire script (a release that handed them over would hand them
+  // to a waiter that died while queued too).
+  const ours = find('h', 'flowlock-semaphore');
+  for (const [library, what] of [
+    ['fifo-ticket-floor', 'FIFO floor'],
+    ['fifo-ticket-floor-confirmed', 'confirmed FIFO floor'],
+  ] as const) {
+    const fairFloor = find('h', library);
+    if (!fairFloor || !peer) continue;
     out.push(
       line(
-        `(h) the FIFO floor's acquisitions/s ≥ 0.8 × redis-semaphore's (can a fair semaphore get there at all): ${fmt((fairFloor.opsPerSecond ?? NaN) / (peer.opsPerSecond ?? NaN), 2)} × (${fmt(fairFloor.opsPerSecond, 0)} vs ${fmt(peer.opsPerSecond, 0)}); RSemaphore ${fmt((ours?.opsPerSecond ?? NaN) / (fairFloor.opsPerSecond ?? NaN), 2)} × the floor, ${fmt(fairFloor.serverOpsPerAcquisition, 1)} server ops / acq`,
+        `(h) the ${what}'s acquisitions/s ≥ 0.8 × redis-semaphore's (can a fair semaphore get there at all): ${fmt((fairFloor.opsPerSecond ?? NaN) / (peer.opsPerSecond ?? NaN), 2)} × (${fmt(fairFloor.opsPerSecond, 0)} vs ${fmt(peer.opsPerSecond, 0)}); RSemaphore ${fmt((ours?.opsPerSecond ?? NaN) / (fairFloor.opsPerSecond ?? NaN), 2)} × this floor, ${fmt(fairFloor.serverOpsPerAcquisition, 1)} server ops / acq`,
         (fairFloor.opsPerSecond ?? 0) >= 0.8 * (peer.opsPerSecond ?? Infinity),
       ),
     );
@@ -507,10 +547,13 @@ function goals(all: readonly Measurement[]): string[] {
     ] as const) {
       const ours = (ourVariant[key] ?? NaN) - (bare[key] ?? NaN);
       const theirs = (theirSdk[key] ?? NaN) - (bare[key] ?? NaN);
+      // Both add to the same bare cycle, so ours adds no more exactly when our cycle takes no longer than
+      // theirs: judged round by round (the two ran back to back in each), the median of the differences.
+      const difference = paired(ourVariant, theirSdk, key, (a, b) => a - b);
       out.push(
         line(
-          `(i) the ${measure} ${what} adds to a cycle ≤ what instrumentation-ioredis + the same SDK adds: +${fmt(ours)} vs +${fmt(theirs)} µs`,
-          ours <= theirs,
+          `(i) the ${measure} ${what} adds to a cycle ≤ what instrumentation-ioredis + the same SDK adds: +${fmt(ours)} vs +${fmt(theirs)} µs (medians of the rounds); ours − theirs round by round: ${difference > 0 ? '+' : ''}${fmt(difference)} µs (median)`,
+          difference <= 0,
         ),
       );
     }
@@ -561,7 +604,7 @@ export function writeReport(
         ', ',
       )}. Every library keeps its own defaults except unlimited retries. Leases are 10 s in (a)–(d), (f) and (g); (e) uses each library's auto-renewal with a ${meta.sizes['eWatchdog'] ?? '?'} ms lease, so a renewal period is a third of it.`,
     '',
-    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes. (h): each of 8 processes (one loop each, as in (c)) takes one permit of a semaphore of 3 in its library’s auto-renewing mode (RSemaphore’s permits have no lease; the expirable semaphore and redis-semaphore renew theirs), holds it 1 ms and gives it back; each section counts itself in and out of a counter on the resource Redis (INCR / DECR), and the most holders at once is that counter’s highest value, and also the most sections inside at once on the monotonic clock; acquire attempts count the acquire script calls in the MONITOR pass (redis-semaphore: every script call, its only one in the loop). (i): (a)’s loop for flowlock alone, in one process, alternating in 9 rounds that each start with another variant: with no subscriber on its diagnostics channels; with `FlowlockInstrumentation` from `flowlock/opentelemetry` enabled while no OpenTelemetry SDK is registered (the API’s no-op providers); with the SDK (tracer and meter providers with in-memory exporters behind the batch span processor NodeSDK uses, metrics read every second, the AsyncLocalStorage context manager); with the SDK’s tracer provider only (our spans, no metrics); and, as goal (d)’s yardstick, with `@opentelemetry/instrumentation-ioredis` on the same SDK instead of ours (a span per command, `requireParentSpan` off); “vs. no subscriber” is the ops/s ratio to the first. (a) and (i) also give per cycle the wall time, this process’s CPU time (`process.cpuUsage()`) and the lock server’s CPU time (`INFO cpu`, user + sys), medians of the rounds; the floor of (a) is set-nx-baseline, `SET key token NX PX` + a compare-and-delete script on one connection.',
+    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes. (h): each of 8 processes (one loop each, as in (c)) takes one permit of a semaphore of 3 in its library’s auto-renewing mode (RSemaphore’s permits have no lease; the expirable semaphore and redis-semaphore renew theirs), holds it 1 ms and gives it back; each section counts itself in and out of a counter on the resource Redis (INCR / DECR), and the most holders at once is that counter’s highest value, and also the most sections inside at once on the monotonic clock; acquire attempts count the acquire script calls in the MONITOR pass (redis-semaphore: every script call, its only one in the loop). (i): (a)’s loop for flowlock alone, in one process, alternating in 9 rounds that each start with another variant: with no subscriber on its diagnostics channels; with `FlowlockInstrumentation` from `flowlock/opentelemetry` enabled while no OpenTelemetry SDK is registered (the API’s no-op providers); with the SDK (tracer and meter providers with in-memory exporters behind the batch span processor NodeSDK uses, metrics read every second, the AsyncLocalStorage context manager); with the SDK’s tracer provider only (our spans, no metrics); and, as goal (d)’s yardstick, with `@opentelemetry/instrumentation-ioredis` on the same SDK instead of ours (a span per command, `requireParentSpan` off); “vs. no subscriber” is the ops/s ratio to the first. (a) and (i) also give per cycle the wall time, this process’s CPU time (`process.cpuUsage()`) and the lock server’s CPU time (`INFO cpu`, user + sys), medians of the rounds, and the goal lines compare two of them round by round (the median of the per-round ratios, or in (i) of the per-round differences); the floor of (a) is set-nx-baseline, `SET key token NX PX` + a compare-and-delete script on one connection.',
     '',
     '## Goals',
     '',

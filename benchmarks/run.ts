@@ -761,6 +761,11 @@ function mergeRounds(rounds: readonly Measurement[]): Measurement {
       wallUsPerAcquisition: median(rounds.map((r) => r.wallUsPerAcquisition ?? NaN)),
       clientCpuUsPerAcquisition: median(rounds.map((r) => r.clientCpuUsPerAcquisition ?? NaN)),
       serverCpuUsPerAcquisition: median(rounds.map((r) => r.serverCpuUsPerAcquisition ?? NaN)),
+      perRound: rounds.map((r) => ({
+        wallUsPerAcquisition: r.wallUsPerAcquisition ?? NaN,
+        clientCpuUsPerAcquisition: r.clientCpuUsPerAcquisition ?? NaN,
+        serverCpuUsPerAcquisition: r.serverCpuUsPerAcquisition ?? NaN,
+      })),
     }),
   };
 }

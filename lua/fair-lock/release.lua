@@ -10,12 +10,11 @@
   KEYS[5] holdKey      hash of this library's side fields (see lock/release.lua)
   KEYS[6] requestKey   string: this release's answer, so that a resend is answered, not run again
 
-  ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
-  ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
-  ARGV[3] mode       "one", "all", "undo" or "purge", as in lock/release.lua
-  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
-  ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster
-  ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+  ARGV[1] memoMs     integer > 0, milliseconds: how long requestKey is kept
+  ARGV[2] mode       "one", "all", "undo" or "purge", as in lock/release.lua
+  ARGV[3] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
+  ARGV[4] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster
+  ARGV[5..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
     {remaining, ownerIndex}  remaining hold count of that owner; ownerIndex 1-based
@@ -36,12 +35,11 @@ local timeoutKey = KEYS[3]
 local channelBase = KEYS[4]
 local holdKey = KEYS[5]
 local requestKey = KEYS[6]
-local requestId = ARGV[1]
-local memoMs = tonumber(ARGV[2])
-local mode = ARGV[3]
-local undoId = ARGV[4]
-local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local owners = {unpack(ARGV, 6)}
+local memoMs = tonumber(ARGV[1])
+local mode = ARGV[2]
+local undoId = ARGV[3]
+local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local owners = {unpack(ARGV, 5)}
 
 --- @include "release-hold"
 --- @include "fair-queue"
@@ -51,7 +49,7 @@ local function dropLast()
   return wakeFirst(queueKey, timeoutKey, channelBase, publish)
 end
 
-local reply = releaseHold(lockKey, holdKey, requestKey, owners, mode, requestId, undoId, memoMs, nil, dropLast)
+local reply = releaseHold(lockKey, holdKey, requestKey, owners, mode, undoId, memoMs, nil, dropLast)
 if reply then return reply end
 -- Not held by the chain: if the lock is free (its lease ran out), the waiter first in line may go.
 if redis.call('EXISTS', lockKey) == 0 then

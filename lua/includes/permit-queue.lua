@@ -13,117 +13,127 @@
 -- q: {permitsKey, queueKey, deadlinesKey, channel, wakePrefix, publish, timeoutKey (expirable permits'
 -- sorted set; scripts that take permits reclaim expired ones first)}
 
+-- How long (ms) the queue's keys outlive the latest deadline in them: a dead waiter kept permits that only a
+-- script finding it dead announces on Redisson's channel (Java waiters hear of them no other way). The
+-- footprint contract's window (DESIGN.md: nothing outlives a free lock by more than 30 s).
+local DEAD_ENTRY_GRACE_MS = 30000
+
 -- entryNeed(entry): the permits a queue entry waits for.
 local function entryNeed(entry)
   return tonumber(string.match(entry, '^(%d+)|'))
 end
 
--- queueNow(q): the queued entries in order, and their deadlines by entry (one read of each key, not a
--- ZSCORE per entry: a queue is read whole anyway).
-local function queueNow(q)
-  local entries = redis.call('LRANGE', q.queueKey, 0, -1)
+-- liveQueue(q, now): the entries still alive, in order, with their deadlines by entry, and how many queued
+-- entries it dropped as dead: past their deadline (their waiter stopped refreshing it), or with none (lost,
+-- e.g. evicted: nobody could ever reap them otherwise). The dead leave both keys. One read of each key, the
+-- whole of it: every caller walks the queue anyway.
+local function liveQueue(q, now)
+  local listed = redis.call('LRANGE', q.queueKey, 0, -1)
+  local scored = redis.call('ZRANGE', q.deadlinesKey, 0, -1, 'WITHSCORES')
   local deadlines = {}
-  if #entries > 0 then
-    local scored = redis.call('ZRANGE', q.deadlinesKey, 0, -1, 'WITHSCORES')
-    for i = 1, #scored, 2 do
-      deadlines[scored[i]] = tonumber(scored[i + 1])
+  local expired = false
+  for i = 1, #scored, 2 do
+    local deadline = tonumber(scored[i + 1])
+    if deadline > now then
+      deadlines[scored[i]] = deadline
+    else
+      expired = true
     end
   end
-  return entries, deadlines
-end
-
--- liveDeadline(q, deadlines, entry): the entry's deadline (from queueNow), or nil after dropping an entry
--- that has none (its deadline was lost, e.g. evicted: nobody could ever reap it otherwise).
-local function liveDeadline(q, deadlines, entry)
-  local deadline = deadlines[entry]
-  if not deadline then
-    redis.call('LREM', q.queueKey, 1, entry)
-  end
-  return deadline
-end
-
--- reapQueue(q, now): drops the entries whose deadline passed; returns how many.
-local function reapQueue(q, now)
-  local dead = redis.call('ZRANGEBYSCORE', q.deadlinesKey, '-inf', now)
-  for _, entry in ipairs(dead) do
-    redis.call('LREM', q.queueKey, 1, entry)
-  end
-  if #dead > 0 then
+  -- Also a deadline whose list entry is gone (a DEL of the list): it would outlive its waiter otherwise.
+  if expired then
     redis.call('ZREMRANGEBYSCORE', q.deadlinesKey, '-inf', now)
   end
-  return #dead
+  local entries = {}
+  local dropped = 0
+  for _, entry in ipairs(listed) do
+    if deadlines[entry] then
+      entries[#entries + 1] = entry
+    else
+      redis.call('LREM', q.queueKey, 1, entry)
+      dropped = dropped + 1
+    end
+  end
+  return entries, deadlines, dropped
 end
 
--- announcePermits(q, available): `available` permits are free: wakes the queued waiters whose needs fit,
--- in order, stopping at the first that does not (it is not overtaken), each on its client's channel; when
--- every queued waiter was woken, announces what is left on Redisson's channel.
-local function announcePermits(q, available)
-  reapQueue(q, serverTime())
+-- wakeQueued(q, available, entries): `available` permits are free: wakes the live queued waiters `entries`
+-- (from liveQueue) whose needs fit, in order, stopping at the first that does not (it is not overtaken),
+-- each on its client's channel; when every one was woken, announces what is left on Redisson's channel.
+local function wakeQueued(q, available, entries)
   local budget = available
-  local entries, deadlines = queueNow(q)
   for _, entry in ipairs(entries) do
-    if liveDeadline(q, deadlines, entry) then
-      local need = entryNeed(entry)
-      if need > budget then
-        return
-      end
-      budget = budget - need
-      redis.call(q.publish, q.wakePrefix .. string.match(entry, '^%d+|(.*)|%d+$'), entry)
+    local need = entryNeed(entry)
+    if need > budget then
+      return
     end
+    budget = budget - need
+    redis.call(q.publish, q.wakePrefix .. string.match(entry, '^%d+|(.*)|%d+$'), entry)
   end
   if budget > 0 then
     redis.call(q.publish, q.channel, budget)
   end
 end
 
--- reclaimPermits(q, now): gives back every expirable permit whose lease ended by `now`, and wakes the
--- waiters they serve; returns how many came back.
-local function reclaimPermits(q, now)
-  local expired = redis.call('ZREMRANGEBYSCORE', q.timeoutKey, '-inf', now)
-  if expired > 0 then
-    local available = redis.call('INCRBY', q.permitsKey, expired)
-    if available > 0 then
-      announcePermits(q, available)
-    end
-  end
-  return expired
+-- announcePermits(q, available, now): `available` permits are free: drops the dead entries and wakes the
+-- waiters they serve (wakeQueued). `now`: server time in epoch ms, read here when nil.
+local function announcePermits(q, available, now)
+  wakeQueued(q, available, (liveQueue(q, now or serverTime())))
 end
 
--- reapAndAnnounce(q, now): drops dead entries; what they kept is announced (to the waiters behind them, or
--- on Redisson's channel). Returns the permits available.
-local function reapAndAnnounce(q, now)
-  local available = tonumber(redis.call('GET', q.permitsKey) or 0)
-  if reapQueue(q, now) > 0 and available > 0 then
-    announcePermits(q, available)
+-- reclaimPermits(q, now): gives back every expirable permit whose lease ended by `now`, and wakes the
+-- waiters they serve. Returns the earliest lease end of a permit still out (epoch ms; Redisson's
+-- 922337203685477 for a permit without a lease; nil: none is out), and the permits available after giving
+-- some back (nil: none came back). Only that earliest one is read unless it has ended.
+local function reclaimPermits(q, now)
+  local earliest = redis.call('ZRANGE', q.timeoutKey, 0, 0, 'WITHSCORES')
+  if not (earliest[2] and tonumber(earliest[2]) <= now) then
+    return tonumber(earliest[2]), nil
   end
-  return available
+  local expired = redis.call('ZREMRANGEBYSCORE', q.timeoutKey, '-inf', now)
+  local available = redis.call('INCRBY', q.permitsKey, expired)
+  if available > 0 then
+    announcePermits(q, available, now)
+  end
+  earliest = redis.call('ZRANGE', q.timeoutKey, 0, 0, 'WITHSCORES')
+  return tonumber(earliest[2]), available
+end
+
+-- reapAndAnnounce(q, now, available): drops dead entries; what they kept is announced (to the waiters behind
+-- them, or on Redisson's channel). `available`: the permits available when the caller knows them, else read
+-- here. Returns the permits available, and the live entries with their deadlines (see liveQueue).
+local function reapAndAnnounce(q, now, available)
+  available = available or tonumber(redis.call('GET', q.permitsKey) or 0)
+  local entries, deadlines, dropped = liveQueue(q, now)
+  if dropped > 0 and available > 0 then
+    wakeQueued(q, available, entries)
+  end
+  return available, entries, deadlines
 end
 
 -- takePermits(q, entry, entryMs, permits, now): takes `permits` if that many are free beyond what the
 -- queued waiters ahead of `entry` (all of them, for '' or an entry not queued) wait for; the entry leaves
--- the queue then. Otherwise queues the entry (or refreshes its deadline) unless it is ''. Expired
+-- the queue then. Otherwise queues the entry (or refreshes its deadline) unless it is '', and both queue
+-- keys expire DEAD_ENTRY_GRACE_MS after the latest deadline. Expired
 -- expirable permits come back first, and dead entries go (what they kept is announced). Returns the
 -- permits left after a grant; or nil, the permits available, and the milliseconds until something could
 -- change without a message (the earliest deadline of an entry ahead: a dead waiter's place frees up; the
 -- earliest lease end: its permit comes back), -1 when nothing would.
 local function takePermits(q, entry, entryMs, permits, now)
-  reclaimPermits(q, now)
-  local available = reapAndAnnounce(q, now)
+  local leaseEnds, reclaimed = reclaimPermits(q, now)
+  local available, entries, deadlines = reapAndAnnounce(q, now, reclaimed)
   local ahead = 0
   local queued = false
   local untilMs = -1
-  local entries, deadlines = queueNow(q)
   for _, other in ipairs(entries) do
     if other == entry then
       queued = true
       break
     end
-    local deadline = liveDeadline(q, deadlines, other)
-    if deadline then
-      ahead = ahead + entryNeed(other)
-      if untilMs < 0 or deadline - now < untilMs then
-        untilMs = deadline - now
-      end
+    ahead = ahead + entryNeed(other)
+    local deadline = deadlines[other]
+    if untilMs < 0 or deadline - now < untilMs then
+      untilMs = deadline - now
     end
   end
   if available - ahead >= permits then
@@ -142,11 +152,18 @@ local function takePermits(q, entry, entryMs, permits, now)
       redis.call('RPUSH', q.queueKey, entry)
     end
     redis.call('ZADD', q.deadlinesKey, now + entryMs, entry)
+    -- Both keys run out DEAD_ENTRY_GRACE_MS after the latest deadline: waiters that died queued leave no key
+    -- behind, and a script that looks within the grace still finds the dead and announces what they kept.
+    local latest = now + entryMs
+    for _, deadline in pairs(deadlines) do
+      latest = math.max(latest, deadline)
+    end
+    redis.call('PEXPIRE', q.queueKey, latest - now + DEAD_ENTRY_GRACE_MS)
+    redis.call('PEXPIRE', q.deadlinesKey, latest - now + DEAD_ENTRY_GRACE_MS)
   end
-  local earliest = redis.call('ZRANGE', q.timeoutKey, 0, 0, 'WITHSCORES')
   -- Redisson's 922337203685477: a permit without a lease.
-  if earliest[2] and tonumber(earliest[2]) ~= 922337203685477 then
-    local leaseEnds = math.max(0, tonumber(earliest[2]) - now)
+  if leaseEnds and leaseEnds ~= 922337203685477 then
+    leaseEnds = math.max(0, leaseEnds - now)
     if untilMs < 0 or leaseEnds < untilMs then
       untilMs = leaseEnds
     end

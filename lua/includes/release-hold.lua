@@ -1,4 +1,4 @@
--- releaseHold(lockKey, holdKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast): the
+-- releaseHold(lockKey, holdKey, requestKey, fields, mode, undoMemo, memoMs, dropOne, dropLast): the
 -- release logic every lock kind shares. Finds the nearest field of `fields` (the calling flow chain, nearest
 -- first) with a count in lockKey and drops one hold ("one", "undo") or all ("all", "purge"); "undo" and
 -- "purge" act only if the field's last acquire was undoMemo (see acquiredBy).
@@ -29,7 +29,7 @@ local function acquiredBy(holdKey, field, undoMemo)
   return acquired == undoMemo
 end
 
-local function releaseHold(lockKey, holdKey, requestKey, fields, mode, memo, undoMemo, memoMs, dropOne, dropLast)
+local function releaseHold(lockKey, holdKey, requestKey, fields, mode, undoMemo, memoMs, dropOne, dropLast)
   for index, field in ipairs(fields) do
     local count = tonumber(redis.call('HGET', lockKey, field))
     if count then

@@ -8,18 +8,17 @@
   KEYS[4] requestKey  string: this release's answer, "<remaining> <ownerIndex>", so that a resend is
                       answered from it, not run again
 
-  ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
-  ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
-  ARGV[3] mode       "one": drop one hold; "all": drop every hold of the owner (client shutdown);
-                     "undo": drop one hold only if the owner's last acquire was ARGV[4] (an acquire whose
+  ARGV[1] memoMs     integer > 0, milliseconds: how long requestKey is kept
+  ARGV[2] mode       "one": drop one hold; "all": drop every hold of the owner (client shutdown);
+                     "undo": drop one hold only if the owner's last acquire was ARGV[3] (an acquire whose
                      reply never came: it may or may not have run);
-                     "purge": drop every hold of the owner only if its last acquire was ARGV[4] (a hold
+                     "purge": drop every hold of the owner only if its last acquire was ARGV[3] (a hold
                      the client declared lost, or a stale hold an acquire re-entered by mistake)
-  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge" ("~<id>" for an acquire
+  ARGV[3] undoId     request id of the acquire to undo in modes "undo" and "purge" ("~<id>" for an acquire
                      sent lean: it also matches a hold with no acquire memo), else ""
-  ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub; the channel is in
+  ARGV[4] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub; the channel is in
                      the lock's slot)
-  ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+  ARGV[5..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
     {remaining, ownerIndex}  remaining hold count of that owner; ownerIndex 1-based
@@ -39,11 +38,10 @@ local lockKey = KEYS[1]
 local channel = KEYS[2]
 local holdKey = KEYS[3]
 local requestKey = KEYS[4]
-local requestId = ARGV[1]
-local memoMs = tonumber(ARGV[2])
-local mode = ARGV[3]
-local undoId = ARGV[4]
-local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local memoMs = tonumber(ARGV[1])
+local mode = ARGV[2]
+local undoId = ARGV[3]
+local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 -- The last hold is dropped without a decrement: the lock is free.
 local function dropLast()
@@ -53,7 +51,7 @@ end
 
 -- The uncontended cycle's release first, before anything else of the script is built: the calling flow's
 -- own single hold, released for the first time (releaseHold below does the same, and everything else).
-if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[6]) == '1' then
+if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[5]) == '1' then
   if not redis.call('SET', requestKey, '0 1', 'PX', memoMs, 'NX', 'GET') then
     return {0, 1, dropLast()}
   end
@@ -61,5 +59,5 @@ end
 
 --- @include "release-hold"
 
-return releaseHold(lockKey, holdKey, requestKey, {unpack(ARGV, 6)}, mode, requestId, undoId, memoMs, nil, dropLast)
+return releaseHold(lockKey, holdKey, requestKey, {unpack(ARGV, 5)}, mode, undoId, memoMs, nil, dropLast)
   or {-1, 0}

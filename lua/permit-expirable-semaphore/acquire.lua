@@ -28,7 +28,8 @@
     the queue (what they kept is announced);
     granted: DECRBY permitsKey 1; ZADD timeoutKey <now + leaseMs> permitId; the entry leaves the queue;
     the permit key's TTL, if any, is copied to timeoutKey (Redisson #2444);
-    refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs.
+    refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs; PEXPIRE queueKey and
+    deadlinesKey to 30 s past the latest deadline.
     Server time (TIME), not the client's clock
 ]]
 local permitsKey = KEYS[1]

@@ -20,8 +20,9 @@
         all the same, as Redisson 3.17+ does)
 
   Side effects
-    permits whose lease ended go back first; then ZREM timeoutKey permitId, INCRBY permitsKey 1, the
-    waiters the permits serve are woken, SET memoKey 1 PX memoMs
+    SET memoKey 1 PX memoMs NX first (a resend finds it: answered 1, nothing given back twice), deleted
+    again when the permit was not held; permits whose lease ended go back; then ZREM timeoutKey permitId,
+    INCRBY permitsKey 1, the waiters the permits serve are woken
 ]]
 local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]
@@ -41,16 +42,18 @@ local q = {
   channel = channel, wakePrefix = wakePrefix, publish = publish,
 }
 
-if redis.call('EXISTS', memoKey) == 1 then
+if not redis.call('SET', memoKey, 1, 'PX', memoMs, 'NX') then
   return 1
 end
-reclaimPermits(q, serverTime())
+local now = serverTime()
+reclaimPermits(q, now)
 if redis.call('ZREM', timeoutKey, permitId) == 0 then
+  -- Nothing was released: a resend must find the same.
+  redis.call('DEL', memoKey)
   return -1
 end
 local available = redis.call('INCRBY', permitsKey, 1)
 if available > 0 then
-  announcePermits(q, available)
+  announcePermits(q, available, now)
 end
-redis.call('SET', memoKey, 1, 'PX', memoMs)
 return 1

@@ -8,12 +8,11 @@
   KEYS[4] holdKey      hash of this library's side fields (see includes/hold-key.lua)
   KEYS[5] requestKey   string: this release's answer, so that a resend is answered, not run again
 
-  ARGV[1] requestId  string: unique per call (also the suffix of requestKey)
-  ARGV[2] memoMs     integer > 0, milliseconds: how long requestKey is kept
-  ARGV[3] mode       "one", "all", "undo" or "purge", as in lock/release.lua
-  ARGV[4] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
-  ARGV[5] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster
-  ARGV[6..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
+  ARGV[1] memoMs     integer > 0, milliseconds: how long requestKey is kept
+  ARGV[2] mode       "one", "all", "undo" or "purge", as in lock/release.lua
+  ARGV[3] undoId     request id of the acquire to undo in modes "undo" and "purge", else ""
+  ARGV[4] publish    "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster
+  ARGV[5..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
     {remaining, ownerIndex}  remaining read holds of that owner; ownerIndex 1-based
@@ -36,12 +35,11 @@ local channel = KEYS[2]
 local timeoutBase = KEYS[3]
 local holdKey = KEYS[4]
 local requestKey = KEYS[5]
-local memo = ARGV[1]
-local memoMs = tonumber(ARGV[2])
-local mode = ARGV[3]
-local undoMemo = ARGV[4]
-local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-local owners = {unpack(ARGV, 6)}
+local memoMs = tonumber(ARGV[1])
+local mode = ARGV[2]
+local undoMemo = ARGV[3]
+local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local owners = {unpack(ARGV, 5)}
 
 --- @include "release-hold"
 
@@ -79,5 +77,5 @@ local function dropLast(owner, count)
   return redis.call(publish, channel, '0')
 end
 
-return releaseHold(lockKey, holdKey, requestKey, owners, mode, memo, undoMemo, memoMs, dropOne, dropLast)
+return releaseHold(lockKey, holdKey, requestKey, owners, mode, undoMemo, memoMs, dropOne, dropLast)
   or {-1, 0}

@@ -29,7 +29,8 @@
                   PEXPIRE lockKey leaseMs; HSET holdKey "<owner>:write:acq", ":token" and ":info" (as
                   lock/acquire.lua), PEXPIRE holdKey leaseMs; ZREM writersKey fields[1]
     re-entry:     HINCRBY; HSET memo field; PEXPIRE only when that lengthens a TTL
-    not granted:  with waitingMs > 0, ZADD writersKey now + waitingMs fields[1] (never lowering it)
+    not granted:  with waitingMs > 0, ZADD writersKey now + waitingMs fields[1] (never lowering it), and
+                  PEXPIRE writersKey to its latest deadline
 ]]
 local lockKey = KEYS[1]
 local writersKey = KEYS[2]
@@ -74,5 +75,8 @@ end
 if waitingMs > 0 then
   local now = serverTime()
   redis.call('ZADD', writersKey, 'GT', now + waitingMs, fields[1])
+  -- The registry outlives its latest deadline by nothing: a writer that died waiting leaves no key behind.
+  local latest = redis.call('ZRANGE', writersKey, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', writersKey, tonumber(latest[2]) - now)
 end
 return {0, redis.call('PTTL', lockKey)}

@@ -27,7 +27,8 @@
     expirable permits whose lease ended go back (and wake the waiters they serve); entries whose deadline
     passed leave the queue (what they kept is announced);
     granted: DECRBY permitsKey permits; SET memoKey permits PX memoMs; the entry leaves the queue
-    refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs
+    refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs; PEXPIRE queueKey and
+                           deadlinesKey to 30 s past the latest deadline
 ]]
 local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]

@@ -34,4 +34,4 @@ local q = {
 }
 local now = serverTime()
 reclaimPermits(q, now)
-return reapAndAnnounce(q, now)
+return (reapAndAnnounce(q, now))

@@ -23,7 +23,7 @@
     INCRBY permitsKey; then, when permits are available, the queued waiters they serve are woken in order
     on their clients' channels (message: their entry), and what no queued waiter needs is published on
     channel (Redisson's message: a permit count);
-    "release": SET memoKey 1 PX memoMs (a resend is answered from it, nothing is added twice);
+    "release": SET memoKey 1 PX memoMs NX, first (a resend finds it and is answered without adding twice);
     "undo": DEL memoKey (an acquisition is undone once)
 ]]
 local permitsKey = KEYS[1]
@@ -51,10 +51,9 @@ if mode == 'undo' then
   end
   redis.call('DEL', memoKey)
   permits = tonumber(taken)
-elseif redis.call('EXISTS', memoKey) == 1 then
+elseif not redis.call('SET', memoKey, 1, 'PX', memoMs, 'NX') then
+  -- A resend of a release that ran: nothing is added twice.
   return {tonumber(redis.call('GET', permitsKey) or 0)}
-else
-  redis.call('SET', memoKey, 1, 'PX', memoMs)
 end
 
 local available = redis.call('INCRBY', permitsKey, permits)

@@ -122,6 +122,15 @@ export interface NoticeEvent extends EventBase {
 /** One line of `flowlock watch`: what `watchLocks` yields. */
 export type WatchEvent = HeldEvent | AcquiredEvent | ReleasedEvent | BriefEvent | ExpiredEvent | NoticeEvent;
 
+/**
+ * What told the watcher that a name changed since a read took its signals: `freed` counts release messages
+ * and deletions, `ended` the release messages of a plain lock (one per ended hold).
+ */
+interface Signals {
+  freed: number;
+  ended: number;
+}
+
 /** What the watcher knows of a held name. */
 interface Known {
   readonly info: LockInfo;
@@ -131,6 +140,14 @@ interface Known {
 
 /** A lease this close to its end (ms) when its holder vanished without a release message counts as run out. */
 const EXPIRY_MARGIN_MS = 250;
+
+/**
+ * How long (ms) after a read reported a plain lock's release its release message may still come. The release
+ * script deletes the key (a `del` notification, on another connection) and publishes in one step: a read the
+ * notification made can finish before the message, which then belongs to a hold already reported, not to a
+ * brief one.
+ */
+const LATE_MESSAGE_MS = 5000;
 
 const now = (): string => new Date().toISOString();
 
@@ -144,10 +161,17 @@ class Watcher {
   readonly #intervalMs: number;
   readonly #count: number;
   readonly #known = new Map<string, Known>();
-  /** Names with a release message (or a deletion) since their last read. */
-  readonly #released = new Set<string>();
-  /** Release messages on a plain lock's channel since the name's last read: one per ended hold. */
-  readonly #releaseMessages = new Map<string, number>();
+  /**
+   * Per name, the signals no read has taken yet. A read takes those that came before it was sent: one that
+   * comes while it is in flight may be of a change the read does not show (a hold it finds and that ended
+   * meanwhile), and is left to the read it queues.
+   */
+  readonly #signals = new Map<string, Signals>();
+  /**
+   * Per name, performance.now() of each plain-lock release a read reported before its release message came:
+   * a message within LATE_MESSAGE_MS of it is that release's, not a brief hold's.
+   */
+  readonly #owed = new Map<string, number[]>();
   /** The fencing token of each name at its last read that had one. */
   readonly #tokens = new Map<string, string>();
   /** Names with a read queued and not started: more signals before it need no read of their own. */
@@ -231,6 +255,7 @@ class Watcher {
 
   /** Reads every watched name, compares, and plans the next read. */
   async #poll(): Promise<void> {
+    const taken = new Map([...this.#signals].map(([name, signals]) => [name, { ...signals }]));
     const read = new Map<string, LockInfo>();
     for (const info of await Promise.all(this.#explicit.map((name) => readLock(this.#target, name)))) {
       read.set(info.name, info);
@@ -245,8 +270,12 @@ class Watcher {
     }
     const at = performance.now();
     // A held name no read returned is free now.
-    for (const name of this.#known.keys()) if (!read.has(name)) this.#compare(name, undefined, at);
-    for (const [name, info] of read) this.#compare(name, info, at);
+    for (const name of this.#known.keys()) if (!read.has(name)) this.#compare(name, undefined, at, taken.get(name));
+    for (const [name, info] of read) this.#compare(name, info, at, taken.get(name));
+    // Names no read returns again (a glob's free names) keep no release waiting for its message for ever.
+    for (const [name, owed] of this.#owed) {
+      if (owed.every((since) => at - since >= LATE_MESSAGE_MS)) this.#owed.delete(name);
+    }
     this.#first = false;
     if (!this.#stopped) {
       this.#timer = setTimeout(() => this.#enqueue(() => this.#poll()), this.#intervalMs);
@@ -255,20 +284,32 @@ class Watcher {
 
   /** Reads one name again now (after its release message). */
   async #reread(name: string): Promise<void> {
+    const signals = this.#signals.get(name);
+    const taken = signals && { ...signals };
     const info = await readLock(this.#target, name);
-    this.#compare(name, info, performance.now());
+    this.#compare(name, info, performance.now(), taken);
   }
 
-  /** Events for the difference between what was known of `name` and `info` (undefined: free). */
-  #compare(name: string, info: LockInfo | undefined, at: number): void {
+  /**
+   * Events for the difference between what was known of `name` and `info` (undefined: free); `taken`: the
+   * signals of the name that came before the read was sent, which it accounts for.
+   */
+  #compare(name: string, info: LockInfo | undefined, at: number, taken: Signals | undefined): void {
     const before = this.#known.get(name);
     const previous = before?.info.owners ?? [];
     const current = info?.held ? info.owners : [];
-    const messaged = this.#released.delete(name);
-    const messages = this.#releaseMessages.get(name) ?? 0;
-    this.#releaseMessages.delete(name);
+    const messaged = (taken?.freed ?? 0) > 0;
+    const messages = taken?.ended ?? 0;
+    const left = this.#signals.get(name);
+    if (left && taken) {
+      // (Fewer are left than were taken when a keyspace notification dropped the name's signals meanwhile.)
+      left.freed = Math.max(0, left.freed - taken.freed);
+      left.ended = Math.max(0, left.ended - taken.ended);
+      if (left.freed === 0) this.#signals.delete(name);
+    }
     const gone = previous.filter((holder) => !current.some((c) => c.owner === holder.owner));
     const fresh = current.filter((holder) => !previous.some((p) => p.owner === holder.owner));
+    let released = 0;
     for (const holder of gone) {
       const elapsed = before ? at - before.at : 0;
       const lease = holder.leaseMs ?? before?.info.ttlMs ?? null;
@@ -276,11 +317,13 @@ class Watcher {
         if (this.#keyspace) this.#inferred.set(name, at);
         this.#emit({ type: 'expired', time: now(), name, owner: holder.owner, proof: 'ttl' });
       } else {
+        released += 1;
         const heldMs = holder.heldMs === null ? null : Math.round(holder.heldMs + elapsed);
         this.#emit({ type: 'released', time: now(), name, owner: holder.owner, heldMs });
       }
     }
-    this.#brief(name, info, messages - gone.length, fresh.length > 0);
+    const unmatched = this.#settleOwed(name, messages - gone.length, before?.info.kind === 'lock' ? released : 0, at);
+    this.#brief(name, info, unmatched, fresh.length > 0);
     for (const holder of fresh) {
       const kind = info?.kind ?? null;
       const fencingToken = info?.fencingToken ?? null;
@@ -288,6 +331,24 @@ class Watcher {
     }
     if (info && current.length > 0) this.#known.set(name, { info, at });
     else this.#known.delete(name);
+  }
+
+  /**
+   * Matches release messages with plain-lock releases reported before them: `surplus` release messages this
+   * read's released holders do not account for (negative: holders with no message yet), `released` the plain
+   * lock's releases it reported. Returns the messages left for brief holds.
+   */
+  #settleOwed(name: string, surplus: number, released: number, at: number): number {
+    const owed = (this.#owed.get(name) ?? []).filter((since) => at - since < LATE_MESSAGE_MS);
+    let left = surplus;
+    while (left > 0 && owed.length > 0) {
+      owed.shift();
+      left -= 1;
+    }
+    for (let i = Math.min(released, -left); i > 0; i -= 1) owed.push(at);
+    if (owed.length > 0) this.#owed.set(name, owed);
+    else this.#owed.delete(name);
+    return left;
   }
 
   /**
@@ -321,8 +382,8 @@ class Watcher {
     if (inferredAt !== undefined && performance.now() - inferredAt < 2 * this.#intervalMs + 1000) return;
     const owners = this.#known.get(name)?.info.owners ?? [];
     this.#known.delete(name);
-    this.#released.delete(name);
-    this.#releaseMessages.delete(name);
+    this.#signals.delete(name);
+    this.#owed.delete(name);
     if (owners.length === 0) this.#emit({ type, time: now(), name, owner: null, proof: 'keyspace' });
     for (const holder of owners) this.#emit({ type, time: now(), name, owner: holder.owner, proof: 'keyspace' });
   }
@@ -333,8 +394,10 @@ class Watcher {
    */
   #changed(name: string, holdEnded = false): void {
     if (!this.#watched(name)) return;
-    this.#released.add(name);
-    if (holdEnded) this.#releaseMessages.set(name, (this.#releaseMessages.get(name) ?? 0) + 1);
+    const signals = this.#signals.get(name) ?? { freed: 0, ended: 0 };
+    signals.freed += 1;
+    if (holdEnded) signals.ended += 1;
+    this.#signals.set(name, signals);
     this.#readSoon(name);
   }
 

@@ -98,6 +98,12 @@ class ChannelQueue {
     if (this.subscription === 'active') this.subscription = 'pending';
   }
 
+  /** Its subscribe is asked for again: pending meanwhile, and waiters try again (a release may have gone unseen). */
+  subscriptionRetried(): void {
+    this.subscription = 'pending';
+    this.wakeAll();
+  }
+
   /** The subscription became active (or failed): waiters try again, since a release may have gone unseen. */
   subscriptionSettled(active: boolean): void {
     this.subscription = active ? 'active' : 'failed';
@@ -384,35 +390,41 @@ export class WaitQueues {
       created.direct = direct;
       this.#queues.set(channel, created);
       if (direct !== undefined) this.#direct.set(direct, created);
-      this.#pubsubMode()
-        .then(async (mode) => {
-          this.#mode = mode;
-          if (this.#redis.topology === 'cluster') created.subscribedWaitMs = CLUSTER_WAIT_MS;
-          if (mode === 'sharded') {
-            // A slot migration can drop a shard channel's subscription unseen, and one kept across waits
-            // would then stay lost (every wake-up left to the re-check): each wait subscribes afresh, which
-            // reaches the slot's current owner.
-            created.lingerMs = 0;
-          }
-          // Closed, or every waiter left, while the mode was looked up: no connection, no stale subscription.
-          if (this.#closed || this.#queues.get(channel) !== created) return;
-          await this.#connection(mode).subscribe(direct === undefined ? [channel] : [channel, direct]);
-        })
-        .then(
-          () => {
-            created.subscriptionSettled(true);
-            this.#publish('subscribed', { channel });
-          },
-          (error: unknown) => {
-            created.subscriptionSettled(false);
-            this.#publish('failed', { channel, error });
-          },
-        );
+      this.#subscribe(channel, created);
       queue = created;
     }
     const waiter = new Waiter(this, channel, queue, need, id);
     queue.waiters.push(waiter);
     return waiter;
+  }
+
+  /** Subscribes to the channels of `queue` (again, after its subscribe failed), and settles it. */
+  #subscribe(channel: string, queue: ChannelQueue): void {
+    this.#pubsubMode()
+      .then(async (mode) => {
+        this.#mode = mode;
+        if (this.#redis.topology === 'cluster') queue.subscribedWaitMs = CLUSTER_WAIT_MS;
+        if (mode === 'sharded') {
+          // A slot migration can drop a shard channel's subscription unseen, and one kept across waits
+          // would then stay lost (every wake-up left to the re-check): each wait subscribes afresh, which
+          // reaches the slot's current owner.
+          queue.lingerMs = 0;
+        }
+        // Closed, or every waiter left, while the mode was looked up: no connection, no stale subscription.
+        if (this.#closed || this.#queues.get(channel) !== queue) return;
+        const { direct } = queue;
+        await this.#connection(mode).subscribe(direct === undefined ? [channel] : [channel, direct]);
+      })
+      .then(
+        () => {
+          queue.subscriptionSettled(true);
+          this.#publish('subscribed', { channel });
+        },
+        (error: unknown) => {
+          queue.subscriptionSettled(false);
+          this.#publish('failed', { channel, error });
+        },
+      );
   }
 
   /** Called by the last waiter of a channel as it leaves. */
@@ -462,10 +474,19 @@ export class WaitQueues {
         if (queue) queue.dispatch(message);
         else this.#direct.get(channel)?.wakeNamed(message);
       },
-      // Messages may have been lost meanwhile: every waiter tries again.
+      // Messages may have been lost meanwhile: every waiter tries again. A queue whose own subscribe failed
+      // (its reply lost with the connection, say) is in none of the subscriber's restored subscriptions:
+      // it subscribes again, its waiters re-checking meanwhile, rather than be taken for subscribed.
       restored: (subscribed) => {
         if (this.#closed) return;
-        for (const queue of this.#queues.values()) queue.subscriptionSettled(subscribed);
+        for (const [channel, queue] of this.#queues) {
+          if (subscribed && queue.subscription === 'failed') {
+            queue.subscriptionRetried();
+            this.#subscribe(channel, queue);
+          } else {
+            queue.subscriptionSettled(subscribed);
+          }
+        }
         this.#publish(subscribed ? 'restored' : 'failed');
       },
       lost: () => {

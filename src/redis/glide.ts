@@ -371,6 +371,8 @@ class GlideSubscriber implements Subscriber {
   readonly #channels = new Set<string>();
   /** Channels whose subscribe call succeeded (only those can be missed on the server). */
   readonly #confirmed = new Set<string>();
+  /** Unsubscribe calls in flight, by channel: a subscribe to the same channel waits for its outcome. */
+  readonly #leaving = new Map<string, Promise<void>>();
   #timer: NodeJS.Timeout | undefined;
   #lost = false;
   /** Subscribe and unsubscribe calls in flight: the core's sync time moves for them. */
@@ -405,32 +407,64 @@ class GlideSubscriber implements Subscriber {
     const fresh = channels.filter((channel) => !this.#channels.has(channel));
     if (fresh.length === 0) return;
     for (const channel of fresh) this.#channels.add(channel);
+    let sent: string[] = [];
     try {
+      // GLIDE's core answers a subscribe as soon as it counts the channel subscribed, and an UNSUBSCRIBE
+      // still in flight leaves it counted: the call returned at once, the UNSUBSCRIBE then took the channel
+      // away on the server, and the core subscribed it again only seconds later (not within 6 s in the
+      // GLIDE model, whose waiters slept out the holder's lease meanwhile). So subscribe after it.
+      for (;;) {
+        const leaving = fresh.flatMap((channel) => this.#leaving.get(channel) ?? []);
+        if (leaving.length === 0) break;
+        await Promise.allSettled(leaving);
+      }
       const client = await this.#connection;
       if (this.#closed) return;
-      await this.#call(client, () =>
-        this.#mode === 'sharded' && isClusterClient(client)
-          ? client.ssubscribe(new Set(fresh), SUBSCRIBE_TIMEOUT_MS)
-          : client.subscribe(new Set(fresh), SUBSCRIBE_TIMEOUT_MS),
-      );
+      await this.#call(client, () => {
+        // A channel unsubscribed while this call waited is no longer wanted: that UNSUBSCRIBE went to GLIDE
+        // first, and a SUBSCRIBE after it would leave the channel subscribed with no queue.
+        sent = fresh.filter((channel) => this.#channels.has(channel));
+        if (sent.length === 0) return Promise.resolve();
+        return this.#mode === 'sharded' && isClusterClient(client)
+          ? client.ssubscribe(new Set(sent), SUBSCRIBE_TIMEOUT_MS)
+          : client.subscribe(new Set(sent), SUBSCRIBE_TIMEOUT_MS);
+      });
     } catch (error) {
       // Asked for again by the next subscribe call.
       for (const channel of fresh) this.#channels.delete(channel);
+      // GLIDE's core keeps wanting a channel whose subscribe timed out, and its SUBSCRIBE may still reach the
+      // server: withdrawn, or it would stay subscribed with nobody listening (in the background: the
+      // caller's error stands; a subscribe of the same channel waits for it).
+      if (sent.length > 0) this.#withdraw(sent).catch(() => undefined);
       throw error;
     }
     const client = await this.#connection;
     // A channel unsubscribed meanwhile was unsubscribed after this call (GLIDE keeps the order).
-    for (const channel of fresh) if (this.#channels.has(channel)) this.#confirmed.add(channel);
+    for (const channel of sent) if (this.#channels.has(channel)) this.#confirmed.add(channel);
     this.#watch(client);
   }
 
   async unsubscribe(channels: readonly string[]): Promise<void> {
     const known = channels.filter((channel) => this.#channels.delete(channel));
     if (known.length === 0) return;
-    for (const channel of known) this.#confirmed.delete(channel);
-    const client = await this.#connection;
-    if (this.#closed) return;
-    await this.#call(client, () => this.#unsubscribeOn(client, new Set(known), SUBSCRIBE_TIMEOUT_MS));
+    await this.#withdraw(known);
+  }
+
+  /** Unsubscribes `channels` (no longer in #channels), which subscribe calls of the same channels wait for. */
+  #withdraw(channels: readonly string[]): Promise<void> {
+    for (const channel of channels) this.#confirmed.delete(channel);
+    const done = this.#connection.then((client) =>
+      this.#closed
+        ? undefined
+        : this.#call(client, () => this.#unsubscribeOn(client, new Set(channels), SUBSCRIBE_TIMEOUT_MS)),
+    );
+    for (const channel of channels) this.#leaving.set(channel, done);
+    // Registered first, so this runs before any subscribe that waits for `done` looks again.
+    const forget = (): void => {
+      for (const channel of channels) if (this.#leaving.get(channel) === done) this.#leaving.delete(channel);
+    };
+    done.then(forget, forget);
+    return done;
   }
 
   /** UNSUBSCRIBE, or SUNSUBSCRIBE for a cluster's shard channels, waiting at most `timeoutMs`. */

@@ -671,11 +671,18 @@ class NodeRedisSubscriber implements Subscriber {
     const fresh = channels.filter((channel) => !this.#channels.has(channel));
     if (fresh.length === 0) return;
     for (const channel of fresh) this.#channels.set(channel, this.#ownerOf?.(channel));
-    await this.#connected;
-    if (this.#closed) return;
-    await (this.#mode === 'sharded'
-      ? this.#connection.sSubscribe(fresh, this.#listener)
-      : this.#connection.subscribe(fresh, this.#listener));
+    try {
+      await this.#connected;
+      if (this.#closed) return;
+      await (this.#mode === 'sharded'
+        ? this.#connection.sSubscribe(fresh, this.#listener)
+        : this.#connection.subscribe(fresh, this.#listener));
+    } catch (error) {
+      // node-redis keeps a channel for its resubscription only once its SUBSCRIBE is answered: one whose
+      // reply was lost with the connection is not restored. Asked for again by the next subscribe call.
+      for (const channel of fresh) this.#channels.delete(channel);
+      throw error;
+    }
   }
 
   async unsubscribe(channels: readonly string[]): Promise<void> {

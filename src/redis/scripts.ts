@@ -302,7 +302,7 @@ export class LockScripts {
 
   /**
    * Runs release script `script` of any lock kind: they all take `keys` then the memo key (`memoPrefix` +
-   * request id), and ARGV requestId, memoMs, mode, undoId, publish command, owners.
+   * request id), and ARGV memoMs, mode, undoId, publish command, owners.
    */
   async releaseBy(
     script: LuaScriptName,
@@ -318,7 +318,7 @@ export class LockScripts {
     const reply = await this.run(
       script,
       [...keys, memoPrefix + requestId],
-      [requestId, MEMO_MS, mode, undoId, announce, ...owners],
+      [MEMO_MS, mode, undoId, announce, ...owners],
       { direct: repair },
     );
     return releaseReply(reply);

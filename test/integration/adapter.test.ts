@@ -16,6 +16,7 @@ import { adaptClient, type PubSubMode, type RedisAdapter } from '../../src/redis
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { newTestClient, type ClientKind, type ClientOptions } from '../support/clients.js';
 import { everyNode, isCluster, masterOf, onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { TcpProxy } from '../support/proxy.js';
 
 const redis = useRedis();
 const KINDS: readonly ClientKind[] = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis5', 'node-redis6', 'glide'];
@@ -206,6 +207,86 @@ describe.each(KINDS)('adapter conformance: %s', (kind) => {
     }
     await cleanUp();
   });
+
+  /** A classic-channel subscriber of the client under test whose connections go through a proxy. */
+  async function proxiedSubscriber() {
+    const proxy = await TcpProxy.start(redis.server.port);
+    cleanups.push(() => proxy.close());
+    const { adapter } = adapterOn(kind, { port: proxy.port });
+    const subscriber = adapter.openSubscriber('classic', {
+      message: () => undefined,
+      restored: () => undefined,
+      lost: () => undefined,
+    });
+    cleanups.push(() => Promise.resolve(subscriber.close()));
+    return { proxy, subscriber };
+  }
+
+  it.skipIf(onCluster)(
+    'subscribes to a channel again only after its unsubscribe in flight settled, and not once unsubscribed meanwhile',
+    async () => {
+      // GLIDE's subscribe call returns as soon as its core counts the channel subscribed, and an UNSUBSCRIBE
+      // still in flight leaves it counted: the subscribe returned at once, the UNSUBSCRIBE then took the
+      // channel away, and its core put it back only at its next reconciliation, seconds later (the GLIDE
+      // model test's waiters slept out the holder's lease meanwhile). Replies come 100 ms late here, so an
+      // unsubscribe is in flight that long. Connections that keep their order (ioredis, node-redis) settle the
+      // two in order anyway.
+      const { proxy, subscriber } = await proxiedSubscriber();
+      const channel = `redisson_lock__channel:{${uniqueName('again')}}`;
+      await subscriber.subscribe([channel]);
+      proxy.latency.toClient = 100;
+      const settled: string[] = [];
+      const leaving = subscriber.unsubscribe([channel]).finally(() => settled.push('unsubscribe'));
+      leaving.catch(() => undefined); // awaited below
+      await sleep(20);
+      await subscriber.subscribe([channel]);
+      settled.push('subscribe');
+      await leaving;
+      expect(settled).toEqual(['unsubscribe', 'subscribe']);
+      proxy.latency.toClient = 0;
+      await sleep(200);
+      expect(await subscribers(channel, 'classic')).toBe(1);
+      // And a subscribe that waits so, then unsubscribed before it went out, is not sent after that
+      // unsubscribe: the channel would stay subscribed with nobody listening (a storm of aborted waits, T8).
+      proxy.latency.toClient = 100;
+      const leavingAgain = subscriber.unsubscribe([channel]);
+      leavingAgain.catch(() => undefined); // awaited below
+      await sleep(20);
+      const subscribing = subscriber.subscribe([channel]);
+      subscribing.catch(() => undefined); // awaited below
+      await subscriber.unsubscribe([channel]);
+      await Promise.allSettled([leavingAgain, subscribing]);
+      proxy.latency.toClient = 0;
+      await sleep(200);
+      expect(await subscribers(channel, 'classic')).toBe(0);
+      await cleanUp();
+    },
+  );
+
+  // GLIDE's subscribe waits at most 5 s for the server's confirmation; the others wait as long as it takes.
+  it.runIf(!onCluster && kind === 'glide')(
+    'leaves no subscription behind for a subscribe that timed out',
+    async () => {
+      // Its SUBSCRIBE reached the server, only the confirmation came too late, and GLIDE's core keeps wanting
+      // the channel: unless withdrawn, it stays subscribed with nobody listening (PUBSUB NUMSUB and the CLI's
+      // counts then lie, and each such channel stays until the client closes).
+      const { proxy, subscriber } = await proxiedSubscriber();
+      // The subscriber's connection is up before replies are held back.
+      const warm = `redisson_lock__channel:{${uniqueName('warm')}}`;
+      await subscriber.subscribe([warm]);
+      const channel = `redisson_lock__channel:{${uniqueName('late')}}`;
+      proxy.latency.toClient = 6000;
+      await expect(subscriber.subscribe([channel])).rejects.toThrow();
+      proxy.latency.toClient = 0;
+      await expect.poll(() => subscribers(channel, 'classic'), { timeout: 10_000, interval: 100 }).toBe(0);
+      // And not again at the core's next reconciliation of what it wants with what it has.
+      await sleep(6000);
+      expect(await subscribers(channel, 'classic')).toBe(0);
+      expect(await subscribers(warm, 'classic')).toBe(1);
+      await cleanUp();
+    },
+    40_000,
+  );
 
   it('closes a subscriber that is still connecting: nothing of it stays open', async () => {
     const before = await connections();

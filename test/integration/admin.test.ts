@@ -4,9 +4,10 @@
 // releases and expirations, checkServer judges the server's settings. Lock clients and the admin functions'
 // clients run on REDIS_CLIENT (the fixture's `client()`); setup and checks go through an ioredis admin.
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import {
   checkServer,
   forceUnlock,
@@ -25,7 +26,9 @@ import {
   elapsedSince,
   isCluster,
   masterOf,
+  newRedis,
   onCluster,
+  publishRelease,
   uniqueName,
   QUICK_RENEWAL,
   recorded,
@@ -35,6 +38,7 @@ import {
   type Redis,
 } from '../support/fixture.js';
 import { clientKind } from '../support/clients.js';
+import { TcpProxy } from '../support/proxy.js';
 import { RedissonFairLock, RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -561,11 +565,14 @@ describe('releaseOwner and forceUnlock', () => {
 });
 
 /** Runs watchLocks in the background; its events so far, and a stop that the test's end calls too. */
-function watch(options: Omit<WatchOptions, 'signal'>): { events: WatchEvent[]; stop: () => Promise<void> } {
+function watch(
+  options: Omit<WatchOptions, 'signal'>,
+  client = redis.client(),
+): { events: WatchEvent[]; stop: () => Promise<void> } {
   const controller = new AbortController();
   const events: WatchEvent[] = [];
   const done = (async () => {
-    for await (const event of watchLocks(redis.client(), { ...options, signal: controller.signal })) events.push(event);
+    for await (const event of watchLocks(client, { ...options, signal: controller.signal })) events.push(event);
   })();
   const stop = async (): Promise<void> => {
     controller.abort();
@@ -573,6 +580,11 @@ function watch(options: Omit<WatchOptions, 'signal'>): { events: WatchEvent[]; s
   };
   restore.push(stop);
   return { events, stop };
+}
+
+/** The types of the events of lock `name`, in order. */
+function typesOf(events: readonly WatchEvent[], name: string): string[] {
+  return events.filter((e) => 'name' in e && e.name === name).map((e) => e.type);
 }
 
 /** A lock left by a holder that died (a crashed process, a Java client): no release will come. */
@@ -655,6 +667,81 @@ describe('watchLocks', () => {
     // Without h only the hash notifications are missing.
     expect(events.filter((e) => e.type === 'notice' && /expir/.test(e.message))).toEqual([]);
   });
+
+  it('counts a release message that comes after the read its deletion made as that release, not a brief hold', async () => {
+    // With hash events, a release's `del` notification (one connection) can make the watcher read the name
+    // before the release message (another connection) arrives. A DEL and a PUBLISH made by hand put them in
+    // that order every time.
+    await configSet('notify-keyspace-events', 'Eghx');
+    const locks = redis.locks();
+    const [marker, name] = [uniqueName('late'), uniqueName('late')];
+    const held = await locks.getLock(marker).acquire();
+    restore.push(() => held.release());
+    const { events, stop } = watch({ names: [marker, name], intervalMs: 60_000, events: true });
+    const of = (): string[] => typesOf(events, name);
+    await until(() => events.some((e) => e.type === 'held' && e.name === marker), 10_000);
+    await locks.getLock(name).acquire();
+    await until(() => of().includes('acquired'), 5000);
+    await redis.admin.del(lockKeys('', name, onCluster).lockKey);
+    await until(() => of().includes('released'), 5000);
+    await publishRelease(redis.admin, lockKeys('', name, onCluster).channel);
+    // Then a hold with no hash events: shown by its release message as brief, or as acquired and released
+    // when the read the message above made is still under way.
+    await configSet('notify-keyspace-events', 'Egx');
+    const brief = await locks.getLock(name).acquire();
+    await brief.release();
+    // Each hold once: as acquired, or as brief.
+    const holds = (): number =>
+      events.reduce(
+        (sum, e) =>
+          sum + (e.type === 'acquired' && e.name === name ? 1 : e.type === 'brief' && e.name === name ? e.holds : 0),
+        0,
+      );
+    await until(() => holds() >= 2, 5000);
+    await sleep(300);
+    await stop();
+    expect(holds()).toBe(2);
+    expect(of().slice(0, 2)).toEqual(['acquired', 'released']);
+    expect([['brief'], ['acquired', 'released']]).toContainEqual(of().slice(2));
+  });
+
+  it.runIf(!onCluster)(
+    'leaves a release message that comes while a read is in flight to the next read (the hold it finds ended)',
+    async () => {
+      // The watcher reads the name after the acquire's hash notification; the hold ends while that read is
+      // in flight. The read shows the holder, so the release message belongs to the read after it. (Seen in
+      // CI: the message was counted with the read that found the hold, as a brief hold besides it.)
+      await configSet('notify-keyspace-events', 'Eghx');
+      const proxy = await TcpProxy.start(redis.server.port);
+      onTestFinished(() => proxy.close());
+      const locks = redis.locks();
+      const [marker, name] = [uniqueName('inflight'), uniqueName('inflight')];
+      const held = await locks.getLock(marker).acquire();
+      restore.push(() => held.release());
+      const { events, stop } = watch(
+        { names: [marker, name], intervalMs: 60_000, events: true },
+        redis.client({ port: proxy.port }),
+      );
+      await until(() => events.some((e) => e.type === 'held' && e.name === marker), 10_000);
+      // A connection of the test's own hears the release message when the watcher's does.
+      const listener = newRedis(redis.server);
+      onTestFinished(() => listener.disconnect());
+      await listener.subscribe(lockKeys('', name, false).channel);
+      const heard = once(listener, 'message');
+      const reply = proxy.holdReplyTo(new RegExp(name) /* letters, digits and colons */);
+      const lease = await locks.getLock(name).acquire();
+      await reply.held;
+      await lease.release();
+      await heard;
+      await sleep(100); // the watcher, idle in this process, takes the message it got with the listener's
+      reply.letGo();
+      const of = (): string[] => typesOf(events, name);
+      await until(() => of().includes('released'), 5000);
+      await sleep(300);
+      await stop();
+      expect(of()).toEqual(['acquired', 'released']);
+    },
+  );
 
   it('says so when keyspace notifications are off', async () => {
     await configSet('notify-keyspace-events', '');

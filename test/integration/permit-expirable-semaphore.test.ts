@@ -8,18 +8,22 @@ import {
   type PermitLease,
 } from '../../src/index.js';
 import { semaphoreKeys } from '../../src/redis/keys.js';
-import { channelSubscribers, elapsedSince, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
+import {
+  channelSubscribers,
+  elapsedSince,
+  onCluster,
+  serverNow,
+  uniqueName,
+  until,
+  useRedis,
+} from '../support/fixture.js';
 import { TcpProxy } from '../support/proxy.js';
 import { RedissonPermitExpirableSemaphore, RedissonSemaphore } from '../support/redisson.js';
 
 const redis = useRedis();
 
 const keysOf = (name: string) => semaphoreKeys('', name, onCluster);
-
-async function serverNow(): Promise<number> {
-  const [seconds, micros] = await redis.admin.time();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
 
 /** The lease end Redis has for `permitId` (epoch ms), or null when the permit is not out. */
 async function leaseEnd(name: string, permitId: string): Promise<number | null> {
@@ -44,7 +48,7 @@ describe('RPermitExpirableSemaphore', () => {
     expect(await ps.trySetPermits(2)).toBe(true);
     const first = await ps.acquire();
     expect(first.permitId).toMatch(/^[0-9a-f]{32}$/);
-    const now = await serverNow();
+    const now = await serverNow(redis.admin);
     const end = await leaseEnd(name, first.permitId);
     expect(end).toBeGreaterThan(now + 9000);
     expect(end).toBeLessThanOrEqual(now + 10_000);
@@ -75,6 +79,31 @@ describe('RPermitExpirableSemaphore', () => {
     expect(await ps.availablePermits()).toBe(2);
   });
 
+  it('answers a resent release from its memo, and a release of a permit not held with -1 every time', async () => {
+    const name = uniqueName('pes');
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = keysOf(name);
+    const scripts = new LockScripts(redis.adapter());
+    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    const held = Buffer.from('00112233445566778899aabbccddeeff', 'hex');
+    await redis.admin.set(lockKey, 0);
+    await redis.admin.zadd(timeoutKey, (await serverNow(redis.admin)) + 60_000, held);
+    const release = (permitId: Buffer, memo: string) =>
+      scripts.run(
+        'permit-expirable-semaphore/release',
+        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + memo],
+        [permitId, MEMO_MS, wakePrefix, publish],
+      );
+    expect(await release(held, 'r1')).toBe(1);
+    expect(await release(held, 'r1')).toBe(1);
+    expect(await redis.admin.get(lockKey)).toBe('1');
+    // Not held (released already, by another request): refused, and a resend is refused too, not answered
+    // from a memo as if it had released something.
+    expect(await release(held, 'r2')).toBe(-1);
+    expect(await release(held, 'r2')).toBe(-1);
+    expect(await redis.admin.exists(releaseMemoPrefix + 'r2')).toBe(0);
+    expect(await redis.admin.get(lockKey)).toBe('1');
+  });
+
   it('renews permits taken without leaseTime while their holder lives', async () => {
     const name = uniqueName('pes');
     // Renewed every 333 ms: 3.5 leases unrenewed would lose it, while a stall has to last about 650 ms to.
@@ -83,7 +112,7 @@ describe('RPermitExpirableSemaphore', () => {
     const permit = await ps.acquire();
     await sleep(3500);
     expect(permit.signal.aborted).toBe(false);
-    expect(await leaseEnd(name, permit.permitId)).toBeGreaterThan(await serverNow());
+    expect(await leaseEnd(name, permit.permitId)).toBeGreaterThan(await serverNow(redis.admin));
     expect(await ps.tryAcquire()).toBeUndefined();
     await permit.release();
     expect(await ps.availablePermits()).toBe(1);
@@ -138,7 +167,7 @@ describe('RPermitExpirableSemaphore', () => {
       onTestFinished(() => proxy.close());
       const ps = redis.locks({}, { port: proxy.port }).getPermitExpirableSemaphore(name);
       await ps.trySetPermits(1);
-      const before = await serverNow();
+      const before = await serverNow(redis.admin);
       // The grant's reply takes 300 ms to come back: the 100 ms lease may be over when it is read.
       proxy.latency = { toServer: 0, toClient: 300 };
       const pending = ps.acquire({ leaseTime: 100, waitTime: 5000 });

@@ -10,7 +10,16 @@ import {
 import { LockScripts } from '../../src/redis/scripts.js';
 import { readWriteLockKeys } from '../../src/redis/keys.js';
 import { dropClient } from '../support/clients.js';
-import { elapsedSince, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import {
+  elapsedSince,
+  onCluster,
+  scriptCalls,
+  serverNow,
+  uniqueName,
+  until,
+  untilQuiet,
+  useRedis,
+} from '../support/fixture.js';
 import { listenerFor, RedissonReadWriteLock } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -308,14 +317,27 @@ describe('RReadWriteLock', () => {
     const name = uniqueName('rw');
     const keys = readWriteLockKeys('', name, onCluster);
     const reader = await redis.locks().getReadWriteLock(name).readLock().acquire();
-    const writer = redis.locks().getReadWriteLock(name).writeLock();
-    // Long enough for the reader below to connect and park behind it on a loaded machine.
-    const writing = writer.acquire({ waitTime: 1500 });
-    const gaveUp = expect(writing).rejects.toThrow('within 1500 ms');
-    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 1, 'the writer registered');
+    const writerClient = redis.locks();
+    const writer = writerClient.getReadWriteLock(name).writeLock();
+    // A single attempt (it does not register) loads the write script: below, each script call is an attempt.
+    expect(await writerClient.run(() => writer.tryLock(0))).toBe(false);
+    // Each waiter below is left parked with its attempts done (the first, and the one its subscription's
+    // settling wakes it for) before the next step: an attempt after the registry's deletion would register
+    // the writer again, or let the reader in before the writer gives up, and the test would prove nothing.
+    const settled = async (locks: LockClient, since: number): Promise<boolean> =>
+      parked(locks) && (await scriptCalls(redis.admin)) >= since + 2;
+    const giveUp = new AbortController();
+    const reason = new Error('the writer gives up');
+    let since = await scriptCalls(redis.admin);
+    const writing = writer.acquire({ signal: giveUp.signal });
+    const gaveUp = expect(writing).rejects.toBe(reason);
+    await until(() => settled(writerClient, since), 'the writer registered and parked');
+    await untilQuiet(() => scriptCalls(redis.admin), 'script calls');
+    expect(await redis.admin.zcard(keys.writersKey)).toBe(1);
     // A new reader waits for the registered writer.
     let readAt = 0;
     const readerClient = redis.locks();
+    since = await scriptCalls(redis.admin);
     const reading = readerClient
       .getReadWriteLock(name)
       .readLock()
@@ -323,16 +345,20 @@ describe('RReadWriteLock', () => {
         readAt = performance.now();
       });
     reading.catch(() => undefined); // awaited below
-    await until(() => parked(readerClient), 'the new reader parked behind the writer');
+    await until(() => settled(readerClient, since), 'the new reader parked behind the writer');
+    await untilQuiet(() => scriptCalls(redis.admin), 'script calls');
     expect(readAt).toBe(0);
     if (deleteRegistry) await redis.admin.del(keys.writersKey);
+    giveUp.abort(reason);
     await gaveUp;
     const gaveUpAt = performance.now();
     await reading;
     // Unwoken, the reader would sleep until the first reader's 30 s lease ran out; the writer's leaving wakes
     // it in milliseconds. (On a cluster its 2 s re-check may fall within this second too.)
     expect(readAt - gaveUpAt).toBeLessThan(1000);
-    expect(await redis.admin.zcard(keys.writersKey)).toBe(0);
+    // The leave is sent as the writer gives up, not awaited by it: the reader it woke may look before the
+    // leave's reply is read. Left behind, a registration would hold back readers for 30 s.
+    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 0, 'the registration gone', 2000);
     await reader.release();
   }
 
@@ -344,6 +370,26 @@ describe('RReadWriteLock', () => {
     // The model test's finding (seed 599965144): with the registry gone, the leave found nothing to remove
     // and announced nothing, and the held-back reader slept until the first reader's 30 s lease.
     await writerGivesUp(true);
+  });
+
+  it('expires the registry of waiting writers with its latest deadline: a writer that dies waiting leaves no key', async () => {
+    const name = uniqueName('rw');
+    const keys = readWriteLockKeys('', name, onCluster);
+    const reader = await redis.locks().getReadWriteLock(name).readLock().acquire();
+    // Registrations that live 30 s and 60 s past their attempts (their clients' watchdogTimeout).
+    const waiting = [redis.locks(), redis.locks({ watchdogTimeout: 60_000 })].map((locks) =>
+      locks.getReadWriteLock(name).writeLock().acquire({ waitTime: 2000 }),
+    );
+    const outcomes = waiting.map((acquiring) => acquiring.catch((error: unknown) => error));
+    await until(async () => (await redis.admin.zcard(keys.writersKey)) === 2, 'both writers registered');
+    const [, latest] = await redis.admin.zrange(keys.writersKey, -1, -1, 'WITHSCORES');
+    const untilLatest = Number(latest) - (await serverNow(redis.admin));
+    const ttl = await redis.admin.pttl(keys.writersKey);
+    // Not before the latest deadline (the 60 s writer's), nor long after it.
+    expect(ttl).toBeGreaterThan(untilLatest - 1000);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    for (const outcome of await Promise.all(outcomes)) expect(outcome).toBeInstanceOf(Error);
+    await reader.release();
   });
 
   it('close() releases read and write holds and leaves no registration behind', async () => {

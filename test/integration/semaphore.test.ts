@@ -12,6 +12,7 @@ import {
   scriptCalls,
   uniqueName,
   until,
+  serverNow,
   untilQuiet,
   useRedis,
 } from '../support/fixture.js';
@@ -270,6 +271,34 @@ describe('RSemaphore', () => {
     expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
   });
 
+  it("expires the queue's keys 30 s after the latest deadline: waiters that die queued leave nothing behind", async () => {
+    const name = uniqueName('sem');
+    const { queueKey, deadlinesKey } = keysOf(name);
+    const holder = redis.locks().getSemaphore(name);
+    await holder.trySetPermits(1);
+    expect(await holder.tryAcquire(1)).toBe(true);
+    // Two waiters whose entries live 30 s and 60 s past their attempts (their clients' watchdogTimeout).
+    const short = track(redis.locks().getSemaphore(name).acquire());
+    await until(async () => (await redis.admin.zcard(deadlinesKey)) === 1, 'the first waiter queued', SOON);
+    const long = redis.locks({ watchdogTimeout: 60_000 });
+    const late = track(long.getSemaphore(name).acquire());
+    await until(async () => (await redis.admin.zcard(deadlinesKey)) === 2, 'the second waiter queued', SOON);
+    const [, latest] = await redis.admin.zrange(deadlinesKey, -1, -1, 'WITHSCORES');
+    const untilLatest = Number(latest) - (await serverNow(redis.admin));
+    for (const key of [queueKey, deadlinesKey]) {
+      const ttl = await redis.admin.pttl(key);
+      // Not before the latest deadline (the 60 s waiter's) and the 30 s in which a script still announces
+      // what dead waiters kept, nor after.
+      expect(ttl).toBeGreaterThan(untilLatest + 30_000 - 1000);
+      expect(ttl).toBeLessThanOrEqual(60_000 + 30_000);
+    }
+    await holder.release();
+    await until(() => short.done, 'the first waiter is granted', SOON);
+    await redis.locks().getSemaphore(name).release();
+    await until(() => late.done, 'the second waiter is granted', SOON);
+    expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
+  });
+
   it('leaves no deadline behind for a waiter granted after the queue list was deleted', async () => {
     // Found by the model test (test/model/semaphore.ts): a grant took the entry's deadline out only with its
     // list entry, so a DEL of the list left the deadline in Redis, with nothing to reap it once nobody calls.
@@ -338,9 +367,7 @@ describe('RSemaphore', () => {
     const { timeoutKey } = keysOf(name);
     await redis.admin.set(name, 0);
     // An expirable permit is out (a holder that froze or died), its lease ending 300 ms from now.
-    const [seconds, micros] = await redis.admin.time();
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    await redis.admin.zadd(timeoutKey, now + 300, Buffer.alloc(16, 7));
+    await redis.admin.zadd(timeoutKey, (await serverNow(redis.admin)) + 300, Buffer.alloc(16, 7));
     const start = performance.now();
     expect(await redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 3000)).toBe(true);
     // Woken when the lease ended (the attempt's reply says when), not at its 10 s refresh.

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { waitFor, WaitQueues } from '../../src/machinery/waiting.js';
 import { lockKeys } from '../../src/redis/keys.js';
 import { LockScripts } from '../../src/redis/scripts.js';
@@ -14,6 +14,7 @@ import {
   until,
   useRedis,
 } from '../support/fixture.js';
+import { TcpProxy } from '../support/proxy.js';
 
 const redis = useRedis();
 
@@ -51,6 +52,53 @@ describe('waiting after pub/sub trouble', () => {
     await waiting;
     expect(acquiredAt - releasedAt).toBeLessThan(1500);
   });
+
+  it.runIf(!onCluster)(
+    'a waiter whose SUBSCRIBE lost its reply with the connection is subscribed again after the reconnect',
+    async () => {
+      // node-redis restores after a reconnect only the channels whose SUBSCRIBE was answered, and GLIDE fails
+      // the call; either way the reconnect's "restored" must not mark that channel's queue subscribed (its
+      // waiters would then sleep out the holder's lease, as one did in CI's T11a on node-redis 5).
+      const proxy = await TcpProxy.start(redis.server.port);
+      onTestFinished(() => proxy.close());
+      const locks = redis.locks({}, { port: proxy.port });
+      const [first, name] = [uniqueName(), uniqueName()];
+      // Foreign holders with long leases: only a release message (or a retry) lets a waiter in soon.
+      for (const held of [first, name]) {
+        await redis.admin.hset(held, 'foreign:1', '1');
+        await redis.admin.pexpire(held, 30_000);
+      }
+      // A first wait opens the subscriber connection, so that the next SUBSCRIBE is the second one on it.
+      locks
+        .getLock(first)
+        .withLock(() => undefined)
+        .catch(() => undefined); // ends with the client
+      await until(
+        () => locks.waits().some((w) => w.name === first && w.subscription === 'active'),
+        'the first waiter parked on an active subscription',
+      );
+      proxy.dropReplyTo(/\r\nS?SUBSCRIBE\r\n/i);
+      let acquiredAt = 0;
+      const waiting = locks.getLock(name).withLock(() => {
+        acquiredAt = performance.now();
+      });
+      waiting.catch(() => undefined); // awaited below
+      await until(() => proxy.pendingDrops === 0, 'the reply to the SUBSCRIBE dropped');
+      const channel = `redisson_lock__channel:{${name}}`;
+      // Subscribed on the server again (not only said to be), within a few reconnects and re-checks.
+      await until(async () => (await channelSubscribers(redis.admin, channel)) === 1, 'the channel subscribed again');
+      await until(
+        () => locks.waits().some((w) => w.name === name && w.subscription === 'active'),
+        'the waiter parked on an active subscription',
+      );
+      await redis.admin.del(name);
+      await publishRelease(redis.admin, channel);
+      const releasedAt = performance.now();
+      await waiting;
+      // Woken by the message; the re-check of a queue not subscribed comes each second.
+      expect(acquiredAt - releasedAt).toBeLessThan(1000);
+    },
+  );
 
   it('a subscriber closed while it reconnects leaves no unhandled rejection', async () => {
     // ioredis' own resubscription after a reconnect (autoResubscribe) handles no error: a client closed

@@ -298,6 +298,10 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
           const busy = client.connection.busy();
           if (busy) return `${client.label}'s connection is ${busy}`;
         }
+        for (const client of this.world.clients) {
+          const down = client.closed ? undefined : await client.connection.unreachable();
+          if (down) return `${client.label}'s connection is ${down}`;
+        }
         return unstable(state.value);
       },
     );

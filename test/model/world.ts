@@ -686,6 +686,20 @@ export class ModelConnection {
     return client.status === 'ready' && quiet ? undefined : `${client.status} with commands in flight`;
   }
 
+  /**
+   * Why the connection cannot take a command now (undefined: it can). GLIDE fails a call at once, and the
+   * script runner's one resend too, while it notices a killed connection and reconnects (the GLIDE model's
+   * liveness step met `ConnectionError … channel closed` so, right after a kill behind DEBUG SLEEP): a
+   * fault still in effect, which a state is not judged in. ioredis queues commands meanwhile (busy()).
+   */
+  async unreachable(): Promise<string | undefined> {
+    if (!isGlideClient(this.client)) return undefined;
+    return ping(this.client).then(
+      () => undefined,
+      (error: unknown) => `reconnecting (a PING failed: ${String(error)})`,
+    );
+  }
+
   /** Closes the connection as a user would (QUIT), dropping it when that fails. */
   async quit(): Promise<void> {
     await this.#test.close();

@@ -247,6 +247,12 @@ export function everyNode(admin: Client): Redis[] {
   return isCluster(admin) ? admin.nodes('all') : [admin];
 }
 
+/** The server's clock (TIME), in epoch milliseconds. */
+export async function serverNow(admin: Client): Promise<number> {
+  const [seconds, micros] = await admin.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
 export function elapsedSince(start: number): number {
   return performance.now() - start;
 }

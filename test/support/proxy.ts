@@ -1,7 +1,8 @@
 /**
  * An in-repo TCP proxy between a client and Redis, for network faults: added latency per direction, a
  * dropped reply (the connection is cut after a request reached the server, before its reply reaches the
- * client), and a stop of all forwarding.
+ * client; the next reply on any connection, or the reply to the next request that matches a pattern), a
+ * reply held back until the test lets it go, and a stop of all forwarding.
  */
 import { once } from 'node:events';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -9,6 +10,25 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 interface Pipe {
   readonly client: Socket;
   readonly server: Socket;
+  /** A request sent on it matched `dropReplyTo`'s pattern: its next reply cuts it. */
+  cutOnReply?: boolean;
+  /** A request sent on it matched `holdReplyTo`'s pattern: replies wait here until the hold is let go. */
+  heldReplies?: Buffer[];
+}
+
+/** What `holdReplyTo` set up: its pattern, the pipe it matched (once one did), and what to tell then. */
+interface Hold {
+  readonly pattern: RegExp;
+  readonly matched: () => void;
+  pipe?: Pipe;
+}
+
+/** A reply `holdReplyTo` holds back. */
+export interface HeldReply {
+  /** Settles once a matching request has gone to the server (its reply is then held). */
+  readonly held: Promise<void>;
+  /** Forwards what was held back, and lets later replies through. */
+  letGo(): void;
 }
 
 export class TcpProxy {
@@ -18,6 +38,8 @@ export class TcpProxy {
   /** Milliseconds added to every chunk, per direction. */
   latency = { toServer: 0, toClient: 0 };
   #dropReplies = 0;
+  #dropReplyTo: RegExp | undefined;
+  #holdReplyTo: Hold | undefined;
   #stopped = false;
 
   private constructor(server: Server, targetPort: number) {
@@ -50,9 +72,40 @@ export class TcpProxy {
     this.#dropReplies = count;
   }
 
-  /** Replies still to be dropped (set by dropNextReplies; 0 cancels what is left). */
+  /**
+   * The reply to the next request whose bytes (RESP, read as latin1) match `pattern` is dropped: the
+   * connection that carried the request is cut at its next reply instead (a reply to an earlier request
+   * still in flight on it is then lost too).
+   */
+  dropReplyTo(pattern: RegExp): void {
+    this.#dropReplyTo = pattern;
+  }
+
+  /**
+   * The replies on the connection of the next request whose bytes match `pattern`, from that request's on,
+   * are held back until `letGo()`: a reply that arrives late, while everything else flows.
+   */
+  holdReplyTo(pattern: RegExp): HeldReply {
+    let matched = (): void => undefined;
+    const held = new Promise<void>((resolve) => (matched = resolve));
+    const hold: Hold = { pattern, matched };
+    this.#holdReplyTo = hold;
+    return {
+      held,
+      letGo: () => {
+        if (this.#holdReplyTo === hold) this.#holdReplyTo = undefined;
+        const pipe = hold.pipe;
+        if (!pipe) return;
+        for (const chunk of pipe.heldReplies?.splice(0) ?? []) this.#forward(chunk, pipe.client, this.latency.toClient);
+        delete pipe.heldReplies;
+      },
+    };
+  }
+
+  /** Replies still to be dropped (set by dropNextReplies or dropReplyTo; 0 cancels what is left). */
   get pendingDrops(): number {
-    return this.#dropReplies;
+    const armed = [...this.#pipes].filter((pipe) => pipe.cutOnReply).length;
+    return this.#dropReplies + (this.#dropReplyTo ? 1 : 0) + armed;
   }
 
   /** Stops forwarding in both directions (bytes are held back, connections stay open) until `resume()`. */
@@ -97,12 +150,30 @@ export class TcpProxy {
     client.on('error', end).on('close', end);
     server.on('error', end).on('close', end);
     client.on('data', (chunk: Buffer) => {
+      if (this.#dropReplyTo?.test(chunk.toString('latin1'))) {
+        this.#dropReplyTo = undefined;
+        pipe.cutOnReply = true;
+      }
+      const hold = this.#holdReplyTo;
+      if (hold && !hold.pipe && hold.pattern.test(chunk.toString('latin1'))) {
+        hold.pipe = pipe;
+        pipe.heldReplies = [];
+        hold.matched();
+      }
       this.#forward(chunk, server, this.latency.toServer);
     });
     server.on('data', (chunk: Buffer) => {
+      if (pipe.cutOnReply) {
+        this.#cut(pipe);
+        return;
+      }
       if (this.#dropReplies > 0) {
         this.#dropReplies--;
         this.#cut(pipe);
+        return;
+      }
+      if (pipe.heldReplies) {
+        pipe.heldReplies.push(chunk);
         return;
       }
       this.#forward(chunk, client, this.latency.toClient);

@@ -54,7 +54,6 @@ export const LOCK_USER_RULE = [
   '+zadd',
   '+zcard',
   '+zrange',
-  '+zrangebyscore',
   '+zrem',
   '+zremrangebyscore',
   '+zscore',
