@@ -339,6 +339,9 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
   readonly permits = new Map<string, Permit>();
   /** The permits the played Redisson client took and has not given back, by id (JavaCommand). */
   readonly java = new Map<string, JavaPermit>();
+  /** The latest read of Redis, and when each permit out there that nobody was told of was first read. */
+  #lastRead: Snapshot | undefined;
+  readonly #untold = new Map<string, number>();
   /** Faults so far (a loss or a refusal since a grant is excused by one). */
   faults = 0;
   /** When the latest fault (or unmodeled stall) was recorded. */
@@ -373,7 +376,22 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
       .map((p) => `${p.id.slice(0, 8)} ${p.actor.name} ${leaseLabel(p.leaseMs)} ${p.state}`)
       .join(', ');
     const java = [...this.java].map(([id, p]) => `${id.slice(0, 8)} ${leaseLabel(p.leaseMs)}${p.gone ? ' gone' : ''}`);
-    return `total ${this.total}; ${actors}; permits: ${permits}; Java: ${java.join(', ') || 'none'}`;
+    return `total ${this.total}; ${actors}; permits: ${permits}; Java: ${java.join(', ') || 'none'}${this.#describeRead()}`;
+  }
+
+  /**
+   * The latest read's permits out, each with its lease end and, for one nobody was told of, how long it has
+   * been out: a grant renewed or re-made tells itself apart from one left to run out.
+   */
+  #describeRead(): string {
+    const snap = this.#lastRead;
+    if (!snap) return '';
+    const out = [...snap.out].map(([id, end]) => {
+      const ends = end === NO_LEASE ? 'no lease' : `ends in ${fmt(end - snap.serverNow)} ms`;
+      const since = this.#untold.get(id);
+      return `${id.slice(0, 8)} ${ends}${since === undefined ? '' : `, untold for ${fmt(snap.at - since)} ms`}`;
+    });
+    return `; out in Redis ${fmt(now() - snap.at)} ms ago: ${out.join(', ') || 'none'}`;
   }
 
   /** The permits of `actor` a release may name (held or not), oldest first. */
@@ -485,6 +503,7 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
 
   /** Judges a read: what must hold at every read throws; what may not hold yet is returned (a reason). */
   #unstable(snap: Snapshot): string | undefined {
+    this.#lastRead = snap;
     const sum = snap.count + snap.out.size;
     if (sum !== this.total)
       throw this.violation(
@@ -523,7 +542,10 @@ export class PesHarness extends ModelHarness<Pes, PesWorld> {
       if (java?.gone) throw this.violation(`Java's permit ${id.slice(0, 8)}, deleted by a fault, is out again`);
       if (java) continue;
       const p = this.permits.get(id);
-      if (!p) return `permit ${id.slice(0, 8)} is out with no holder told (a grant in flight or being undone)`;
+      if (!p) {
+        if (!this.#untold.has(id)) this.#untold.set(id, snap.at);
+        return `permit ${id.slice(0, 8)} is out with no holder told (a grant in flight or being undone)`;
+      }
       if (p.state === 'gone') throw this.violation(`permit ${id.slice(0, 8)}, deleted by a fault, is out again`);
     }
     const available = effective(snap);
