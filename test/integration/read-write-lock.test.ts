@@ -324,15 +324,16 @@ describe('RReadWriteLock', () => {
     // Each waiter below is left parked with its attempts done (the first, and the one its subscription's
     // settling wakes it for) before the next step: an attempt after the registry's deletion would register
     // the writer again, or let the reader in before the writer gives up, and the test would prove nothing.
-    const settled = async (locks: LockClient, since: number): Promise<boolean> =>
-      parked(locks) && (await scriptCalls(redis.admin)) >= since + 2;
+    const settle = async (locks: LockClient, since: number, what: string): Promise<void> => {
+      await until(async () => parked(locks) && (await scriptCalls(redis.admin)) >= since + 2, what);
+      await untilQuiet(() => scriptCalls(redis.admin), 'script calls');
+    };
     const giveUp = new AbortController();
     const reason = new Error('the writer gives up');
     let since = await scriptCalls(redis.admin);
     const writing = writer.acquire({ signal: giveUp.signal });
     const gaveUp = expect(writing).rejects.toBe(reason);
-    await until(() => settled(writerClient, since), 'the writer registered and parked');
-    await untilQuiet(() => scriptCalls(redis.admin), 'script calls');
+    await settle(writerClient, since, 'the writer registered and parked');
     expect(await redis.admin.zcard(keys.writersKey)).toBe(1);
     // A new reader waits for the registered writer.
     let readAt = 0;
@@ -345,8 +346,7 @@ describe('RReadWriteLock', () => {
         readAt = performance.now();
       });
     reading.catch(() => undefined); // awaited below
-    await until(() => settled(readerClient, since), 'the new reader parked behind the writer');
-    await untilQuiet(() => scriptCalls(redis.admin), 'script calls');
+    await settle(readerClient, since, 'the new reader parked behind the writer');
     expect(readAt).toBe(0);
     if (deleteRegistry) await redis.admin.del(keys.writersKey);
     giveUp.abort(reason);
