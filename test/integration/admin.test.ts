@@ -618,7 +618,8 @@ describe('watchLocks', () => {
       has((e) => e.type === 'released' && e.name === name),
       5000,
     );
-    const owner = await abandonedLock(other, 400);
+    // Polled every 100 ms, the key is seen held before it expires unless the watcher stalls for 1.5 s.
+    const owner = await abandonedLock(other, 1500);
     await until(
       has((e) => e.type === 'expired' && e.name === other && e.owner === owner && e.proof === 'ttl'),
       5000,

@@ -445,7 +445,8 @@ describe('flowlock watch', () => {
     await until(() => events.some((e) => e.type === 'released'));
     const owner = redissonOwner();
     await redis.admin.hset(name, owner, 1);
-    await redis.admin.pexpire(name, 500);
+    // Long enough for the watch (polling every 100 ms, in another process) to see it held on a loaded machine.
+    await redis.admin.pexpire(name, 1500);
     await until(() => events.some((e) => e.type === 'expired' && e.owner === owner));
     child.kill('SIGINT');
     expect(await exited).toBe(0);
@@ -793,6 +794,9 @@ describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () 
     // A fair lock with no waiter publishes nothing on release: only the hash event of its acquire tells.
     const lease = await locks.getFairLock(name).acquire();
     await sleep(300);
+    // The watch (another process) reads the hold on its hash event: released before that read, it would be
+    // gone unseen, which a stalled machine can cause, not the watch.
+    await waitFor(() => watch.events.some((e) => e.name === name && e.type === 'acquired'), 'the acquire', 5000);
     await lease.release();
     await waitFor(() => watch.events.some((e) => e.name === name && e.type === 'released'), 'the release', 8000);
     expect(watch.events.filter((e) => e.name === name).map((e) => e.type)).toEqual(['acquired', 'released']);
@@ -810,6 +814,8 @@ describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () 
     await waitFor(() => watch.events.some((e) => e.type === 'held' && e.name === marker), 'the watch', 10_000);
     const lease = await locks.getLock(name).acquire();
     await sleep(300);
+    // Seen held before the release (see the fair lock's test); well before its first renewal at 10 s.
+    await waitFor(() => watch.events.some((e) => e.name === name && e.type === 'acquired'), 'the acquire', 5000);
     await lease.release();
     await waitFor(() => watch.events.some((e) => e.name === name && e.type === 'released'), 'the release', 5000);
     const events = watch.events.filter((e) => e.name === name);

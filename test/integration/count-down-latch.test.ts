@@ -75,9 +75,15 @@ describe('RCountDownLatch', () => {
       'every client parked on an active subscription',
     );
     const before = await untilQuiet(gets, 'GET calls');
+    const quietFrom = performance.now();
     await counter.countDown(); // "1" left: nobody wakes, nobody asks
     await sleep(300);
-    expect((await gets()) - before).toBe(0);
+    // Under sharded pub/sub each parked waiter re-checks every 2 s (a slot migration drops subscriptions
+    // silently): one ask per waiter per 2 s begun there, if the clients' subscriptions settled apart; none on
+    // a standalone server.
+    expect((await gets()) - before).toBeLessThanOrEqual(
+      onCluster ? waiters.length * Math.ceil(elapsedSince(quietFrom) / 2000) : 0,
+    );
     expect(waiters.some((w) => w.done)).toBe(false);
     await counter.countDown();
     const opened = performance.now();

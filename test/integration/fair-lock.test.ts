@@ -348,18 +348,19 @@ describe('RFairLock', () => {
   // the hold's memo ran out after the first lease and the purge of a hold lost at its deadline (which names
   // that memo) missed: Redis kept a hold its client had declared lost.
   it('the watchdog keeps the hold key with the hold: a hold lost after renewals is purged', async () => {
-    const locks = redis.locks({ watchdogTimeout: 600 });
+    // Renewed every 500 ms: a stall has to last about a second to lose the hold before the check below.
+    const locks = redis.locks({ watchdogTimeout: 1500 });
     const name = uniqueName('fair');
     const { holdKey } = fairLockKeys('', name, onCluster);
     const lease = await locks.getFairLock(name).acquire();
-    await sleep(1500);
+    await sleep(3500);
     expect(lease.signal.aborted).toBe(false);
     expect(await redis.admin.pttl(holdKey)).toBeGreaterThan(0);
     // Redis keeps the hold past its local deadline (a stall inside the drift allowance): only the purge,
     // which names the hold's memo, removes the lock key before its 30 s.
     await redis.admin.pexpire(name, 30_000);
     await redis.admin.pexpire(holdKey, 30_000);
-    busyWait(700);
+    busyWait(1700);
     await until(() => lease.signal.aborted, 'the hold lost at its deadline', 5000);
     await until(async () => (await redis.admin.exists(name)) === 0, 'the lost hold purged', 5000);
   });

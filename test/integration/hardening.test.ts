@@ -182,13 +182,16 @@ describe('hardening: nine ways the lock broke', () => {
     try {
       await locks.run(async () => {
         await held.lock();
+        // Each lease's listeners are added as soon as it is held: one added later could come after its abort
+        // (a 300 ms lease, and a slow acquire of the other on a loaded machine) and never run.
+        const ended = (signal: AbortSignal): Promise<unknown> =>
+          new Promise((r) => signal.addEventListener('abort', r));
         const multi = await locks.getMultiLock([uniqueName(), uniqueName()]).acquire({ leaseTime: 300 });
-        const quorumLease = await quorum.getLock(uniqueName()).acquire({ leaseTime: 300 });
         multi.signal.addEventListener('abort', () => observe('multi'));
+        const multiEnded = ended(multi.signal);
+        const quorumLease = await quorum.getLock(uniqueName()).acquire({ leaseTime: 300 });
         quorumLease.signal.addEventListener('abort', () => observe('quorum'));
-        await Promise.all(
-          [multi.signal, quorumLease.signal].map((signal) => new Promise((r) => signal.addEventListener('abort', r))),
-        );
+        await Promise.all([multiEnded, ended(quorumLease.signal)]);
       });
       await until(() => seen.length >= 2, 'both listeners observed');
       expect(seen.sort()).toEqual(['multi: held false', 'quorum: held false']);
@@ -259,20 +262,22 @@ describe('hardening: nine ways the lock broke', () => {
   });
 
   it('7. a fixed lease stops being renewed once a nested watchdog-mode re-entry is released', async () => {
-    const locks = redis.locks({ watchdogTimeout: 600 });
+    // Renewed every 500 ms: a stall has to last about a second to lose the hold while the re-entry runs.
+    const locks = redis.locks({ watchdogTimeout: 1500 });
     const name = uniqueName();
     const lock = locks.getLock(name);
     const lost: LockLostEvent[] = [];
     locks.on('lockLost', (event) => lost.push(event));
     await locks.run(async () => {
-      const lease = await lock.acquire({ leaseTime: 500 });
+      const lease = await lock.acquire({ leaseTime: 1000 });
       const start = performance.now();
       // A helper's withLock re-enters in watchdog mode: renewed while it runs, and not after.
-      await lock.withLock(() => sleep(300));
-      // Lost about 900 ms in (the last renewal's 600 ms after the re-entry's 300); renewed for ever otherwise.
-      await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(5000)]);
+      await lock.withLock(() => sleep(600));
+      // Lost about 2.1 s in at most (the last renewal's 1500 ms after the re-entry's 600); renewed for ever
+      // otherwise.
+      await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(8000)]);
       expect(lease.signal.aborted).toBe(true);
-      expect(elapsedSince(start)).toBeLessThan(3000);
+      expect(elapsedSince(start)).toBeLessThan(5000);
       expect(lost).toHaveLength(1);
     });
     await until(async () => (await redis.admin.exists(name)) === 0, 'the lock key removed', 5000);

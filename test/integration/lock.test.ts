@@ -194,7 +194,7 @@ describe('RLock: fencing tokens', () => {
 });
 
 describe('RLock: waiting', () => {
-  it('tryLock(1500) on a held lock returns false after 1450-1900 ms', async () => {
+  it('tryLock(1500) on a held lock returns false after 1450-2500 ms', async () => {
     const holder = redis.locks();
     const waiter = redis.locks();
     const name = uniqueName();
@@ -204,7 +204,8 @@ describe('RLock: waiting', () => {
     const elapsed = elapsedSince(start);
     expect(got).toBe(false);
     expect(elapsed).toBeGreaterThanOrEqual(1450);
-    expect(elapsed).toBeLessThanOrEqual(1900);
+    // Well short of the holder's 30 s lease; the rest is how late a timer runs on a loaded machine.
+    expect(elapsed).toBeLessThanOrEqual(2500);
     await lease.release();
   });
 

@@ -518,7 +518,9 @@ describe('FlowlockInstrumentation: spans', () => {
     const held = await holder.getLock(name).acquire();
     tracing.exporter.reset();
     expect(await locks.run(() => locks.getLock(name).tryLock())).toBe(false);
-    await expect(locks.getLock(name).withLock(() => undefined, { waitTime: 50 })).rejects.toMatchObject({
+    // A wait time that outlasts the first attempt's reply on a loaded machine: an attempt still unanswered at
+    // the deadline ends the acquisition without knowing whether it was contended.
+    await expect(locks.getLock(name).withLock(() => undefined, { waitTime: 1000 })).rejects.toMatchObject({
       code: 'LOCK_ACQUIRE_TIMEOUT',
     });
     await held.release();

@@ -106,8 +106,8 @@ describe('RPermitExpirableSemaphore', () => {
 
   it('renews permits taken without leaseTime while their holder lives', async () => {
     const name = uniqueName('pes');
-    // Renewed every 333 ms: 3.5 leases unrenewed would lose it, while a stall has to last about 650 ms to.
-    const ps = redis.locks({ watchdogTimeout: 1000 }).getPermitExpirableSemaphore(name);
+    // Renewed every 500 ms: 2.3 leases unrenewed would lose it, while a stall has to last about a second to.
+    const ps = redis.locks({ watchdogTimeout: 1500 }).getPermitExpirableSemaphore(name);
     await ps.trySetPermits(1);
     const permit = await ps.acquire();
     await sleep(3500);
@@ -171,7 +171,9 @@ describe('RPermitExpirableSemaphore', () => {
       // The grant's reply takes 300 ms to come back: the 100 ms lease may be over when it is read.
       proxy.latency = { toServer: 0, toClient: 300 };
       const pending = ps.acquire({ leaseTime: 100, waitTime: 5000 });
-      await sleep(100);
+      // Granted in Redis: its reply, written before the reply to this check, has been read by the proxy (and
+      // delayed) by the time this check is answered. A fixed sleep could end before, on a loaded machine.
+      await until(async () => (await redis.admin.zcard(keysOf(name).timeoutKey)) === 1, 'the grant ran', 5000);
       proxy.latency = { toServer: 0, toClient: 0 };
       const lease = await pending;
       // Not the late grant (given back; its lease ended about `before` + 100) but a fresh one, asked for only

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import { newTestClient, sendCommand, type TestClient } from '../support/clients.js';
-import { elapsedSince, newRedis, uniqueName, type Redis } from '../support/fixture.js';
+import { elapsedSince, newRedis, uniqueName, until, type Redis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 let master: LocalRedis;
@@ -159,6 +159,8 @@ describe('syncReplicas', () => {
         // Given up on before WAIT answers: the grant is undone once, by #grant, and not again by the caller
         // that gave up (a second undo of the same acquire would take the outer hold too).
         expect(await lock.tryLock({ waitTime: 50 })).toBe(false);
+        // The grant (a hold count of 2) is undone once WAIT times out, 200 ms and a server tick after it ran.
+        await until(async () => (await lock.getHoldCount()) === 1, 'the re-entry undone', 5000);
         await sleep(400);
         expect(await lock.getHoldCount()).toBe(1);
         expect(await admin.exists(name)).toBe(1);
@@ -180,7 +182,8 @@ describe('syncReplicas', () => {
         .getLock(name)
         .acquire()
         .catch((e: unknown) => e);
-      await sleep(200); // granted; WAIT is blocked on the paused replica
+      // Granted, and WAIT blocked on the paused replica: the connection's last command is WAIT.
+      await until(async () => /\bcmd=wait\b/.test(String(await admin.client('LIST', 'ID', String(id)))), 'WAIT sent');
       // The connection drops while WAIT waits; ioredis resends WAIT on the new connection, node-redis rejects
       // it. Whatever that answers (a WAIT on the new connection proves nothing about the grant: it wrote
       // nothing), the grant is refused.

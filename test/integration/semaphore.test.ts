@@ -366,9 +366,10 @@ describe('RSemaphore', () => {
     const name = uniqueName('sem');
     const { timeoutKey } = keysOf(name);
     await redis.admin.set(name, 0);
-    // An expirable permit is out (a holder that froze or died), its lease ending 300 ms from now.
-    await redis.admin.zadd(timeoutKey, (await serverNow(redis.admin)) + 300, Buffer.alloc(16, 7));
+    // An expirable permit is out (a holder that froze or died), its lease ending 300 ms from now (timed from
+    // before the clock is read, so that the round trips that set it up do not shorten the bound below).
     const start = performance.now();
+    await redis.admin.zadd(timeoutKey, (await serverNow(redis.admin)) + 300, Buffer.alloc(16, 7));
     expect(await redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 3000)).toBe(true);
     // Woken when the lease ended (the attempt's reply says when), not at its 10 s refresh.
     expect(elapsedSince(start)).toBeGreaterThanOrEqual(250);

@@ -149,9 +149,10 @@ describe.each(['volatile-ttl', 'volatile-lru', 'allkeys-lru'])('T13: maxmemory-p
     expect(evicted).toBeGreaterThan(0);
     if (evictedAt > 0) {
       expect(lost.map((e) => e.name)).toContain(name);
-      // Told by the next renewal (every 333 ms), which found the key gone, not by the lease deadline.
+      // Told by the next renewal (every 1000 ms), which found the key gone, not by the lease deadline (3 s):
+      // within one renewal period, plus a late timer and a round trip on a loaded machine.
       expect(lost.find((e) => e.name === name)?.error.reason).toBe(RENEWAL_REJECTED);
-      expect(toldAfterMs).toBeLessThanOrEqual(1000);
+      expect(toldAfterMs).toBeLessThanOrEqual(1000 + 700);
     }
     expect(next.fencingToken).toBeGreaterThan(lease.fencingToken);
     await next.release();
@@ -318,8 +319,10 @@ describe('a stalled server and waitTime', () => {
     });
     const name = uniqueName('orphan');
     await admin.hset(name, 'foreign:1', '1');
-    await admin.pexpire(name, 300);
-    const waiting = locks.run(() => locks.getLock(name).tryLock(600));
+    // The waiter's attempt at the TTL's end (1 s) comes during the pause, which a stall of up to 800 ms
+    // before it still lets begin first.
+    await admin.pexpire(name, 1000);
+    const waiting = locks.run(() => locks.getLock(name).tryLock(1500));
     await sleep(200);
     await admin.call('CLIENT', 'PAUSE', '2500', 'WRITE');
     expect(await waiting).toBe(false);
