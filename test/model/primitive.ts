@@ -23,7 +23,10 @@ import {
   traceLog,
   tracing,
   WATCHDOG_TIMEOUTS,
+  watchRenewals,
   type ConnectionFault,
+  type RenewalInFlight,
+  type RenewalWatch,
   type ServerInfo,
 } from './world.js';
 
@@ -43,13 +46,15 @@ export class Violation extends Error {
 }
 
 /** One lock client on its own connection, and the primitive of the run on it. */
-export class PrimitiveClient<P> {
+export class PrimitiveClient<P> implements RenewalWatch {
   readonly slot: number;
   readonly gen: number;
   readonly label: string;
   readonly connection: ModelConnection;
   readonly locks: LockClient;
   readonly primitive: P;
+  /** Renewals of watchdog-mode permits sent and not yet answered (for the lag monitor). */
+  readonly renewalsInFlight = new Set<RenewalInFlight>();
   closed = false;
 
   constructor(server: ServerInfo, slot: number, gen: number, make: (locks: LockClient) => P) {
@@ -58,6 +63,7 @@ export class PrimitiveClient<P> {
     this.label = `${'AB'[slot] ?? '?'}${gen > 0 ? `#${gen}` : ''}`;
     this.connection = new ModelConnection(server);
     this.locks = createLockClient(this.connection.client, { watchdogTimeout: WATCHDOG_TIMEOUTS[slot] ?? 600 });
+    watchRenewals(this.locks.clientId, this);
     this.primitive = make(this.locks);
   }
 }

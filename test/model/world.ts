@@ -229,14 +229,27 @@ export interface LostRecord {
 }
 
 /** A renewal sent and not yet answered (for the lag monitor): when it was sent, and whether it was noted. */
-interface RenewalInFlight {
+export interface RenewalInFlight {
   readonly sentAt: number;
   readonly injectedBefore: number;
   noted: boolean;
 }
 
+/** A model's lock client as the renewal watch sees it (ClientHandle, PrimitiveClient). */
+export interface RenewalWatch {
+  /** Called once, synchronously, right after the watchdog sends its next renewal on this client. */
+  renewHook?: (() => void) | undefined;
+  /** Renewals sent and not yet answered (for the lag monitor). */
+  readonly renewalsInFlight: Set<RenewalInFlight>;
+}
+
 /** The model's lock clients by clientId, whose renewals the `flowlock:renew` trace reports. */
-const renewingClients = new Map<string, ClientHandle>();
+const renewingClients = new Map<string, RenewalWatch>();
+
+/** Lets the lag monitor see the renewals of `clientId`'s client (until closeAll). */
+export function watchRenewals(clientId: string, client: RenewalWatch): void {
+  renewingClients.set(clientId, client);
+}
 const renewals = new WeakMap<RenewTraceContext, RenewalInFlight>();
 // The watchdog's renewals as its trace reports them, on every client library alike: `start` comes before
 // the call is handed to the client, `end` right after (as the trace's function returns), `asyncEnd` when the
@@ -265,7 +278,7 @@ diagnostics.tracingChannel<unknown, RenewTraceContext>(CHANNELS.renew).subscribe
 });
 
 /** One lock client with its own connection; replaced by a fresh one after `close()`. */
-export class ClientHandle {
+export class ClientHandle implements RenewalWatch {
   readonly slot: number;
   readonly gen: number;
   readonly label: string;
@@ -286,7 +299,7 @@ export class ClientHandle {
     this.watchdogTimeout = watchdogTimeout;
     this.connection = new ModelConnection(server);
     this.locks = createLockClient(this.connection.client, { watchdogTimeout });
-    renewingClients.set(this.locks.clientId, this);
+    watchRenewals(this.locks.clientId, this);
     this.locks.on('lockLost', (event) => {
       trace(`${this.label} lockLost ${event.name} token ${event.fencingToken}: ${event.error.message}`);
       this.lost.push({
@@ -741,10 +754,11 @@ export const ACTORS_PER_CLIENT = 3;
 
 /**
  * What every model's world has: the server, an admin connection, a connection for faults (DEBUG SLEEP), the
- * lag monitor (unmodeled stalls are judged as faults) and the harness's own errors. A primitive's world
- * extends it with its clients and actors.
+ * lag monitor (unmodeled stalls are judged as faults: this process's own, and renewals its clients sent that
+ * the server left unanswered) and the harness's own errors. A primitive's world extends it with its clients
+ * and actors.
  */
-export class BaseWorld {
+export abstract class BaseWorld {
   readonly server: ServerInfo;
   readonly admin: Redis;
   readonly fault: Redis;
@@ -769,7 +783,7 @@ export class BaseWorld {
     this.fault = modelRedis(server);
     this.fault.on('error', () => undefined);
     // Watches for stalls nobody injected: a late tick of this timer (less what busyWait blocked on purpose),
-    // and what a subclass adds (lateStall).
+    // and renewals left unanswered (#lateStall).
     let expected = now() + LAG_TICK_MS;
     let injectedBefore = injectedStallMs;
     this.#lagMonitor = setInterval(() => {
@@ -778,7 +792,7 @@ export class BaseWorld {
       expected = t + LAG_TICK_MS;
       injectedBefore = injectedStallMs;
       if (late > LAG_NOTE_MS) this.lags.push({ at: t, ms: late });
-      const stall = Math.max(late, this.lateStall?.(t) ?? 0);
+      const stall = Math.max(late, this.#lateStall(t));
       if (stall > UNMODELED_STALL_MS) {
         trace(`unmodeled stall: ${stall.toFixed(0)} ms`);
         this.onStall?.(stall);
@@ -822,8 +836,28 @@ export class BaseWorld {
     return started;
   }
 
-  /** A stall a subclass sees at `t` besides the event loop's own lateness (0: none). */
-  protected lateStall?(t: number): number;
+  /** The world's current clients, whose renewals the lag monitor watches (see watchRenewals). */
+  abstract readonly clients: readonly RenewalWatch[];
+
+  /**
+   * Renewals left unanswered too long (while DEBUG SLEEP is not running): a server the loaded machine
+   * starved, which the event loop's lateness does not show, and which can end a hold or a permit as a fault
+   * would.
+   */
+  #lateStall(t: number): number {
+    let stall = 0;
+    if (this.faultInFlight) return stall;
+    for (const client of this.clients) {
+      for (const renewal of client.renewalsInFlight) {
+        // Unanswered for this long, less what busyWait blocked on purpose meanwhile.
+        const age = t - renewal.sentAt - (injectedStallMs - renewal.injectedBefore);
+        if (renewal.noted || age <= UNMODELED_STALL_MS) continue;
+        renewal.noted = true;
+        stall = Math.max(stall, age);
+      }
+    }
+    return stall;
+  }
 
   /** Stops the lag monitor and waits for a fault still running (the start of every teardown). */
   protected async stopMonitoring(): Promise<void> {
@@ -900,22 +934,6 @@ export class World extends BaseWorld {
     this.kind = kind;
     this.names = names;
     this.keys = names.map((name) => (kind === 'fair' ? fairLockKeys('', name) : lockKeys('', name)));
-  }
-
-  /** Renewals left unanswered too long (while DEBUG SLEEP is not running). */
-  protected override lateStall(t: number): number {
-    let stall = 0;
-    if (this.faultInFlight) return stall;
-    for (const client of this.clients) {
-      for (const renewal of client.renewalsInFlight) {
-        // Unanswered for this long, less what busyWait blocked on purpose meanwhile.
-        const age = t - renewal.sentAt - (injectedStallMs - renewal.injectedBefore);
-        if (renewal.noted || age <= UNMODELED_STALL_MS) continue;
-        renewal.noted = true;
-        stall = Math.max(stall, age);
-      }
-    }
-    return stall;
   }
 
   static async create(
