@@ -189,7 +189,8 @@ describe('Redis Cluster', () => {
     const from = slotOwner(seed, slot);
     const to = clusterMasters(seed).find((m) => m.id !== from.id);
     if (!to) throw new Error('no second master');
-    const locks = locksOn({ syncReplicas: { replicas: 1, timeout: 300 } });
+    // WAIT's timeout: the warm-up below needs the replica's acknowledgement within it on a loaded machine.
+    const locks = locksOn({ syncReplicas: { replicas: 1, timeout: 2000 } });
     await locks.getLock(name).withLock(() => undefined); // slots known, this slot on `from`
     // The slot moves behind the client's back, and the new owner's replica stops acknowledging. The client
     // sends the acquire to `from`, follows its MOVED, and the grant runs on `to`: a WAIT on `from` would

@@ -242,9 +242,11 @@ describe('T14: syncReplicas against the failover risk', () => {
       let refused = 0;
       const name = uniqueName('t14');
       for (let i = 0; i < TRIALS; i++) {
+        // A wait time that a loaded machine (and the first trial's discovery of the master) cannot run out:
+        // a refused grant rejects at once, whatever is left of it.
         const error: unknown = await synced
           .getLock(`${name}:${i}`)
-          .acquire({ waitTime: 1000 })
+          .acquire({ waitTime: 5000 })
           .catch((e: unknown) => e);
         if (error instanceof LockNotReplicatedError) refused++;
         expect(await master.exists(`${name}:${i}`)).toBe(0);

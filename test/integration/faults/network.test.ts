@@ -93,9 +93,10 @@ describe('T7: the reply of an acquire or a release is lost (the connection is cu
     async () => {
       const proxy = await TcpProxy.start(lockServer.port);
       cleanup.push(() => proxy.close());
-      // Without resends ioredis never settles a command whose connection dropped: commandTimeout ends it.
+      // Without resends ioredis never settles a command whose connection dropped: commandTimeout ends it
+      // (every command's, the warm-up's and the undo's too: long enough for a loaded machine).
       // A 30 s lease: the key can only go soon by the undo, not by its lease running out.
-      const locks = clientVia(proxy.port, { autoResendUnfulfilledCommands: false, commandTimeout: 400 }, 30_000);
+      const locks = clientVia(proxy.port, { autoResendUnfulfilledCommands: false, commandTimeout: 1500 }, 30_000);
       const name = uniqueName('t7');
       const lock = locks.getLock(name);
       await locks.run(async () => {
