@@ -250,6 +250,7 @@ const renewingClients = new Map<string, RenewalWatch>();
 export function watchRenewals(clientId: string, client: RenewalWatch): void {
   renewingClients.set(clientId, client);
 }
+
 const renewals = new WeakMap<RenewTraceContext, RenewalInFlight>();
 // The watchdog's renewals as its trace reports them, on every client library alike: `start` comes before
 // the call is handed to the client, `end` right after (as the trace's function returns), `asyncEnd` when the
