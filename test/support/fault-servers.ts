@@ -12,6 +12,12 @@ import { newTestClient } from './clients.js';
 import { newRedis, type Redis } from './fixture.js';
 import { startRedisServer, type LocalRedis } from './redis-server.js';
 
+/**
+ * How late a worker process's timer (or the test's own poll) can run on a loaded 2-core machine: the slack the
+ * fault tests add to a bound computed from leases and renewal periods.
+ */
+export const LATE_MS = 700;
+
 export interface FaultServersOptions {
   /**
    * Also start a resource server, for the fenced resource and counters the workers write to. It is a server

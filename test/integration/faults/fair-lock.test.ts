@@ -15,15 +15,13 @@ import {
 import { newRedis, uniqueName, type Redis, until } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
 import { startRedisServer, type LocalRedis } from '../../support/redis-server.js';
-import { useFaultServers } from '../../support/fault-servers.js';
+import { LATE_MS, useFaultServers } from '../../support/fault-servers.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
 import { fairLockKeys } from '../../../src/redis/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: lease, and how long a silent waiter keeps its place
 const R = L / 3; // renewal period, and the longest a live waiter goes without refreshing its place
-/** How late a worker's timer (or this process's poll) can run on a loaded machine, as faults/holder.test.ts allows. */
-const LATE = 700;
 
 // A test that starts worker processes gets 120 s: on a loaded machine their start alone can take 20 s.
 const servers = useFaultServers({ resource: true });
@@ -267,7 +265,7 @@ describe('F3: the holder is SIGKILLed while 4 processes wait in line', () => {
     expect(freeAfterMs).toBeGreaterThan(0);
     // The dead holder's lease ran from its last renewal (at most R before the kill): about L. The first in
     // line gets in by its retry at the TTL it saw; without it the line would stay stuck.
-    expect(freeAfterMs).toBeLessThanOrEqual(L + R + LATE);
+    expect(freeAfterMs).toBeLessThanOrEqual(L + R + LATE_MS);
     expectExclusive(run, 4 * 25 * soak);
     expect(run.sections.every((s) => s.token > held.token)).toBe(true);
     expect(violations).toEqual([]);
@@ -323,8 +321,8 @@ describe('F4: a waiter first in line is SIGKILLed', () => {
     });
     // About L: the dead entry's deadline (its last refresh was at most R before the kill); a live waiter
     // that never purged it would block the line for good.
-    expect(ms(killedAt, firstEnter)).toBeLessThanOrEqual(L + R + LATE);
-    expect(ms(killedAt, goneAt)).toBeLessThanOrEqual(L + R + LATE);
+    expect(ms(killedAt, firstEnter)).toBeLessThanOrEqual(L + R + LATE_MS);
+    expect(ms(killedAt, goneAt)).toBeLessThanOrEqual(L + R + LATE_MS);
     expectExclusive(run, 4 * 25 * soak);
     expect(violations).toEqual([]);
     expect(await leftovers(servers.admin, name)).toEqual({ keys: [], channels: [] });

@@ -5,7 +5,7 @@ import type { LockLease } from '../../../src/index.js';
 import { FencedResource } from '../../support/fenced-resource.js';
 import { uniqueName, until } from '../../support/fixture.js';
 import { recordFigures } from '../../support/figures.js';
-import { useFaultServers } from '../../support/fault-servers.js';
+import { LATE_MS, useFaultServers } from '../../support/fault-servers.js';
 import { Worker } from '../../support/workers.js';
 
 const L = 1000; // lease (watchdogTimeout) of these tests
@@ -71,7 +71,7 @@ describe.each([
     // About L (the lease from A's last renewal): a resumed process needs CPU before its overdue tick runs,
     // hence the margins; a loss never noticed would hang, and a takeover before the lease ended is the
     // fencing checks' business.
-    expect(takeoverMs).toBeLessThanOrEqual(L + R + 700);
+    expect(takeoverMs).toBeLessThanOrEqual(L + R + LATE_MS);
     expect(lostAfterResumeMs).toBeLessThanOrEqual(R + 400);
     expect(write['accepted']).toBe(false);
     expect(unlock).toMatchObject({ ok: false, code: 'LOCK_NOT_HELD' });

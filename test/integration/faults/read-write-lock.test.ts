@@ -12,15 +12,13 @@ import {
 } from '../../support/checkers.js';
 import { uniqueName, until } from '../../support/fixture.js';
 import { recordFigures, soak } from '../../support/figures.js';
-import { useFaultServers } from '../../support/fault-servers.js';
+import { LATE_MS, useFaultServers } from '../../support/fault-servers.js';
 import { startWorkers, Worker, type WorkerConfig } from '../../support/workers.js';
 import type { SectionReport } from '../../fixtures/lock-worker.ts';
 import { readWriteLockKeys } from '../../../src/redis/keys.js';
 
 const L = 1500; // the workers' watchdogTimeout: a dead holder's lease, read or write
 const R = L / 3; // renewal period: a dead holder's last renewal came at most R before its kill
-/** How late a worker's timer (or this process's poll) can run on a loaded machine, as faults/holder.test.ts allows. */
-const LATE = 700;
 
 // A test that starts worker processes gets 120 s: on a loaded machine their start alone can take 20 s.
 const servers = useFaultServers({ resource: true });
@@ -208,7 +206,7 @@ describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes wa
     });
     expect(ms(killedAt, firstWrite)).toBeGreaterThan(0);
     // About L (the dead reader's lease from its last renewal); nothing else would ever free the lock.
-    expect(ms(killedAt, firstWrite)).toBeLessThanOrEqual(L + R + LATE);
+    expect(ms(killedAt, firstWrite)).toBeLessThanOrEqual(L + R + LATE_MS);
     expect(stalled).toHaveLength(4);
     // The last of them comes after the sections before it (4 processes, one after the other, on a loaded
     // machine); one left behind the dead holder would wait for good.
@@ -237,7 +235,7 @@ describe('RW2: a holder of the read-write lock is SIGKILLed while 4 processes wa
     });
     expect(ms(killedAt, firstEnter)).toBeGreaterThan(0);
     // About L (the dead writer's lease from its last renewal); nothing else would ever free the lock.
-    expect(ms(killedAt, firstEnter)).toBeLessThanOrEqual(L + R + LATE);
+    expect(ms(killedAt, firstEnter)).toBeLessThanOrEqual(L + R + LATE_MS);
     expect(stalled).toHaveLength(4);
     expect(Math.max(...stalled.map((s) => ms(killedAt, s.enter)))).toBeLessThanOrEqual(L + R + 1500);
     expect(run.sections).toHaveLength(4 * 25 * soak);
