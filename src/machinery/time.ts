@@ -30,14 +30,6 @@ export function abortableSleep(ms: number, signals: readonly AbortSignal[]): Pro
   });
 }
 
-/**
- * The deadline of each attempt of a wait: the wait's own, since a stalled Redis must not stretch it, but a
- * single attempt (waitTime 0) runs to its reply: there is nothing to wait for.
- */
-export function attemptDeadline(waitTime: number | undefined, deadline: number): number {
-  return waitTime === 0 ? Infinity : deadline;
-}
-
 /** How a wait for a reply ended. */
 export type Settled<T> =
   | { readonly kind: 'reply'; readonly value: T }

@@ -11,7 +11,7 @@
 import type { LockIdentity } from '../diagnostics/channels.js';
 import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
 import { LockClientClosedError } from '../errors.js';
-import { attemptDeadline, monotonicNow, settleBy } from '../machinery/time.js';
+import { monotonicNow, settleBy } from '../machinery/time.js';
 import { waitFor, type Attempt } from '../machinery/waiting.js';
 import { checkPermits, resolveLatchAwaitArgs, type LatchAwaitOptions } from '../options.js';
 import { latchKeys, type LatchKeys } from '../redis/keys.js';
@@ -84,7 +84,6 @@ export class RCountDownLatch {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
-    const lookBy = attemptDeadline(waitTime, deadline);
     // An await is an acquisition of the open latch, for the diagnostics channels: its waits are a lock's.
     const observer = AcquireObserver.create(() => ({
       ...this.#identity(),
@@ -94,7 +93,7 @@ export class RCountDownLatch {
       waitMs: waitTime,
     }));
     const look = async (): Promise<Attempt<true>> => {
-      const outcome = await settleBy(this.getCount(), lookBy, signal, context.closeSignal);
+      const outcome = await settleBy(this.getCount(), Infinity, signal, context.closeSignal);
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (outcome.kind === 'closed') throw new LockClientClosedError(this.name);
       return outcome.kind === 'reply' && outcome.value <= 0 ? { done: true, value: true } : { done: false };

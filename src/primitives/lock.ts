@@ -39,7 +39,7 @@ import {
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
 import { confirmedGrant, type ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
-import { abortableSleep, attemptDeadline, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
+import { abortableSleep, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
 import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
 import type { ReleaseTraceContext } from '../diagnostics/channels.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
@@ -100,18 +100,12 @@ const LAST_ATTEMPT_RESERVE_MS = 20;
 const LATE_GRANT_MAX_PAUSE_MS = 1000;
 
 /**
- * A failed attempt: `pttl` is the holder's TTL; `late` is set when the lock was granted but the reply came
- * after the lease could have run out (it was given back), with the round trip that took, in ms.
- */
-/**
- * One attempt's result. `late`: granted after its own lease could have run out (given back). `expired`: given
- * up on at the call's deadline while still in flight: the call has timed out, even where the timer fired a
- * hair before the deadline by the monotonic clock (a second attempt would then overlap the first, and a
- * re-entry's memo holds only the latest request id, so that a resend of both would count twice).
+ * One attempt's result. A failed attempt's `pttl` is the holder's TTL; `late` is set when the lock was granted
+ * but the reply came after its own lease could have run out (it was given back), with the round trip that
+ * took, in ms.
  */
 type AttemptResult =
-  | { readonly hold: Hold }
-  | { readonly hold: undefined; readonly pttl: number; readonly late?: number; readonly expired?: true };
+  { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number; readonly late?: number };
 
 /**
  * Redisson's reentrant lock (`RLock`), from `locks.getLock(name)`: held per flow, re-entered by the flow and its
@@ -328,7 +322,6 @@ export class RLock {
       (waitTime === undefined || waitTime >= YIELD_MS) &&
       !queued &&
       waits.othersWoken(channel);
-    const attemptBy = attemptDeadline(waitTime, deadline);
     let waiter: Waiter | undefined;
     let parkFirst = false;
     if (!reentry && waitTime !== 0 && (queued || yielding)) {
@@ -355,13 +348,13 @@ export class RLock {
             const woke = await waiter.park(Math.min(parkFor, waiter.holderTtl(), protocol.refreshMs), signal);
             observer?.woke(woke);
           }
-          if (deadline - monotonicNow() <= 0) return undefined;
+          // A call that may wait never does worse than one that may not: it asks Redis at least once.
+          if (attempted && deadline - monotonicNow() <= 0) return undefined;
           waiter.attempting();
         }
         observer?.attempted();
-        const result = await this.#attempt(owners, options, attemptBy, ticket);
+        const result = await this.#attempt(owners, options, ticket);
         if (result.hold) return (hold = result.hold);
-        if (result.expired) return undefined;
         attempted = true;
         if (result.late === undefined) observer?.contended();
         const remaining = deadline - monotonicNow();
@@ -411,7 +404,6 @@ export class RLock {
   async #attempt(
     owners: readonly string[],
     options: ResolvedAcquire,
-    deadline: number,
     ticket: WaitTicket | undefined,
     retriedStale = false,
   ): Promise<AttemptResult> {
@@ -429,7 +421,10 @@ export class RLock {
     if (ticket) ticket.attempt = pending;
     let outcome: Settled<AcquireReply>;
     try {
-      outcome = await settleBy(pending, deadline, options.signal, closeSignal);
+      // An attempt sent is awaited to its reply, also past the call's wait time (which bounds waiting for a
+      // holder, not the round trip): its grant is kept, and no second attempt overlaps it. Only an abort or
+      // close() gives it up (the client's own command timeout, if set, bounds a stalled server).
+      outcome = await settleBy(pending, Infinity, options.signal, closeSignal);
     } catch (error) {
       // No reply (connection lost without a resend, command timeout): the script may have run anyway.
       // Undo exactly that acquisition if it did, so that no hold is left that nobody believes it has.
@@ -447,8 +442,7 @@ export class RLock {
         ),
       );
       if (outcome.kind === 'aborted') throw outcome.reason;
-      if (this.#context.closed) throw new LockClientClosedError(this.name);
-      return { hold: undefined, pttl: 0, expired: true };
+      throw new LockClientClosedError(this.name);
     }
     const reply = outcome.value;
     if (!reply.acquired) {
@@ -461,7 +455,7 @@ export class RLock {
       // Redis (or failed). Counting on from it would leave a count nobody releases. Drop it with this
       // acquisition and take the lock afresh.
       await this.#protocol.release('purge', [owner], { undoId: memo, repair: true });
-      if (!retriedStale) return this.#attempt(owners, options, deadline, ticket, true);
+      if (!retriedStale) return this.#attempt(owners, options, ticket, true);
       return { hold: undefined, pttl: 0 };
     }
     const roundTrip = monotonicNow() - sentAt;

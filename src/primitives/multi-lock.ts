@@ -94,10 +94,9 @@ export class RMultiLock {
     for (;;) {
       try {
         for (const member of this.#members) {
+          // A member reached after the multi-lock's own wait ran out still gets one attempt (waitTime 0), as
+          // every member of a multi-lock without a wait does: a longer wait never does worse than none.
           const remaining = Math.max(0, Math.floor(deadline - monotonicNow()));
-          // A member's waitTime 0 would mean one attempt that runs to its reply, however long Redis takes:
-          // a multi-lock whose own wait has run out asks no further.
-          if (waitTime !== 0 && remaining === 0) throw new LockAcquireTimeoutError(member.name, 0);
           const memberOptions: AcquireOptions = {
             leaseTime,
             ...(deadline === Infinity ? {} : { waitTime: remaining }),

@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto';
 import { type LockIdentity } from '../diagnostics/channels.js';
 import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
-import { attemptDeadline, monotonicNow } from '../machinery/time.js';
+import { monotonicNow } from '../machinery/time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
 import { checkFunction, resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
 import type { SemaphoreKeys } from '../redis/keys.js';
@@ -180,7 +180,6 @@ export class RPermitExpirableSemaphore extends PermitCount {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
-    const attemptBy = attemptDeadline(waitTime, deadline);
     const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
@@ -196,7 +195,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
         const permitId = id.toString('hex');
         const requestId = newRequestId();
         const sentAt = monotonicNow();
-        const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
+        const reply = await attemptGrant(context, this.name, lockKey, signal, {
           sending,
           send: async () => {
             const raw = await context.scripts.runAnnouncing(
@@ -211,7 +210,6 @@ export class RPermitExpirableSemaphore extends PermitCount {
             await this.#protocol.release('undo', [permitId], { repair: true }).catch(() => undefined);
           },
         });
-        if (!reply) return { done: false };
         // Woken by name when released permits are kept for it; at the latest when the earliest lease ends
         // (its permit then comes back) or a waiter ahead that stopped refreshing its place (dead?) loses it.
         if (!reply.granted) return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };

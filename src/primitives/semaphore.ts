@@ -26,7 +26,7 @@ import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../
 import { LockClientClosedError, LockNotReplicatedError } from '../errors.js';
 import { confirmedGrant } from '../machinery/replication.js';
 import { LINGER_MS, waitFor, type Attempt, type EnterOptions } from '../machinery/waiting.js';
-import { attemptDeadline, monotonicNow, settleBy } from '../machinery/time.js';
+import { monotonicNow, settleBy } from '../machinery/time.js';
 import {
   checkPermitDelta,
   checkPermits,
@@ -173,7 +173,6 @@ export class RSemaphore extends PermitCount {
     checkOpen(context, this.name);
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
-    const attemptBy = attemptDeadline(waitTime, deadline);
     const keys = this.keys;
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keys;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits, this.name);
@@ -186,7 +185,7 @@ export class RSemaphore extends PermitCount {
         signal,
         async (entry, sending) => {
           const requestId = newRequestId();
-          const reply = await attemptGrant(context, this.name, lockKey, attemptBy, signal, {
+          const reply = await attemptGrant(context, this.name, lockKey, signal, {
             sending,
             send: async () => {
               const raw = await context.scripts.runAnnouncing(
@@ -199,10 +198,10 @@ export class RSemaphore extends PermitCount {
             },
             undo: () => this.#undo(requestId),
           });
-          if (reply?.granted) return { done: true, value: true };
+          if (reply.granted) return { done: true, value: true };
           // Woken by name when released permits are kept for it; at the latest when a waiter ahead that
           // stopped refreshing its place (dead?) would lose it, or an expirable permit's lease ends.
-          return reply === undefined || reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
+          return reply.untilMs < 0 ? { done: false } : { done: false, retryInMs: reply.untilMs };
         },
         observer,
       )) === true
@@ -318,23 +317,22 @@ async function leaveQueue(context: LockContext, keys: SemaphoreKeys, entry: stri
 }
 
 /**
- * One grant attempt of a semaphore, bounded by `deadline` (monotonic ms), the signal and the client's close;
- * with `syncReplicas`, the grant is confirmed by WAIT or undone (LockNotReplicatedError). A grant whose
- * reply was lost, or arrived after the caller gave up, is undone (close() waits for that). Resolves to the
- * reply, or undefined when the caller gave up (deadline) before it came.
+ * One grant attempt of a semaphore, awaited to its reply also past the call's wait time (which bounds waiting
+ * for permits, not the round trip), unless the signal aborts or the client closes; with `syncReplicas`, the
+ * grant is confirmed by WAIT or undone (LockNotReplicatedError). A grant whose reply was lost, or arrived
+ * after an abort or close, is undone (close() waits for that).
  */
 export async function attemptGrant<R extends { readonly granted: boolean }>(
   context: LockContext,
   name: string,
   key: string,
-  deadline: number,
   signal: AbortSignal | undefined,
   {
     send,
     undo,
     sending,
   }: { send: () => Promise<R>; undo: () => Promise<void>; sending?: (call: Promise<unknown>) => void },
-): Promise<R | undefined> {
+): Promise<R> {
   const { closeSignal, track } = context;
   context.firstUse();
   const pending = confirmedGrant(context.replicaSync, key, name, {
@@ -345,7 +343,7 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
   sending?.(pending);
   let outcome;
   try {
-    outcome = await settleBy(pending, deadline, signal, closeSignal);
+    outcome = await settleBy(pending, Infinity, signal, closeSignal);
   } catch (error) {
     // No reply: the script may have run anyway. (A grant too few replicas acknowledged is undone already.)
     if (!(error instanceof LockNotReplicatedError)) track(undo());
@@ -354,6 +352,5 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
   if (outcome.kind === 'reply' && !context.closed) return outcome.value;
   track(pending.then((reply) => (reply.granted ? undo() : undefined), undo));
   if (outcome.kind === 'aborted') throw outcome.reason;
-  if (context.closed) throw new LockClientClosedError(name);
-  return undefined;
+  throw new LockClientClosedError(name);
 }

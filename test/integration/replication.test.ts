@@ -156,9 +156,9 @@ describe('syncReplicas', () => {
       try {
         await expect(lock.tryLock()).rejects.toBeInstanceOf(LockNotReplicatedError);
         expect(await lock.getHoldCount()).toBe(1);
-        // Given up on before WAIT answers: the grant is undone once, by #grant, and not again by the caller
-        // that gave up (a second undo of the same acquire would take the outer hold too).
-        expect(await lock.tryLock({ waitTime: 50 })).toBe(false);
+        // Its attempt is awaited past the 50 ms wait time (which bounds waiting for a holder): the grant is
+        // undone once, by #grant, and not again by the caller (a second undo would take the outer hold too).
+        await expect(lock.tryLock({ waitTime: 50 })).rejects.toBeInstanceOf(LockNotReplicatedError);
         // The grant (a hold count of 2) is undone once WAIT times out, 200 ms and a server tick after it ran.
         await until(async () => (await lock.getHoldCount()) === 1, 'the re-entry undone', 5000);
         await sleep(400);

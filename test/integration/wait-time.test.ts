@@ -1,0 +1,88 @@
+// A wait time bounds waiting for a holder, never the first round trip: a call that may wait never does worse
+// than one that may not. Behind a link with 30 ms of latency each way, every reply takes longer than a wait
+// time of 1-5 ms; each primitive's wait must still take what is free (outsiders found tryLock(1) refusing
+// free locks on a loaded machine, where a reply takes longer than a millisecond now and then).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockAcquireTimeoutError, type LockClient } from '../../src/index.js';
+import { onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { TcpProxy } from '../support/proxy.js';
+
+const redis = useRedis();
+let proxy: TcpProxy | undefined;
+
+beforeAll(async () => {
+  if (onCluster) return;
+  proxy = await TcpProxy.start(redis.server.port);
+  proxy.latency = { toServer: 30, toClient: 30 };
+});
+afterAll(async () => {
+  await proxy?.close();
+});
+
+/** A lock client behind the slow link, connected (the handshake is not what is timed). */
+async function slowLocks(): Promise<LockClient> {
+  const locks = redis.locks({}, { port: proxy?.port });
+  await locks.getSemaphore(uniqueName('warm-up')).availablePermits();
+  return locks;
+}
+
+const WAITS = [1, 2, 5];
+
+describe.skipIf(onCluster)('a short wait on a free lock, replies slower than the wait', () => {
+  it('plain, fair, read and write locks: tryLock(w) and withLock({ waitTime: w }) take it', async () => {
+    const locks = await slowLocks();
+    for (const waitTime of WAITS) {
+      const kinds = [
+        locks.getLock(uniqueName()),
+        locks.getFairLock(uniqueName('fair')),
+        locks.getReadWriteLock(uniqueName('rw')).readLock(),
+        locks.getReadWriteLock(uniqueName('rw')).writeLock(),
+      ];
+      for (const lock of kinds) {
+        await locks.run(async () => {
+          expect(await lock.tryLock(waitTime), `${lock.name} tryLock(${waitTime})`).toBe(true);
+          await lock.unlock();
+        });
+        expect(await lock.withLock(() => 'ran', { waitTime })).toBe('ran');
+      }
+    }
+  });
+
+  it('semaphores and the latch: tryAcquire(w) and await(w) take what is free', async () => {
+    const locks = await slowLocks();
+    for (const waitTime of WAITS) {
+      const semaphore = locks.getSemaphore(uniqueName('sem'));
+      await semaphore.trySetPermits(1);
+      expect(await semaphore.tryAcquire(1, waitTime)).toBe(true);
+
+      const expirable = locks.getPermitExpirableSemaphore(uniqueName('pes'));
+      await expirable.trySetPermits(1);
+      const permit = await expirable.tryAcquire({ waitTime, leaseTime: 10_000 });
+      expect(permit).toBeDefined();
+      await permit?.release();
+
+      const latch = locks.getCountDownLatch(uniqueName('latch'));
+      expect(await latch.await(waitTime)).toBe(true); // no count set: open
+    }
+  });
+
+  it('a multi-lock reached past its wait time still tries each member once', async () => {
+    const locks = await slowLocks();
+    for (const waitTime of WAITS) {
+      const base = uniqueName('multi');
+      const multi = locks.getMultiLock([`${base}:a`, `${base}:b`, `${base}:c`]);
+      const lease = await multi.acquire({ waitTime });
+      await lease.release();
+    }
+  });
+
+  it('a held lock still times out: the wait bounds waiting for the holder', async () => {
+    const locks = await slowLocks();
+    const name = uniqueName();
+    await locks.getLock(name).acquire({ leaseTime: 10_000 });
+    const started = performance.now();
+    await expect(locks.getLock(name).acquire({ waitTime: 5 })).rejects.toBeInstanceOf(LockAcquireTimeoutError);
+    // One attempt's reply (60 ms of latency), not the lease: at most a few replies on a loaded machine.
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+});
