@@ -220,7 +220,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   async #close(timeout: number | undefined, clientEnded: boolean): Promise<ClosingReport> {
     const { watchdog, waits, scripts, watchdogTimeout } = this.#context;
     const timeoutMs = timeout ?? watchdogTimeout;
-    const budget = { leftMs: timeoutMs };
+    const deadline = monotonicNow() + timeoutMs;
     this.#context.closed = true;
     this.#closeSignal.abort(new LockClientClosedError());
     this.#context.redis.dispose();
@@ -231,7 +231,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const unreleased = new Map<Hold, UnreleasedHold>(holds.map((hold) => [hold, unreleasedHold(hold)]));
     let failure: unknown;
     if (!clientEnded) {
-      await this.#until(budget, Promise.allSettled([...this.#inFlight]), () => this.#inFlight.size === 0);
+      await this.#until(deadline, Promise.allSettled([...this.#inFlight]), () => this.#inFlight.size === 0);
       // No detection while closing: a client that never learnt the mode announces classically.
       const pubsub = scripts.knownPubsubMode;
       const releases = holds.map((hold) =>
@@ -242,7 +242,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
           },
         ),
       );
-      await this.#until(budget, Promise.all(releases), () => true);
+      await this.#until(deadline, Promise.all(releases), () => true);
     }
     for (const hold of holds) watchdog.lose(hold, 'closed', { report: false });
     // The user may have quit the client just before close() (its end event comes after): say so.
@@ -251,28 +251,27 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /**
-   * Waits for `work` while `budget` lasts, and again while `done` says no (a give-back in flight may start
-   * another). The budget is charged in slices of at most CLOSE_SLICE_MS, each for no more than its length:
-   * a stall of this process (its event loop blocked, replies unread) is not counted as Redis not answering,
-   * and after one the replies that came meanwhile are read before the budget can run out. No timer is left.
+   * Waits for `work` until `deadline` (monotonic ms), and again while `done` says no (a give-back in flight may
+   * start another). The deadline is wall-clock time, whatever the process did meanwhile; once it has passed,
+   * the replies that came while the event loop was busy are read (one more turn) before giving up, so a stall
+   * of this process is not taken for Redis not answering, but it never stretches the wait. No timer is left.
    */
-  async #until(budget: { leftMs: number }, work: Promise<unknown>, done: () => boolean): Promise<void> {
+  async #until(deadline: number, work: Promise<unknown>, done: () => boolean): Promise<void> {
     let pending = work.then(
       () => true,
       () => true,
     );
-    while (budget.leftMs > 0) {
-      const sliceMs = Math.min(budget.leftMs, CLOSE_SLICE_MS);
-      const startedAt = monotonicNow();
+    for (;;) {
       let timer: NodeJS.Timeout | undefined;
-      const slice = new Promise<boolean>((resolve) => {
-        timer = clampedTimeout(() => resolve(false), sliceMs);
+      const expired = new Promise<false>((resolve) => {
+        timer = clampedTimeout(() => resolve(false), deadline - monotonicNow());
       });
-      const settled = await Promise.race([pending, slice]);
+      let settled = await Promise.race([pending, expired]);
       clearTimeout(timer);
-      budget.leftMs -= Math.min(monotonicNow() - startedAt, sliceMs);
-      if (!settled) continue;
-      if (done()) return;
+      // setImmediate runs after the poll phase of this turn, which reads what arrived during a stall.
+      if (!settled)
+        settled = await Promise.race([pending, new Promise<false>((resolve) => setImmediate(resolve, false))]);
+      if (!settled || done()) return;
       pending = Promise.allSettled([...this.#inFlight]).then(() => true);
     }
   }
@@ -310,9 +309,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
   }
 }
-
-/** The longest stretch close() charges to its timeout at once (see #until). */
-const CLOSE_SLICE_MS = 50;
 
 /** How a shutdown went: the holds it could not release, and why. */
 interface ClosingReport {

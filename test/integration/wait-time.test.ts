@@ -21,7 +21,8 @@ afterAll(async () => {
 
 /** A lock client behind the slow link, connected (the handshake is not what is timed). */
 async function slowLocks(): Promise<LockClient> {
-  const locks = redis.locks({}, { port: proxy?.port });
+  if (!proxy) throw new Error('no proxy');
+  const locks = redis.locks({}, { port: proxy.port });
   await locks.getSemaphore(uniqueName('warm-up')).availablePermits();
   return locks;
 }
