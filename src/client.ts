@@ -244,7 +244,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       );
       await this.#until(deadline, Promise.all(releases), () => true);
     }
-    for (const hold of holds) watchdog.lose(hold, 'closed', { report: false });
+    // Dropped by close(), or lost: a hold that the user's client took down with it ends other than by its
+    // owner's release or close(), and is reported as every loss is.
+    for (const hold of holds) {
+      if (clientEnded) watchdog.lose(hold, 'client_ended');
+      else watchdog.lose(hold, 'closed', { report: false });
+    }
     // The user may have quit the client just before close() (its end event comes after): say so.
     const ended = clientEnded || (unreleased.size > 0 && this.#context.redis.hasEnded());
     return { unreleased: [...unreleased.values()], clientEnded: ended, failure, timeoutMs };

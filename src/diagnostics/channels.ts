@@ -47,10 +47,18 @@ export type HoldEndReason = 'released' | 'lost' | 'closed';
  * lease deadline (Redis unreachable or slow, or this process's event loop stalled); `lease_expired`: a
  * fixed lease ran out before the release; `superseded`: the owner acquired the lock afresh after its old
  * hold had ended unseen; `force_unlocked`: forceUnlock() on this client; `not_held`: a release found the
- * hold already gone (an unlock after the lease ran out unseen).
+ * hold already gone (an unlock after the lease ran out unseen); `client_ended`: the user's Redis client ended
+ * (its reconnect strategy gave up, or it was quit) before the lock client was closed, so nothing renews or
+ * releases the hold, which stays in Redis until its lease runs out.
  */
 export type LossReason =
-  'renewal_rejected' | 'renewal_deadline' | 'lease_expired' | 'superseded' | 'force_unlocked' | 'not_held';
+  | 'renewal_rejected'
+  | 'renewal_deadline'
+  | 'lease_expired'
+  | 'superseded'
+  | 'force_unlocked'
+  | 'not_held'
+  | 'client_ended';
 
 /** Wake-ups of one acquisition's waits: by a message (a release), by a timeout (the holder's TTL, a re-check). */
 export interface Wakeups {

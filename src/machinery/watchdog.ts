@@ -65,6 +65,7 @@ const LOSS_MESSAGES: Readonly<Record<LossReason | 'closed', string>> = {
   superseded: 'its lease ended before this owner acquired the lock again',
   force_unlocked: 'it was force-unlocked',
   not_held: 'it was not held when released',
+  client_ended: 'the Redis client ended before the lock client was closed (nothing renews or releases it)',
   closed: 'the lock client was closed',
 };
 

@@ -162,6 +162,9 @@ export class NodeRedisAdapter implements RedisAdapter {
    * discovery is done (a client queues them), so ours wait for its 'connect'.
    */
   #connecting: Promise<void> | undefined;
+  /** Whether the user's client has been open: one that is not open now has ended (see onEnd). */
+  #wasOpen = false;
+  #onEnd: (() => void) | undefined;
 
   constructor(client: unknown, argument: string) {
     const nodeRedis = client as NodeRedisLike;
@@ -170,6 +173,7 @@ export class NodeRedisAdapter implements RedisAdapter {
       throw new TypeError(`${argument} is a node-redis client pool: pass a client, cluster or sentinel`);
     }
     this.#client = nodeRedis;
+    this.#wasOpen = nodeRedis.isOpen;
     this.#commands = nodeRedis.withTypeMapping({});
     const prefix = nodeRedis._keyPrefix ?? '';
     if (typeof prefix !== 'string') throw new TypeError(`${argument}'s keyPrefix must be a string`);
@@ -236,7 +240,12 @@ export class NodeRedisAdapter implements RedisAdapter {
   /** The client's commands, once a cluster the user is still connecting has connected. */
   async #ready(): Promise<Commands> {
     // node-redis would reject with a bare "The client is closed", which does not say what to do.
-    if (!this.#client.isOpen) throw new RedisNotOpenError();
+    if (!this.#client.isOpen) {
+      // After this call has failed: the lock client's close must not overtake its caller's handling of it.
+      if (this.#wasOpen) queueMicrotask(() => this.#ended());
+      throw new RedisNotOpenError();
+    }
+    this.#wasOpen = true;
     if (this.#connecting) await this.#connecting;
     return this.#commands;
   }
@@ -317,9 +326,20 @@ export class NodeRedisAdapter implements RedisAdapter {
     }));
   }
 
-  /** A client and a sentinel emit 'end' once closed (close(), destroy(), quit()), a cluster 'disconnect'. */
+  /**
+   * A client and a sentinel emit 'end' once closed (close(), destroy(), quit()), a cluster 'disconnect'. A
+   * client whose reconnectStrategy gave up emits only 'error' (a listener of ours there would silence the
+   * user's unhandled errors): it is seen ended by the next call (#ready), once it had been open.
+   */
   onEnd(listener: () => void): void {
-    this.#listen(this.#client, this.topology === 'cluster' ? 'disconnect' : 'end', listener);
+    this.#onEnd = listener;
+    this.#listen(this.#client, this.topology === 'cluster' ? 'disconnect' : 'end', () => this.#ended());
+  }
+
+  #ended(): void {
+    const listener = this.#onEnd;
+    this.#onEnd = undefined;
+    listener?.();
   }
 
   hasEnded(): boolean {
@@ -331,6 +351,7 @@ export class NodeRedisAdapter implements RedisAdapter {
   }
 
   dispose(): void {
+    this.#onEnd = undefined;
     for (const dispose of this.#disposers.splice(0)) dispose();
   }
 

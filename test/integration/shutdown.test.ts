@@ -7,8 +7,16 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLockClient, LockClientClosedError, LocksNotReleasedError } from '../../src/index.js';
-import { quitClient } from '../support/clients.js';
+import diagnostics from 'node:diagnostics_channel';
+import {
+  createLockClient,
+  LockClientClosedError,
+  LockLostError,
+  LocksNotReleasedError,
+  type HoldEndMessage,
+  type LockLostEvent,
+} from '../../src/index.js';
+import { onGlide, quitClient } from '../support/clients.js';
 import { busyWait, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
@@ -68,6 +76,34 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
     expect(locks.holds()).toEqual([]);
     await expect(locks.close()).rejects.toBeInstanceOf(LocksNotReleasedError);
   });
+
+  it.skipIf(onGlide)(
+    'a Redis client whose reconnect strategy gives up: every hold is reported lost (client_ended)',
+    async () => {
+      // GLIDE always reconnects: its client never ends by itself.
+      const client = redis.client({ reconnectMs: false });
+      (client as { on?: (event: string, listener: () => void) => void }).on?.('error', () => undefined);
+      const locks = createLockClient(client, { watchdogTimeout: 10_000 });
+      const lost: LockLostEvent[] = [];
+      locks.on('lockLost', (event) => lost.push(event));
+      const ends: HoldEndMessage[] = [];
+      const onEnd = (message: unknown): void => void ends.push(message as HoldEndMessage);
+      diagnostics.subscribe('flowlock:hold:end', onEnd);
+      try {
+        const name = uniqueName('gave-up');
+        const lease = await locks.getLock(name).acquire();
+        // Every connection of the lock client's Redis client is cut; it does not reconnect.
+        await redis.admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+        await until(() => lease.signal.aborted, 'the hold lost', 5000);
+        expect(lease.signal.reason).toBeInstanceOf(LockLostError);
+        expect(lost.map((event) => event.name)).toEqual([name]);
+        expect(ends).toMatchObject([{ name, reason: 'lost', lossReason: 'client_ended' }]);
+        await expect(locks.close()).rejects.toBeInstanceOf(LocksNotReleasedError);
+      } finally {
+        diagnostics.unsubscribe('flowlock:hold:end', onEnd);
+      }
+    },
+  );
 
   it('close() after the Redis client was quit rejects, naming each hold left in Redis and when it expires', async () => {
     const client = redis.client();
