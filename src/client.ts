@@ -115,22 +115,22 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   /** An RLock for `name`; no I/O. Many instances may name the same lock. */
   getLock(name: string): RLock {
-    return new RLock(this.#context, checkLockName(name));
+    return new RLock(this.#context, checkLockName(name, this.#context.keyPrefix));
   }
 
   /** A fair lock for `name` (RLock's interface; grants in arrival order across all clients); no I/O. */
   getFairLock(name: string): RFairLock {
-    return new RFairLock(this.#context, checkLockName(name));
+    return new RFairLock(this.#context, checkLockName(name, this.#context.keyPrefix));
   }
 
   /** A read-write lock for `name`: `readLock()` and `writeLock()`; no I/O. */
   getReadWriteLock(name: string): RReadWriteLock {
-    return new RReadWriteLock(this.#context, checkLockName(name));
+    return new RReadWriteLock(this.#context, checkLockName(name, this.#context.keyPrefix));
   }
 
   /** Redisson's RSemaphore for `name`: counted permits without owners or leases; no I/O. */
   getSemaphore(name: string): RSemaphore {
-    return new RSemaphore(this.#context, checkLockName(name));
+    return new RSemaphore(this.#context, checkLockName(name, this.#context.keyPrefix));
   }
 
   /**
@@ -138,12 +138,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * when taken without `leaseTime`); shares its permits with `getSemaphore(name)`. No I/O.
    */
   getPermitExpirableSemaphore(name: string): RPermitExpirableSemaphore {
-    return new RPermitExpirableSemaphore(this.#context, checkLockName(name));
+    return new RPermitExpirableSemaphore(this.#context, checkLockName(name, this.#context.keyPrefix));
   }
 
   /** Redisson's RCountDownLatch for `name`; no I/O. */
   getCountDownLatch(name: string): RCountDownLatch {
-    return new RCountDownLatch(this.#context, checkLockName(name));
+    return new RCountDownLatch(this.#context, checkLockName(name, this.#context.keyPrefix));
   }
 
   /**
@@ -153,7 +153,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getMultiLock(names: readonly string[]): RMultiLock {
     if (!Array.isArray(names)) throw new TypeError('names must be an array of lock names');
     if (names.length === 0) throw new RangeError('names must not be empty');
-    const unique = [...new Set(names.map((name) => checkLockName(name)))];
+    const unique = [...new Set(names.map((name) => checkLockName(name, this.#context.keyPrefix)))];
     const keyOf = (name: string): string => this.#context.keyPrefix + name;
     unique.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
     const members = unique.map((name) => new RLock(this.#context, name));

@@ -251,8 +251,11 @@ const MIN_WATCHDOG_TIMEOUT = 30;
  * back and asked for again.
  */
 const MIN_LEASE_TIME = 30;
-/** Names of the library's own keys start so (`<keyPrefix>flowlock:fence:...`): a lock name must not. */
-const RESERVED_NAME_PREFIX = 'flowlock:';
+/**
+ * The library's own keys are `<keyPrefix>flowlock:...` (fencing counters, memos, records): no lock key of any
+ * client, whatever its prefix, may contain this.
+ */
+const RESERVED_NAME_PART = 'flowlock:';
 /** Random bytes of the suffix appended to a clientId the user chose (72 bits, 12 base64url characters). */
 const CLIENT_SUFFIX_BYTES = 9;
 
@@ -363,13 +366,22 @@ function checkSignal(value: unknown, argument: string): AbortSignal | undefined 
   return value;
 }
 
-export function checkLockName(name: unknown): string {
+/**
+ * Checks a lock name; `keyPrefix` is the lock client's (the Redis client's and its own): the lock's key is
+ * `keyPrefix + name`. Every key of the library's own is `<some prefix>flowlock:...`, so a lock key containing
+ * "flowlock:" anywhere could be the fencing counter, a memo or a record of some client with another prefix
+ * (`svc:flowlock:fencing:{1}` is a name without a prefix and the counter of prefix `svc:`): refused.
+ */
+export function checkLockName(name: unknown, keyPrefix = ''): string {
   if (typeof name !== 'string') throw new TypeError(`name must be a string, got ${describe(name)}`);
   if (name.length === 0) throw new RangeError('name must not be empty');
   checkWellFormed(name, 'name');
-  if (name.startsWith(RESERVED_NAME_PREFIX)) {
+  if ((keyPrefix + name).includes(RESERVED_NAME_PART)) {
+    const key = keyPrefix === '' ? '' : ` (with the key prefix, the key ${JSON.stringify(keyPrefix + name)})`;
     throw new RangeError(
-      `name must not start with "${RESERVED_NAME_PREFIX}": the library keeps its own keys there (fencing counters, release memos)`,
+      `name must not contain "${RESERVED_NAME_PART}"${key}, got ${JSON.stringify(name)}: every key prefix keeps ` +
+        `the library's own keys (fencing counters, memos, holder records) under "<prefix>${RESERVED_NAME_PART}", ` +
+        'so such a lock could overwrite those of another client',
     );
   }
   const bytes = Buffer.byteLength(name, 'utf8');
@@ -439,6 +451,12 @@ function checkCommonOptions(
   const prefix = clientPrefix + keyPrefix;
   const argument = clientPrefix === '' ? 'options.keyPrefix' : "the Redis client's keyPrefix and options.keyPrefix";
   checkWellFormed(prefix, argument);
+  if (prefix.includes(RESERVED_NAME_PART)) {
+    throw new RangeError(
+      `${argument} must not contain "${RESERVED_NAME_PART}", got ${JSON.stringify(prefix)}: every lock key would ` +
+        "then be in the library's own key space of a shorter prefix",
+    );
+  }
   if (Buffer.byteLength(prefix, 'utf8') > MAX_PREFIX_BYTES) {
     throw new RangeError(`${argument} must be at most ${MAX_PREFIX_BYTES} bytes`);
   }

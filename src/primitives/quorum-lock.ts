@@ -84,12 +84,14 @@ const VALIDITY_RAN_OUT = 'its validity ran out before it was extended';
 export class QuorumLockClient {
   readonly clientId: string;
   readonly #nodes: QuorumNodes;
+  readonly #keyPrefix: string;
   #closing: Promise<void> | undefined;
 
   /** @internal */
   constructor(nodes: readonly RedisAdapter[], options: ResolvedQuorumOptions) {
     startDebugLog();
     this.clientId = options.clientId;
+    this.#keyPrefix = options.keyPrefix;
     this.#nodes = new QuorumNodes(nodes, options);
   }
 
@@ -100,7 +102,7 @@ export class QuorumLockClient {
 
   /** A quorum lock for `name`; no I/O. */
   getLock(name: string): QuorumLock {
-    return new QuorumLock(this.#nodes, checkLockName(name));
+    return new QuorumLock(this.#nodes, checkLockName(name, this.#keyPrefix));
   }
 
   /**

@@ -297,11 +297,32 @@ describe('hardening: nine ways the lock broke', () => {
     await until(async () => (await redis.admin.exists(name)) === 0, 'the lock key removed', 5000);
   });
 
-  it("8. rejects lock names in the library's own key namespace (a fencing counter was lockable)", () => {
+  it("8. rejects lock names in the library's own key namespace of any prefix (a fencing counter was lockable)", async () => {
     const locks = redis.locks();
-    expect(() => locks.getLock('flowlock:fence:{order:42}')).toThrow(/must not start with "flowlock:"/);
+    expect(() => locks.getLock('flowlock:fence:{order:42}')).toThrow(/must not contain "flowlock:"/);
     expect(() => locks.getMultiLock(['order:42', 'flowlock:released:{x}:1'])).toThrow(RangeError);
-    expect(locks.getLock('app:flowlock:x').name).toBe('app:flowlock:x');
+    // Without a prefix, the shared fencing counter of the prefix 'svc:' (outsiders' repro): every lock under
+    // 'svc:' failed with WRONGTYPE while it was held, and it could never be taken once 'svc:' had locked.
+    expect(() => locks.getLock('svc:flowlock:fencing')).toThrow(RangeError);
+    expect(() => locks.getFairLock('app:flowlock:hold:{x}')).toThrow(/must not contain "flowlock:"/);
+    // A prefix and a name that meet in the middle; a prefix that is inside the namespace itself.
+    expect(() => redis.locks({ keyPrefix: 'flow' }).getLock('lock:fencing')).toThrow(/the key "flowlock:fencing"/);
+    expect(() => redis.locks({ keyPrefix: 'app:flowlock:' })).toThrow(/options\.keyPrefix must not contain/);
+    expect(() => createQuorumLockClient([redis.client()], { keyPrefix: 'q:' }).getLock('flowlock:x')).toThrow(
+      RangeError,
+    );
+    expect(locks.getLock('app:flow:lock:x').name).toBe('app:flow:lock:x');
+    // Two prefixes side by side: 'svc:' locks keep working, whatever names the unprefixed client is asked for.
+    const svc = redis.locks({ keyPrefix: 'svc:' });
+    const name = uniqueName();
+    await svc.run(async () => {
+      expect(await svc.getLock(name).tryLock()).toBe(true);
+      await svc.getLock(name).unlock();
+    });
+    await locks.run(async () => {
+      expect(await locks.getLock(`svc:${name}`).tryLock()).toBe(true);
+      await locks.getLock(`svc:${name}`).unlock();
+    });
   });
 
   it('9. two processes configured with the same clientId never share owner ids (they excluded nobody)', async () => {

@@ -141,7 +141,11 @@ describe('options: bad input fails before any I/O with an error naming the argum
     expect(resolveLockArgs([30])).toEqual({ waitTime: undefined, leaseTime: 30, signal: undefined });
     expect(resolveQuorumAcquireOptions({ leaseTime: 300 }, 100).leaseTime).toBe(300);
     expect(checkLockName('a😀')).toBe('a😀');
-    expect(checkLockName('app:flowlock:x')).toBe('app:flowlock:x');
+    expect(checkLockName('app:flow:lock:x')).toBe('app:flow:lock:x');
+    expect(checkLockName('lock:x', 'svc:')).toBe('lock:x');
+    // Any key prefix's own keys are '<prefix>flowlock:...': no lock key may contain that.
+    expect(() => checkLockName('app:flowlock:x')).toThrow(/must not contain "flowlock:"/);
+    expect(() => checkLockName('lock:x', 'flow')).toThrow(/the key "flowlock:x"/);
   });
 
   it('gives a clientId the user chose a suffix of its own, so two clients never share owner ids', () => {
