@@ -2,7 +2,8 @@
  * An in-repo TCP proxy between a client and Redis, for network faults: added latency per direction, a
  * dropped reply (the connection is cut after a request reached the server, before its reply reaches the
  * client; the next reply on any connection, or the reply to the next request that matches a pattern), a
- * reply held back until the test lets it go, and a stop of all forwarding.
+ * reply held back until the test lets it go, a stop of all forwarding, and replies rewritten on their way
+ * (a server made to report another version).
  */
 import { once } from 'node:events';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -37,6 +38,8 @@ export class TcpProxy {
   readonly #pipes = new Set<Pipe>();
   /** Milliseconds added to every chunk, per direction. */
   latency = { toServer: 0, toClient: 0 };
+  /** Rewrites each chunk of replies before it reaches the client (keep RESP lengths right). */
+  rewriteReplies: ((chunk: Buffer) => Buffer) | undefined;
   #dropReplies = 0;
   #dropReplyTo: RegExp | undefined;
   #holdReplyTo: Hold | undefined;
@@ -172,11 +175,12 @@ export class TcpProxy {
         this.#cut(pipe);
         return;
       }
+      const reply = this.rewriteReplies ? this.rewriteReplies(chunk) : chunk;
       if (pipe.heldReplies) {
-        pipe.heldReplies.push(chunk);
+        pipe.heldReplies.push(reply);
         return;
       }
-      this.#forward(chunk, client, this.latency.toClient);
+      this.#forward(reply, client, this.latency.toClient);
     });
   }
 
