@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LockInfo } from '../../src/admin/index.js';
 import { keySlot, lockKeys } from '../../src/redis/keys.js';
 import { freePort, startRedisServer, type LocalRedis } from '../support/redis-server.js';
-import { TcpProxy } from '../support/proxy.js';
+import { proxyBelowFloor, versionBelowFloor } from '../support/proxy.js';
 import {
   elapsedSince,
   isCluster,
@@ -967,20 +967,13 @@ describe.skipIf(onCluster)('flowlock where the server blocks commands (issue 36,
 
   it('fails doctor on a server that reports a version below the floor, naming both (exit 3)', async () => {
     const info = await admin.info('server');
-    const valkey = /^valkey_version:/m.test(info);
-    const field = valkey ? 'valkey_version' : 'redis_version';
-    const real = new RegExp(`^${field}:([0-9.]+)`, 'm').exec(info)?.[1] ?? '';
-    // Same length: the RESP length of the reply stays right.
-    const fake = `${valkey ? '7' : '5'}.0.${'9'.repeat(real.length - 4)}`;
-    const proxy = await TcpProxy.start(server.port);
+    const { fake, product } = versionBelowFloor(info);
+    const proxy = await proxyBelowFloor(server.port, info);
     cleanup.push(() => proxy.close());
-    proxy.rewriteReplies = (chunk) =>
-      Buffer.from(chunk.toString('latin1').replace(`${field}:${real}`, `${field}:${fake}`), 'latin1');
     const doctor = await run(['--url', `redis://127.0.0.1:${proxy.port}`, 'doctor']);
     expect(doctor.code).toBe(3);
-    const product = valkey ? 'valkey' : 'redis';
     expect(doctor.stdout.split('\n')[0]).toBe(
-      `✖ ${product} ${fake} · standalone · classic pub/sub — ${valkey ? 'Valkey' : 'Redis'} ${fake} is below ` +
+      `✖ ${product.toLowerCase()} ${fake} · standalone · classic pub/sub — ${product} ${fake} is below ` +
         "flowlock's floor, Redis 6.0 (Valkey 7.2): the lock scripts use commands it does not have (locks would " +
         'fail with UnsupportedServerError)',
     );

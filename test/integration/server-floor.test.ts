@@ -10,7 +10,7 @@ import { UnsupportedServerError } from '../../src/index.js';
 import { checkServer } from '../../src/admin/index.js';
 import { onGlide } from '../support/clients.js';
 import { newRedis, onCluster, uniqueName, useRedis, type Client, type Redis } from '../support/fixture.js';
-import { TcpProxy } from '../support/proxy.js';
+import { proxyBelowFloor, versionBelowFloor, type TcpProxy } from '../support/proxy.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 const redis = useRedis();
@@ -20,24 +20,6 @@ const redis = useRedis();
  * (SET ... GET before Redis 6.2, while the scripts still use it) its syntax error, which comes first.
  */
 const REFUSED = /unknown (redis )?command|syntax error/i;
-
-/** The version field INFO judges a server by, and a version of the same length below its floor. */
-function belowFloor(info: string): { field: string; real: string; fake: string; product: string } {
-  const valkey = /^valkey_version:/m.test(info);
-  const field = valkey ? 'valkey_version' : 'redis_version';
-  const real = new RegExp(`^${field}:([0-9.]+)`, 'm').exec(info)?.[1] ?? '';
-  const fake = `${valkey ? '7' : '5'}.0.${'9'.repeat(real.length - 4)}`;
-  return { field, real, fake, product: valkey ? 'Valkey' : 'Redis' };
-}
-
-/** A proxy to `port` whose INFO replies report `fake` instead of the server's version. */
-async function reportingBelowFloor(port: number, info: string): Promise<TcpProxy> {
-  const { field, real, fake } = belowFloor(info);
-  const proxy = await TcpProxy.start(port);
-  proxy.rewriteReplies = (chunk) =>
-    Buffer.from(chunk.toString('latin1').replace(`${field}:${real}`, `${field}:${fake}`), 'latin1');
-  return proxy;
-}
 
 /** INFO calls on the server so far, before this one (which counts from the next reading on). */
 async function infoCalls(admin: Client): Promise<number> {
@@ -68,7 +50,7 @@ describe.skipIf(onCluster)('a server below the floor', () => {
     refusing = await startRedisServer(['--rename-command', 'PEXPIRE', '']);
     refusingAdmin = newRedis(refusing);
     info = await refusingAdmin.info('server');
-    proxy = await reportingBelowFloor(refusing.port, info);
+    proxy = await proxyBelowFloor(refusing.port, info);
     await userWithoutInfo(refusingAdmin);
   });
   afterAll(async () => {
@@ -78,7 +60,7 @@ describe.skipIf(onCluster)('a server below the floor', () => {
   });
 
   it('rejects the call that met the refusal with UnsupportedServerError naming the version found and the floor', async () => {
-    const { fake, product } = belowFloor(info);
+    const { fake, product } = versionBelowFloor(info);
     const locks = redis.locks({}, { port: proxy.port });
     const failure = await locks
       .getLock(uniqueName('floor'))
@@ -136,7 +118,7 @@ describe.skipIf(onCluster)('a server below the floor', () => {
   });
 
   it('fails doctor, naming the version found and the floor', async () => {
-    const { fake, product } = belowFloor(info);
+    const { fake, product } = versionBelowFloor(info);
     const report = await checkServer(redis.client({ port: proxy.port }));
     expect(report.ok).toBe(false);
     expect(report.server.version).toBe(fake);
@@ -148,7 +130,7 @@ describe.skipIf(onCluster)('a server below the floor', () => {
 
 describe.skipIf(onCluster)('a server at the floor or above', () => {
   it('passes doctor with its own version (a Valkey by valkey_version)', async () => {
-    const { real, product } = belowFloor(await redis.admin.info('server'));
+    const { real, product } = versionBelowFloor(await redis.admin.info('server'));
     const report = await checkServer(redis.client());
     const server = report.checks.find((check) => check.id === 'server');
     expect(server?.status).toBe('ok');

@@ -200,3 +200,24 @@ export class TcpProxy {
     pipe.server.destroy();
   }
 }
+
+/** The version INFO judges a server by, and a version of the same length below its floor (Redis 6.0, Valkey 7.2). */
+export function versionBelowFloor(info: string): { real: string; fake: string; product: 'Redis' | 'Valkey' } {
+  const valkey = /^valkey_version:/m.test(info);
+  const field = valkey ? 'valkey_version' : 'redis_version';
+  const real = new RegExp(`^${field}:([0-9.]+)`, 'm').exec(info)?.[1] ?? '';
+  return { real, fake: `${valkey ? '7' : '5'}.0.${'9'.repeat(real.length - 4)}`, product: valkey ? 'Valkey' : 'Redis' };
+}
+
+/**
+ * A proxy to the server on `port`, whose `INFO server` reply is `info`, that reports `versionBelowFloor(info)`
+ * instead of its version: same length, so the RESP length of the reply stays right.
+ */
+export async function proxyBelowFloor(port: number, info: string): Promise<TcpProxy> {
+  const { real, fake, product } = versionBelowFloor(info);
+  const field = product === 'Valkey' ? 'valkey_version' : 'redis_version';
+  const proxy = await TcpProxy.start(port);
+  proxy.rewriteReplies = (chunk) =>
+    Buffer.from(chunk.toString('latin1').replace(`${field}:${real}`, `${field}:${fake}`), 'latin1');
+  return proxy;
+}
