@@ -10,7 +10,8 @@ export type LockErrorCode =
   | 'LOCK_UPGRADE'
   | 'PERMIT_NOT_HELD'
   | 'LOCK_RENEWAL_UNANSWERED'
-  | 'LOCKS_NOT_RELEASED';
+  | 'LOCKS_NOT_RELEASED'
+  | 'UNSUPPORTED_SERVER';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {
@@ -235,5 +236,33 @@ export class LocksNotReleasedError extends LockError {
       options,
     );
     this.holds = holds;
+  }
+}
+
+/**
+ * The server refused a command of the lock's scripts (`cause`: its error) and is below the floor this
+ * library supports, Redis 6.0 or Valkey 7.2: some operations would work and others not (a lock taken and
+ * never released). Raised by the call that met the refusal, and by each later one the server refuses. The
+ * version is read from `INFO server` once, at the first such refusal; where INFO is denied, the server's own
+ * error is raised instead.
+ */
+export class UnsupportedServerError extends LockError {
+  override readonly name = 'UnsupportedServerError';
+  readonly code = 'UNSUPPORTED_SERVER';
+  /** `Redis` or `Valkey` (by `server_name`). */
+  readonly server: string;
+  /** Its version (`valkey_version` for a Valkey, which always reports `redis_version` 7.2.4). */
+  readonly version: string;
+
+  /** `floor`: the supported versions, as a phrase ("Redis 6.0 (Valkey 7.2)"). */
+  constructor(server: string, version: string, floor: string, options?: { cause?: unknown }) {
+    super(
+      `${server} ${version} is below flowlock's floor, ${floor}: it refused a command of the lock scripts ` +
+        '(see cause). Upgrade the server',
+      undefined,
+      options,
+    );
+    this.server = server;
+    this.version = version;
   }
 }

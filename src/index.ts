@@ -68,5 +68,6 @@ export {
   PermitNotHeldError,
   LockRenewalUnansweredError,
   LocksNotReleasedError,
+  UnsupportedServerError,
 } from './errors.js';
 export type { LockErrorCode, UnreleasedHold } from './errors.js';

@@ -2,12 +2,14 @@
  * `checkServer`: the server settings that decide whether locks are safe, read on every master. It reads
  * INFO wherever it can, which managed services and least-privilege users allow (as the lock client's own
  * eviction warning does); only `notify-keyspace-events` (and the details appendfsync and save) need CONFIG
- * GET, and a denial makes that check `unknown`, not a failure.
+ * GET. A command the server refuses (CONFIG, INFO, TIME, SCAN: an ACL, a managed service) makes the checks
+ * that need it `unknown`, saying what was refused, not a failure.
  */
 import type { RedisClient } from '../options.js';
 import type { AdminNode } from '../redis/adapter.js';
+import { FLOOR_TEXT, serverIdentity, type ServerIdentity } from '../redis/server-version.js';
 import { findLegacyLayout, type LegacyLayout } from './legacy.js';
-import { adminTarget, configGet, notifiesExpiry, timeReply } from './target.js';
+import { adminTarget, configGet, notifiesExpiry, refusalOf, timeReply } from './target.js';
 
 /** A check's verdict: `ok` (✔), `warn` (!), `fail` (✖, `doctor` exits 3), `unknown` (the server did not say). */
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'unknown';
@@ -41,14 +43,20 @@ const CLOCK_WARN_MS = 500;
 interface NodeFacts {
   readonly address: string;
   readonly info: ReadonlyMap<string, string>;
+  /** The server INFO names (undefined: INFO refused, or it names no version). */
+  readonly identity: ServerIdentity | undefined;
+  /** The server's refusal of INFO (then `info` is empty). */
+  readonly infoRefused: string | undefined;
   /** CONFIG GET values; undefined when CONFIG is denied (or renamed away). */
   readonly keyspaceEvents: string | undefined;
   readonly appendfsync: string | undefined;
   readonly save: string | undefined;
-  /** Server clock minus local clock, at the middle of the TIME round trip (ms). */
-  readonly offsetMs: number;
+  /** Server clock minus local clock, at the middle of the TIME round trip (ms); undefined: TIME refused. */
+  readonly offsetMs: number | undefined;
   /** Half that round trip: how far off the offset may be. */
   readonly uncertaintyMs: number;
+  /** The server's refusal of TIME. */
+  readonly timeRefused: string | undefined;
 }
 
 function parseInfo(text: string): Map<string, string> {
@@ -60,24 +68,50 @@ function parseInfo(text: string): Map<string, string> {
   return fields;
 }
 
+/** `call`'s reply, or the server's refusal of the command (any other error rejects). */
+async function unlessRefused<T>(call: () => Promise<T>): Promise<{ value?: T; refused?: string }> {
+  try {
+    return { value: await call() };
+  } catch (error) {
+    const refused = refusalOf(error);
+    if (refused === undefined) throw error;
+    return { refused };
+  }
+}
+
 async function factsOf(node: AdminNode): Promise<NodeFacts> {
-  const info = parseInfo(String(await node.call(['INFO'])));
+  const info = await unlessRefused(async () => String(await node.call(['INFO'])));
   const [keyspaceEvents, appendfsync, save] = await Promise.all([
     configGet(node, 'notify-keyspace-events'),
     configGet(node, 'appendfsync'),
     configGet(node, 'save'),
   ]);
   const before = Date.now();
-  const serverMs = timeReply(await node.call(['TIME']));
+  const time = await unlessRefused(async () => timeReply(await node.call(['TIME'])));
   const after = Date.now();
   return {
     address: node.address,
-    info,
+    info: parseInfo(info.value ?? ''),
+    identity: info.value === undefined ? undefined : serverIdentity(info.value),
+    infoRefused: info.refused,
     keyspaceEvents,
     appendfsync,
     save,
-    offsetMs: serverMs - (before + after) / 2,
+    offsetMs: time.value === undefined ? undefined : time.value - (before + after) / 2,
     uncertaintyMs: (after - before) / 2,
+    timeRefused: time.refused,
+  };
+}
+
+/** A check that needs INFO, `unknown` on a master that refused it; undefined when every master answered. */
+function withoutInfo(nodes: readonly NodeFacts[], id: ServerCheck['id'], what: string): ServerCheck | undefined {
+  const refusing = nodes.find((node) => node.infoRefused !== undefined);
+  if (!refusing) return undefined;
+  return {
+    id,
+    status: 'unknown',
+    summary: `${what} unknown (INFO refused on ${refusing.address}: ${refusing.infoRefused ?? ''})`,
+    detail: 'the server does not let this user read INFO',
   };
 }
 
@@ -94,8 +128,6 @@ function formatMs(ms: number): string {
 }
 
 function serverCheck(nodes: readonly NodeFacts[], server: ServerReport['server'], clusterClient: boolean): ServerCheck {
-  // Valkey reports the Redis version it is compatible with as redis_version.
-  const major = Number(/^(\d+)/.exec(nodes[0]?.info.get('redis_version') ?? '')?.[1] ?? 0);
   const clusterServer = server.topology === 'cluster';
   const { pubsub } = server;
   const parts = [`${server.product} ${server.version}`];
@@ -103,12 +135,26 @@ function serverCheck(nodes: readonly NodeFacts[], server: ServerReport['server']
     parts.push(pubsub === 'sharded' ? 'SPUBLISH available' : 'no SPUBLISH', `cluster ${nodes.length} masters`);
   else parts.push('standalone', `${pubsub} pub/sub`);
   const summary = parts.join(' · ');
-  if (major < 5) {
+  const refused = withoutInfo(nodes, 'server', 'server version');
+  if (refused) return { ...refused, detail: `flowlock needs ${FLOOR_TEXT} or later; check the version another way` };
+  const below = nodes.filter((node) => node.identity?.supported === false);
+  if (below.length > 0) {
+    const found = perNode(below, (node) => `${node.identity?.product ?? ''} ${node.identity?.version ?? ''}`);
     return {
       id: 'server',
       status: 'fail',
       summary,
-      detail: 'the lock scripts need Redis 5 or later (script effects replication)',
+      detail:
+        `${found} is below flowlock's floor, ${FLOOR_TEXT}: the lock scripts use commands it does not have ` +
+        '(locks would fail with UnsupportedServerError)',
+    };
+  }
+  if (nodes.some((node) => node.identity === undefined)) {
+    return {
+      id: 'server',
+      status: 'unknown',
+      summary,
+      detail: `INFO names no version; flowlock needs ${FLOOR_TEXT} or later`,
     };
   }
   if (clusterServer && !clusterClient) {
@@ -132,6 +178,8 @@ function serverCheck(nodes: readonly NodeFacts[], server: ServerReport['server']
 }
 
 function evictionCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  const refused = withoutInfo(nodes, 'eviction', 'maxmemory-policy');
+  if (refused) return { ...refused, detail: 'lock keys are safe only under noeviction: check the policy another way' };
   const policy = (node: NodeFacts): string => node.info.get('maxmemory_policy') ?? '?';
   const summary = `maxmemory-policy ${perNode(nodes, policy)}`;
   if (nodes.every((node) => policy(node) === 'noeviction'))
@@ -148,6 +196,8 @@ function evictionCheck(nodes: readonly NodeFacts[]): ServerCheck {
 }
 
 function persistenceCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  const refused = withoutInfo(nodes, 'persistence', 'persistence');
+  if (refused) return refused;
   const aof = (node: NodeFacts): boolean => node.info.get('aof_enabled') === '1';
   if (nodes.every(aof)) {
     const fsync = perNode(nodes, (node) => node.appendfsync ?? '?');
@@ -170,6 +220,8 @@ function persistenceCheck(nodes: readonly NodeFacts[]): ServerCheck {
 }
 
 function replicasCheck(nodes: readonly NodeFacts[]): ServerCheck {
+  const refused = withoutInfo(nodes, 'replicas', 'replicas');
+  if (refused) return refused;
   const replicas = nodes.reduce((sum, node) => sum + Number(node.info.get('connected_slaves') ?? 0), 0);
   if (replicas === 0) return { id: 'replicas', status: 'ok', summary: 'no replicas', detail: null };
   return {
@@ -204,7 +256,17 @@ function keyspaceEventsCheck(nodes: readonly NodeFacts[]): ServerCheck {
       };
 }
 
-function clockCheck(nodes: readonly NodeFacts[]): ServerCheck {
+function clockCheck(facts: readonly NodeFacts[]): ServerCheck {
+  const refusing = facts.find((node) => node.timeRefused !== undefined);
+  if (refusing) {
+    return {
+      id: 'clock',
+      status: 'unknown',
+      summary: `clock offset unknown (TIME refused on ${refusing.address}: ${refusing.timeRefused ?? ''})`,
+      detail: null,
+    };
+  }
+  const nodes = facts.map((node) => ({ ...node, offsetMs: node.offsetMs ?? 0 }));
   const worst = nodes.reduce((a, b) => (Math.abs(b.offsetMs) > Math.abs(a.offsetMs) ? b : a));
   const offsets = nodes.map((node) => node.offsetMs);
   const spread = Math.max(...offsets) - Math.min(...offsets);
@@ -224,7 +286,15 @@ function clockCheck(nodes: readonly NodeFacts[]): ServerCheck {
   };
 }
 
-function legacyLayoutCheck(legacy: LegacyLayout): ServerCheck {
+function legacyLayoutCheck(legacy: LegacyLayout | { readonly refused: string }): ServerCheck {
+  if ('refused' in legacy) {
+    return {
+      id: 'legacy-layout',
+      status: 'unknown',
+      summary: `keys of the per-name layout unknown (${legacy.refused})`,
+      detail: null,
+    };
+  }
   if (legacy.fenceKeys === 0 && legacy.lockHashes === 0) {
     return { id: 'legacy-layout', status: 'ok', summary: 'no keys of the per-name layout', detail: null };
   }
@@ -251,13 +321,19 @@ export async function checkServer(client: RedisClient): Promise<ServerReport> {
   const target = adminTarget(client, undefined);
   const nodes = await Promise.all((await target.nodes.masters()).map(factsOf));
   const info = nodes[0]?.info;
+  const identity = nodes[0]?.identity;
   const server: ServerReport['server'] = {
-    product: info?.get('server_name') === 'valkey' ? 'valkey' : 'redis',
-    version: info?.get('valkey_version') ?? info?.get('redis_version') ?? '?',
-    topology: info?.get('cluster_enabled') === '1' ? 'cluster' : 'standalone',
+    product: identity?.product === 'Valkey' ? 'valkey' : 'redis',
+    version: identity?.version ?? '?',
+    // Without INFO, the client's word for it.
+    topology:
+      info?.get('cluster_enabled') === '1' || (nodes[0]?.infoRefused !== undefined && target.cluster)
+        ? 'cluster'
+        : 'standalone',
     masters: nodes.length,
     pubsub: await target.scripts.pubsubMode(),
   };
+  const legacy = await unlessRefused(() => findLegacyLayout(client));
   const checks = [
     serverCheck(nodes, server, target.cluster),
     evictionCheck(nodes),
@@ -265,7 +341,7 @@ export async function checkServer(client: RedisClient): Promise<ServerReport> {
     replicasCheck(nodes),
     keyspaceEventsCheck(nodes),
     clockCheck(nodes),
-    legacyLayoutCheck(await findLegacyLayout(client)),
+    legacyLayoutCheck(legacy.value ?? { refused: legacy.refused ?? '' }),
   ];
   return { ok: checks.every((check) => check.status !== 'fail'), server, checks };
 }

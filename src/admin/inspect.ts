@@ -30,6 +30,7 @@ import {
   hashOf,
   pairsOf,
   PreconditionError,
+  refusalOf,
   subscriberCounts,
   timeReply,
   transaction,
@@ -102,6 +103,11 @@ export interface LockInfo {
   readonly slot: number;
   /** `host:port` of the master that holds the keys. */
   readonly node: string;
+  /**
+   * What could not be read because the server refused a command (an ACL, a managed service that blocks it),
+   * and what that leaves unknown: one sentence each. Empty when everything was read.
+   */
+  readonly notices: readonly string[];
 }
 
 /** Options of `inspectLock`. */
@@ -361,6 +367,7 @@ function describe(
   alsoMatches: readonly LockKind[],
   node: string,
   waiting: { readonly connections: number | null; readonly channels: readonly string[] },
+  notices: readonly string[] = [],
 ): LockInfo {
   const isLock = kind !== null && HASH_KINDS.has(kind);
   const owners = isLock && s.type === 'hash' ? parseHolders(s.hash, s.nowMs, s.readLeases, s.side) : [];
@@ -415,6 +422,7 @@ function describe(
     channels: waiting.channels,
     slot: keySlot(s.keys.lock.lockKey),
     node,
+    notices,
   };
 }
 
@@ -454,17 +462,30 @@ export async function inspectLock(client: RedisClient, name: string, options?: I
   const s = await snapshot(target, name);
   let [chosen, also] = choose(s, hint);
   const node = (await target.nodes.masterOf(s.keys.lock.lockKey)).address;
+  const notices: string[] = [];
+  let pubsubRefused = false;
+  // Subscriber counts where the server allows PUBSUB; without them the reading stands, and says so (once).
+  const count = async (channels: readonly string[]): Promise<number | null> => {
+    if (pubsubRefused) return null;
+    try {
+      return (await subscriberCounts(target, channels, notices)).reduce((sum, n) => sum + n, 0);
+    } catch (error) {
+      const refused = refusalOf(error);
+      if (refused === undefined) throw error;
+      pubsubRefused = true;
+      notices.push(`subscriber connections unknown (${refused}): waiting clients are not counted`);
+      return null;
+    }
+  };
   // A counter alone cannot say whether it counts permits or a latch's count-downs: whoever waits on it can.
   if (chosen === 'semaphore' && also.includes('count-down-latch')) {
-    const [latchWaiters = 0] = await subscriberCounts(target, channelsOf(s, 'count-down-latch'));
-    const [permitWaiters = 0] = await subscriberCounts(target, channelsOf(s, 'semaphore'));
-    if (latchWaiters > permitWaiters)
+    const latchWaiters = await count(channelsOf(s, 'count-down-latch'));
+    const permitWaiters = await count(channelsOf(s, 'semaphore'));
+    if (latchWaiters !== null && permitWaiters !== null && latchWaiters > permitWaiters)
       [chosen, also] = ['count-down-latch', ['semaphore', 'permit-expirable-semaphore']];
   }
   const channels = chosen ? channelsOf(s, chosen) : [];
-  const counts = await subscriberCounts(target, channels);
-  return describe(s, chosen, also, node, {
-    connections: counts.reduce((sum, n) => sum + n, 0),
-    channels,
-  });
+  const connections = await count(channels);
+  // Each count may meet the same refusal of CLUSTER NODES: said once.
+  return describe(s, chosen, also, node, { connections, channels }, [...new Set(notices)]);
 }

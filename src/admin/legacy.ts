@@ -52,7 +52,7 @@ interface Found {
  * key is then not tied to its lock's shared counter).
  */
 async function survey(target: AdminTarget, prefix: string | undefined, count: number): Promise<Found> {
-  const stats: ScanStats = { masters: 0, keys: 0, calls: 0, returned: 0, elapsedMs: 0 };
+  const stats: ScanStats = { masters: 0, keys: 0, calls: 0, returned: 0, elapsedMs: 0, notices: [] };
   const found: Found = { fenceKeys: [], hashes: [] };
   const fencePattern = prefix === undefined ? '*flowlock:fence:*' : `${escapeGlob(prefix)}flowlock:fence:*`;
   const hashPattern = prefix === undefined ? '*' : `${escapeGlob(prefix)}*`;

@@ -13,7 +13,7 @@ import type { AdminNode } from '../redis/adapter.js';
 import { lockKeys, type LockKeys } from '../redis/keys.js';
 import { readLock, type LockInfo } from './inspect.js';
 import { escapeGlob, globToRegExp, isLockShaped } from './shape.js';
-import { adminTarget, checkCount, checkOptions, hashOf, pipeline, type AdminTarget } from './target.js';
+import { adminTarget, checkCount, checkOptions, hashOf, pipeline, refusalOf, type AdminTarget } from './target.js';
 
 /** Options of `listLocks`. */
 export interface ListOptions {
@@ -44,6 +44,8 @@ export interface ScanStats {
   returned: number;
   /** Milliseconds from the first command to the end of the iteration. */
   elapsedMs: number;
+  /** What could not be read because the server refused a command (DBSIZE: `keys` leaves that master out). */
+  readonly notices: string[];
 }
 
 /** The locks a listing finds, in scan order (not sorted), and what it cost. */
@@ -166,6 +168,18 @@ async function* namesOn(
   }
 }
 
+/** DBSIZE of `node`; 0 and a notice in `stats` when the server refuses it (the scan itself goes on). */
+async function databaseSize(node: AdminNode, stats: ScanStats): Promise<number> {
+  try {
+    return Number(await node.call(['DBSIZE']));
+  } catch (error) {
+    const refused = refusalOf(error);
+    if (refused === undefined) throw error;
+    stats.notices.push(`keys on ${node.address} not counted (${refused})`);
+    return 0;
+  }
+}
+
 /**
  * Lists held locks (or, with `all`, every name this library ever locked) under `options.prefix` whose
  * names match `options.match`, scanning every master; each entry is what `inspectLock` reports, without
@@ -181,7 +195,7 @@ export function listLocks(client: RedisClient, options?: ListOptions): LockListi
   if (typeof all !== 'boolean') throw new TypeError('options.all must be a boolean');
   const count = checkCount(checked['count'], 'options.count', 1) ?? 1000;
   const limit = checkCount(checked['limit'], 'options.limit', 1) ?? Infinity;
-  const stats: ScanStats = { masters: 0, keys: 0, calls: 0, returned: 0, elapsedMs: 0 };
+  const stats: ScanStats = { masters: 0, keys: 0, calls: 0, returned: 0, elapsedMs: 0, notices: [] };
   return {
     stats,
     async *[Symbol.asyncIterator]() {
@@ -196,7 +210,7 @@ export function listLocks(client: RedisClient, options?: ListOptions): LockListi
             if (scanned.has(at)) continue;
             scanned.add(at);
             stats.masters++;
-            stats.keys += Number(await node.call(['DBSIZE']));
+            stats.keys += await databaseSize(node, stats);
             for await (const names of namesOn(target, node, { match, all, count }, seen, stats)) {
               // A batch is read at once: its MULTIs go out back to back on the client's connections.
               for (const info of await Promise.all(names.map((name) => readLock(target, name, undefined, at)))) {

@@ -95,11 +95,32 @@ export function timeReply(reply: unknown): number {
 }
 
 /**
+ * The server's refusal of a command, as its message (first line): an ACL denial (`NOPERM`), or a command that
+ * a managed service renamed away or does not have (`ERR unknown command`, `unknown subcommand`). Undefined for
+ * any other error (a connection lost, a timeout), which the caller still throws. Admin functions meet it where
+ * a provider blocks CONFIG, CLUSTER, CLIENT, INFO, PUBSUB or channels: they say what they could not read and
+ * go on.
+ */
+export function refusalOf(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const message = error.message.split('\n')[0]?.trim() ?? '';
+  return /NOPERM|no permissions?|permission ?denied|unknown command|unknown subcommand/i.test(message)
+    ? message
+    : undefined;
+}
+
+/**
  * Subscriber connections of `channels` (one number per channel): classic subscribers summed over every node
  * (a Cluster client subscribes on any node, replicas included), plus on a Redis 7+ Cluster the shard
- * subscribers on the master of the channels' slot (they must share one: a lock's channels do).
+ * subscribers on the master of the channels' slot (they must share one: a lock's channels do). Where the
+ * server refuses CLUSTER NODES (the replicas' addresses), the masters' subscribers only, and a sentence in
+ * `notices` says so; a refused PUBSUB rejects.
  */
-export async function subscriberCounts(target: AdminTarget, channels: readonly string[]): Promise<number[]> {
+export async function subscriberCounts(
+  target: AdminTarget,
+  channels: readonly string[],
+  notices: string[],
+): Promise<number[]> {
   if (channels.length === 0) return [];
   const counts = new Map(channels.map((channel) => [channel, 0]));
   const add = (reply: unknown): void => {
@@ -108,7 +129,15 @@ export async function subscriberCounts(target: AdminTarget, channels: readonly s
       counts.set(name, (counts.get(name) ?? 0) + Number(n));
     }
   };
-  const nodes = await target.nodes.all();
+  let nodes: AdminNode[];
+  try {
+    nodes = await target.nodes.all();
+  } catch (error) {
+    const refused = refusalOf(error);
+    if (refused === undefined) throw error;
+    notices.push(`replicas unknown (${refused}): subscribers on replicas are not counted`);
+    nodes = await target.nodes.masters();
+  }
   for (const reply of await Promise.all(nodes.map((node) => node.call(['PUBSUB', 'NUMSUB', ...channels])))) add(reply);
   if (target.cluster && (await target.scripts.pubsubMode()) === 'sharded') {
     const owner = await target.nodes.masterOf(channels[0] ?? '');

@@ -31,6 +31,7 @@ import {
   checkOptions,
   notifiesExpiry,
   notifiesHashes,
+  refusalOf,
   type AdminTarget,
 } from './target.js';
 
@@ -480,7 +481,13 @@ class Watcher {
     };
     const classic = this.#open(first, onRelease);
     const escaped = escapeGlob(target.prefix);
-    await classic.psubscribe([`${escaped}redisson_lock__channel:*`, `${escaped}redisson_rwlock:*`]);
+    const unheard = 'release messages unheard';
+    const polled = 'releases and new holders show at the next read';
+    await this.#subscribeOrSay(
+      classic,
+      () => classic.psubscribe([`${escaped}redisson_lock__channel:*`, `${escaped}redisson_rwlock:*`]),
+      (refused) => `${unheard} (PSUBSCRIBE refused on ${first.address}: ${refused}): ${polled}`,
+    );
     if (!target.cluster || (await target.scripts.pubsubMode()) !== 'sharded') return;
     // SSUBSCRIBE takes channels of one slot: one call per name (its channels share its slot).
     const byMaster = new Map<string, { node: AdminNode; slots: string[][] }>();
@@ -493,7 +500,34 @@ class Watcher {
     }
     for (const { node, slots } of byMaster.values()) {
       const sharded = this.#open(node, onRelease);
-      for (const channels of slots) await sharded.ssubscribe(channels);
+      await this.#subscribeOrSay(
+        sharded,
+        async () => {
+          for (const channels of slots) await sharded.ssubscribe(channels);
+        },
+        (refused) => `shard ${unheard} (SSUBSCRIBE refused on ${node.address}: ${refused}): ${polled}`,
+      );
+    }
+  }
+
+  /**
+   * Runs `subscribe` on `connection`; where the server refuses it (an ACL without the channels, a provider
+   * without pub/sub), closes the connection and emits a notice of what goes unheard (`notice`), instead of
+   * failing: the reads every `intervalMs` still see every change.
+   */
+  async #subscribeOrSay(
+    connection: AdminListener,
+    subscribe: () => Promise<void>,
+    notice: (refused: string) => string,
+  ): Promise<void> {
+    try {
+      await subscribe();
+    } catch (error) {
+      const refused = refusalOf(error);
+      if (refused === undefined) throw error;
+      this.#connections.splice(this.#connections.indexOf(connection), 1);
+      connection.close();
+      this.#emit({ type: 'notice', time: now(), message: notice(refused) });
     }
   }
 
@@ -535,7 +569,13 @@ class Watcher {
         else if (event === 'hset' || event === 'hincrby') this.#readSoon(name);
       });
       const events = [...(expiry ? ['expired', 'evicted', 'del'] : []), ...(hashes ? ['hset', 'hincrby'] : [])];
-      await connection.subscribe(events.map((event) => `__keyevent@${db}__:${event}`));
+      await this.#subscribeOrSay(
+        connection,
+        () => connection.subscribe(events.map((event) => `__keyevent@${db}__:${event}`)),
+        (refused) =>
+          `keyspace notifications unheard (SUBSCRIBE refused on ${at}: ${refused}): expirations are inferred ` +
+          'from TTLs, and holds shorter than the read interval may show without their holders',
+      );
     }
   }
 }

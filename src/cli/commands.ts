@@ -57,10 +57,17 @@ function tell(context: Context, text: string): void {
   context.stderr.write(`${text}\n`);
 }
 
+/** What could not be read (a command the server refused) and what that leaves unknown: stderr, in yellow. */
+export function notify(context: Pick<Context, 'stderr' | 'paint'>, notices: readonly string[]): void {
+  for (const notice of notices)
+    context.stderr.write(`${context.paint.err('yellow', `flowlock: ${escaped(notice)}`)}\n`);
+}
+
 const json = (value: unknown): string => JSON.stringify(value, null, 2);
 
 export async function inspect(context: Context, name: string, kind: LockKind | undefined): Promise<number> {
   const info = await inspectLock(context.client, name, { ...withPrefix(context), ...(kind ? { kind } : {}) });
+  notify(context, info.notices);
   print(context, context.json ? json(info) : inspection(info, context.paint.out));
   return 0;
 }
@@ -87,6 +94,7 @@ export async function list(context: Context, flags: ListFlags): Promise<number> 
   found.sort(byAge);
   if (context.json) print(context, json(found));
   else if (found.length > 0) print(context, table(found, context.paint.out));
+  notify(context, listing.stats.notices);
   tell(context, context.paint.err('dim', scanSummary(found, flags.all, listing.stats)));
   return 0;
 }
@@ -111,6 +119,7 @@ async function confirm(context: Context, question: string): Promise<boolean> {
 export async function unlock(context: Context, name: string, flags: UnlockFlags): Promise<number> {
   const options = { ...withPrefix(context), ...(flags.kind ? { kind: flags.kind } : {}) };
   const info = await inspectLock(context.client, name, options);
+  notify(context, info.notices);
   if (info.kind === 'semaphore' || info.kind === 'count-down-latch') {
     throw new PreconditionError(`${shown(name)} is a ${info.kind}: it has no holder to release`);
   }
@@ -181,7 +190,7 @@ export async function watch(context: Context, flags: WatchFlags): Promise<number
     let seen = 0;
     for await (const event of events) {
       if (event.type === 'notice') {
-        tell(context, context.paint.err('yellow', `flowlock: ${escaped(event.message)}`));
+        notify(context, [event.message]);
         continue;
       }
       print(context, context.json ? JSON.stringify(event) : watchLine(event, context.paint.out));

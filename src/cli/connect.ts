@@ -7,6 +7,7 @@
  * that cannot reach Redis ends with an error.
  */
 import type { RedisClient } from '../options.js';
+import { refusalOf } from '../admin/target.js';
 import { CliError } from './errors.js';
 
 /** The packages the command can use, in the order it tries them. */
@@ -120,6 +121,8 @@ function ioredis(name: string, Redis: Constructor, Cluster: Constructor): Client
     retryStrategy: () => null,
     maxRetriesPerRequest: 0,
     lazyConnect: true,
+    // Its ready check reads INFO, and warns on the console where INFO is denied: connect() reads INFO itself.
+    enableReadyCheck: false,
     ...(endpoint.username ? { username: endpoint.username } : {}),
     ...(endpoint.password ? { password: endpoint.password } : {}),
     ...(endpoint.tls ? { tls: {} } : {}),
@@ -262,7 +265,14 @@ function glide(named: (key: string) => unknown): ClientLibrary {
     try {
       client = await withTimeout(Class.createClient(settings), timeoutMs, what);
     } catch (error) {
-      throw failed(error, what);
+      const failure = failed(error, what);
+      // GLIDE reads INFO as it connects: a user without INFO cannot connect through it at all.
+      if (/permission\w*.{0,40}'info'/i.test(failure.message)) {
+        failure.message +=
+          ' (Valkey GLIDE reads INFO to connect, which this user may not run: allow INFO, or install ioredis, ' +
+          'iovalkey or redis, which flowlock uses first)';
+      }
+      throw failure;
     }
     return {
       client: client as unknown as RedisClient,
@@ -333,7 +343,20 @@ export interface Connection {
   readonly client: RedisClient;
   /** The client library that opened it. */
   readonly library: string;
+  /** What could not be read while connecting, for stderr (INFO refused: the server's mode assumed). */
+  readonly notices: readonly string[];
   close(): Promise<void>;
+}
+
+/** The server's INFO `section`, or the refusal of INFO (any other failure rejects). */
+async function infoOrRefusal(opened: Opened, section: string): Promise<{ info?: string; refused?: string }> {
+  try {
+    return { info: await opened.info(section) };
+  } catch (error) {
+    const refused = refusalOf(error);
+    if (refused === undefined) throw error;
+    return { refused };
+  }
 }
 
 /** Connects as the settings say; rejects with a CliError (exit code 1 or 2) or the client's error. */
@@ -343,20 +366,44 @@ export async function connect(settings: ConnectionSettings): Promise<Connection>
   if (!first) throw new CliError(2, 'no --url');
   const library = await loadLibrary();
   const { timeoutMs } = settings;
+  const notices: string[] = [];
   if (!settings.cluster) {
     const opened = await library.standalone(first, timeoutMs, `connecting to ${first.host}:${first.port}`);
-    // Without --cluster, the server says what it is.
-    if (!/^cluster_enabled:1/m.test(await opened.info('cluster'))) {
+    // Without --cluster, the server says what it is; where it refuses INFO, several URLs say Cluster seeds.
+    let clusterMode: boolean;
+    try {
+      const { info, refused } = await infoOrRefusal(opened, 'cluster');
+      clusterMode = info === undefined ? endpoints.length > 1 : /^cluster_enabled:1/m.test(info);
+      if (refused !== undefined) {
+        notices.push(
+          `cannot tell whether the server runs in cluster mode (INFO refused: ${refused}): connected as a ` +
+            `${clusterMode ? 'Cluster' : 'standalone'} client (--cluster, or several --url, for a Cluster)`,
+        );
+      }
+    } catch (error) {
+      await opened.close();
+      throw error;
+    }
+    if (!clusterMode) {
       if (endpoints.length > 1) {
         await opened.close();
         throw new CliError(2, 'several --url are Cluster seeds, but the server is not in cluster mode');
       }
-      return { client: opened.client, library: library.name, close: () => opened.close() };
+      return { client: opened.client, library: library.name, notices, close: () => opened.close() };
     }
     await opened.close();
   }
-  // A Cluster has database 0 only.
+  return openCluster(library, endpoints, settings, notices);
+}
+
+/** A Cluster client on `endpoints` (a Cluster has database 0 only). */
+async function openCluster(
+  library: ClientLibrary,
+  endpoints: readonly Endpoint[],
+  settings: ConnectionSettings,
+  notices: readonly string[],
+): Promise<Connection> {
   const what = settings.cluster ? 'connecting as a Cluster client (--cluster)' : 'connecting to the cluster';
-  const opened = await library.cluster(endpoints, timeoutMs, what);
-  return { client: opened.client, library: library.name, close: () => opened.close() };
+  const opened = await library.cluster(endpoints, settings.timeoutMs, what);
+  return { client: opened.client, library: library.name, notices, close: () => opened.close() };
 }

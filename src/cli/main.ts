@@ -17,6 +17,7 @@ import {
   doctor,
   inspect,
   list,
+  notify,
   unlock,
   watch,
   type Context,
@@ -271,6 +272,7 @@ async function run(argv: readonly string[]): Promise<number> {
       stdin: process.stdin,
       paint: { out: painter(colorFor(process.stdout)), err: painter(colorFor(process.stderr)) },
     };
+    notify(context, connection.notices);
     switch (asked.command) {
       case 'inspect':
         return await inspect(context, asked.name, asked.kind);

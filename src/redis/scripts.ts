@@ -9,6 +9,8 @@ import type { LockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
 import { monotonicNow } from '../machinery/time.js';
+import { UnsupportedServerError } from '../errors.js';
+import { FLOOR_TEXT, isUnderstandingError, serverIdentity, type ServerIdentity } from './server-version.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
 export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'>> = {
@@ -176,6 +178,8 @@ export class LockScripts {
   readonly #cluster: boolean;
 
   #pubsub: Promise<PubSubMode> | undefined;
+  /** The server's identity, read once at the first script error that says it did not understand a command. */
+  #identity: Promise<ServerIdentity | undefined> | undefined;
   /** The mode detected so far, without I/O: 'classic' until a detection found a Redis 7+ Cluster. */
   knownPubsubMode: PubSubMode = 'classic';
 
@@ -240,12 +244,29 @@ export class LockScripts {
         }
         const late = monotonicNow() - started + pause > CLUSTER_RESEND_MS;
         if (!this.#cluster || !resend || !this.#redis.isRedirection(error) || late) {
-          throw error;
+          throw await this.#explained(error);
         }
         // Unref'd: a pending resend must not keep a process alive that has nothing else to do.
         await sleep(pause, undefined, { ref: false });
       }
     }
+  }
+
+  /**
+   * `error` as the caller gets it: an UnsupportedServerError when the server did not understand a command of
+   * the script and is below the floor (its INFO read once, at the first such error: nothing is added to calls
+   * that succeed); else `error` itself, also when INFO is denied or names no version (then nothing is judged).
+   * A failed INFO read is tried again at the next such error.
+   */
+  async #explained(error: unknown): Promise<unknown> {
+    if (!isUnderstandingError(error)) return error;
+    this.#identity ??= this.#redis.info('server').then(serverIdentity, () => {
+      this.#identity = undefined;
+      return undefined;
+    });
+    const server = await this.#identity;
+    if (!server || server.supported) return error;
+    return new UnsupportedServerError(server.product, server.version, FLOOR_TEXT, { cause: error });
   }
 
   /**

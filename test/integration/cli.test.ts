@@ -7,13 +7,15 @@ import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LockInfo } from '../../src/admin/index.js';
 import { keySlot, lockKeys } from '../../src/redis/keys.js';
-import { freePort } from '../support/redis-server.js';
+import { freePort, startRedisServer, type LocalRedis } from '../support/redis-server.js';
+import { proxyBelowFloor, versionBelowFloor } from '../support/proxy.js';
 import {
   elapsedSince,
   isCluster,
+  newRedis,
   onCluster,
   uniqueName,
   QUICK_RENEWAL,
@@ -827,5 +829,153 @@ describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () 
     watch.child.kill('SIGINT');
     expect(await watch.exited).toBe(0);
     expect(watch.stderr()).toBe('');
+  });
+});
+
+describe.skipIf(onCluster)('flowlock where the server blocks commands (issue 36, item 5)', () => {
+  // As managed services do: CONFIG, CLIENT, DEBUG and CLUSTER renamed away for everyone, and a least-privilege
+  // user without INFO, PUBSUB and DBSIZE whose channels are the lock channels only (its scripts publish there,
+  // but no pattern subscription or keyspace channel is allowed; Redis 6.0 has no channel rules).
+  let server: LocalRedis;
+  let admin: Redis;
+  let channelRules = true;
+  const url = (user = ''): string[] => ['--url', `redis://${user}127.0.0.1:${server.port}`];
+  const LIMITED = 'limited:pw@';
+
+  beforeAll(async () => {
+    const blocked = ['CONFIG', 'CLIENT', 'DEBUG', 'CLUSTER'].flatMap((command) => ['--rename-command', command, '']);
+    server = await startRedisServer(blocked);
+    admin = newRedis(server);
+    const rules = ['limited', 'on', '>pw', '~*', '+@all', '-info', '-pubsub', '-dbsize'];
+    try {
+      await admin.call('ACL', 'SETUSER', ...rules, 'resetchannels', '&redisson_*');
+    } catch {
+      channelRules = false;
+      await admin.call('ACL', 'SETUSER', ...rules);
+    }
+  });
+  afterAll(async () => {
+    admin.disconnect();
+    await server.stop();
+  });
+
+  /** A lock of `name` held by a lock client of REDIS_CLIENT on the restricted server. */
+  async function held(name: string): Promise<void> {
+    const lease = await redis.locks({}, { port: server.port }).getLock(name).acquire();
+    cleanup.push(() => lease.release().catch(() => undefined));
+  }
+
+  /** `flowlock <args>`, checked to have ended by itself without a stack trace. */
+  async function run(args: readonly string[]): Promise<Run> {
+    const result = await flowlock(args);
+    expect(result.code).not.toBeNull();
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    return result;
+  }
+
+  it('reads, lists, watches, unlocks and cleans up with CONFIG, CLIENT, DEBUG and CLUSTER renamed away', async () => {
+    const name = uniqueName('blocked');
+    await held(name);
+    const inspected = await run([...url(), 'inspect', name]);
+    expect([inspected.code, inspected.stderr]).toEqual([0, '']);
+    expect(inspected.stdout).toMatch(new RegExp(`^${name}  HELD  `));
+    const listed = await run([...url(), 'list']);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toContain(name);
+    const doctor = await run([...url(), 'doctor']);
+    expect(doctor.code).toBe(0);
+    expect(doctor.stdout).toMatch(/^✔ (redis|valkey) \S+ · standalone · classic pub\/sub$/m);
+    expect(doctor.stdout).toMatch(/^\? notify-keyspace-events unknown \(CONFIG GET denied\) — /m);
+    const watched = await run([...url(), 'watch', name, '--events', '--duration', '1s']);
+    expect(watched.code).toBe(0);
+    expect(watched.stderr).toMatch(/^flowlock: notify-keyspace-events unknown on \S+ \(CONFIG GET denied\): /m);
+    expect(watched.stdout).toMatch(new RegExp(`  ${name}  held  `));
+    const unlocked = await run([...url(), 'unlock', name, '--force', '--yes']);
+    expect([unlocked.code, unlocked.stderr]).toEqual([0, '']);
+    expect(unlocked.stdout).toMatch(new RegExp(`^released ${name} by force`));
+    expect((await run([...url(), 'cleanup', '--yes'])).code).toBe(0);
+  });
+
+  // GLIDE reads INFO to connect: the user gets the reason, and which client packages do without it.
+  it.runIf(clientKind === 'glide')('says why a user without INFO cannot connect through GLIDE (exit 1)', async () => {
+    const result = await run([...url(LIMITED), 'inspect', uniqueName('blocked')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^flowlock: connecting to .*'info'.* \(Valkey GLIDE reads INFO to connect, /);
+  });
+
+  it.skipIf(clientKind === 'glide')(
+    'says what a user without INFO, PUBSUB, DBSIZE and most channels leaves unread, and goes on',
+    async () => {
+      const name = uniqueName('blocked');
+      await held(name);
+      const noInfo =
+        /^flowlock: cannot tell whether the server runs in cluster mode \(INFO refused: NOPERM .*\): connected as a standalone client/m;
+
+      const inspected = await run([...url(LIMITED), 'inspect', name]);
+      expect(inspected.code).toBe(0);
+      expect(inspected.stdout).toMatch(new RegExp(`^${name}  HELD  `));
+      expect(inspected.stdout).not.toMatch(/^ {2}waiting/m);
+      expect(inspected.stderr).toMatch(noInfo);
+      expect(inspected.stderr).toMatch(
+        /^flowlock: subscriber connections unknown \(NOPERM .*\): waiting clients are not counted$/m,
+      );
+      const json = await run([...url(LIMITED), 'inspect', name, '--json']);
+      expect(JSON.parse(json.stdout)).toMatchObject({ held: true, waitingConnections: null });
+
+      const listed = await run([...url(LIMITED), 'list']);
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toContain(name);
+      expect(listed.stderr).toMatch(/^flowlock: keys on 127\.0\.0\.1:\d+ not counted \(NOPERM .*\)$/m);
+
+      const doctor = await run([...url(LIMITED), 'doctor']);
+      expect(doctor.code).toBe(0);
+      const lines = doctor.stdout.trimEnd().split('\n');
+      expect(lines[0]).toMatch(
+        /^\? server version unknown \(INFO refused on \S+: NOPERM .*\) — flowlock needs Redis 6\.0 \(Valkey 7\.2\) or later/,
+      );
+      expect(lines[1]).toMatch(/^\? maxmemory-policy unknown \(INFO refused on /);
+      expect(lines[2]).toMatch(/^\? persistence unknown \(INFO refused on /);
+      expect(lines[3]).toMatch(/^\? replicas unknown \(INFO refused on /);
+      expect(lines[4]).toMatch(/^\? notify-keyspace-events unknown \(CONFIG GET denied\)/);
+      expect(lines[5]).toMatch(/^✔ clock offset to server/);
+
+      const watched = await run([...url(LIMITED), 'watch', name, '--events', '--duration', '1s']);
+      expect(watched.code).toBe(0);
+      expect(watched.stdout).toMatch(new RegExp(`  ${name}  held  `));
+      if (channelRules) {
+        expect(watched.stderr).toMatch(
+          /^flowlock: release messages unheard \(PSUBSCRIBE refused on \S+: NOPERM .*\): releases and new holders show at the next read$/m,
+        );
+        expect(watched.stderr).toMatch(
+          /^flowlock: keyspace notifications unheard \(SUBSCRIBE refused on \S+: NOPERM .*\): expirations are inferred from TTLs/m,
+        );
+      }
+
+      const unlocked = await run([...url(LIMITED), 'unlock', name, '--force', '--yes']);
+      expect(unlocked.code).toBe(0);
+      expect(unlocked.stdout).toMatch(new RegExp(`^released ${name} by force`));
+      expect(unlocked.stderr).toMatch(/^flowlock: subscriber connections unknown \(NOPERM /m);
+
+      // What the main job needs, refused: its message and exit 1, still no stack trace.
+      await admin.call('ACL', 'SETUSER', 'limited', '-scan');
+      cleanup.push(() => admin.call('ACL', 'SETUSER', 'limited', '+scan'));
+      const refused = await run([...url(LIMITED), 'list']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/^flowlock: NOPERM .*'scan'/m);
+    },
+  );
+
+  it('fails doctor on a server that reports a version below the floor, naming both (exit 3)', async () => {
+    const info = await admin.info('server');
+    const { fake, product } = versionBelowFloor(info);
+    const proxy = await proxyBelowFloor(server.port, info);
+    cleanup.push(() => proxy.close());
+    const doctor = await run(['--url', `redis://127.0.0.1:${proxy.port}`, 'doctor']);
+    expect(doctor.code).toBe(3);
+    expect(doctor.stdout.split('\n')[0]).toBe(
+      `✖ ${product.toLowerCase()} ${fake} · standalone · classic pub/sub — ${product} ${fake} is below ` +
+        "flowlock's floor, Redis 6.0 (Valkey 7.2): the lock scripts use commands it does not have (locks would " +
+        'fail with UnsupportedServerError)',
+    );
   });
 });

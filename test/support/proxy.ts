@@ -2,7 +2,8 @@
  * An in-repo TCP proxy between a client and Redis, for network faults: added latency per direction, a
  * dropped reply (the connection is cut after a request reached the server, before its reply reaches the
  * client; the next reply on any connection, or the reply to the next request that matches a pattern), a
- * reply held back until the test lets it go, and a stop of all forwarding.
+ * reply held back until the test lets it go, a stop of all forwarding, and replies rewritten on their way
+ * (a server made to report another version).
  */
 import { once } from 'node:events';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -37,6 +38,8 @@ export class TcpProxy {
   readonly #pipes = new Set<Pipe>();
   /** Milliseconds added to every chunk, per direction. */
   latency = { toServer: 0, toClient: 0 };
+  /** Rewrites each chunk of replies before it reaches the client (keep RESP lengths right). */
+  rewriteReplies: ((chunk: Buffer) => Buffer) | undefined;
   #dropReplies = 0;
   #dropReplyTo: RegExp | undefined;
   #holdReplyTo: Hold | undefined;
@@ -172,11 +175,12 @@ export class TcpProxy {
         this.#cut(pipe);
         return;
       }
+      const reply = this.rewriteReplies ? this.rewriteReplies(chunk) : chunk;
       if (pipe.heldReplies) {
-        pipe.heldReplies.push(chunk);
+        pipe.heldReplies.push(reply);
         return;
       }
-      this.#forward(chunk, client, this.latency.toClient);
+      this.#forward(reply, client, this.latency.toClient);
     });
   }
 
@@ -195,4 +199,25 @@ export class TcpProxy {
     pipe.client.destroy();
     pipe.server.destroy();
   }
+}
+
+/** The version INFO judges a server by, and a version of the same length below its floor (Redis 6.0, Valkey 7.2). */
+export function versionBelowFloor(info: string): { real: string; fake: string; product: 'Redis' | 'Valkey' } {
+  const valkey = /^valkey_version:/m.test(info);
+  const field = valkey ? 'valkey_version' : 'redis_version';
+  const real = new RegExp(`^${field}:([0-9.]+)`, 'm').exec(info)?.[1] ?? '';
+  return { real, fake: `${valkey ? '7' : '5'}.0.${'9'.repeat(real.length - 4)}`, product: valkey ? 'Valkey' : 'Redis' };
+}
+
+/**
+ * A proxy to the server on `port`, whose `INFO server` reply is `info`, that reports `versionBelowFloor(info)`
+ * instead of its version: same length, so the RESP length of the reply stays right.
+ */
+export async function proxyBelowFloor(port: number, info: string): Promise<TcpProxy> {
+  const { real, fake, product } = versionBelowFloor(info);
+  const field = product === 'Valkey' ? 'valkey_version' : 'redis_version';
+  const proxy = await TcpProxy.start(port);
+  proxy.rewriteReplies = (chunk) =>
+    Buffer.from(chunk.toString('latin1').replace(`${field}:${real}`, `${field}:${fake}`), 'latin1');
+  return proxy;
 }

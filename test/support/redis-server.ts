@@ -35,6 +35,13 @@ const NO_REDIS_MESSAGE =
   '(2) `redis-server` on PATH (Debian: apt-get install redis-server), ' +
   '(3) a reachable Docker engine for Testcontainers (@testcontainers/redis).';
 
+/** Options only Redis 7+ knows (Redis 6 refuses to start with them): DEBUG is allowed there by default. */
+const REDIS7_OPTIONS: readonly string[] = /\bv=[0-6]\./.test(
+  spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout,
+)
+  ? []
+  : ['--enable-debug-command', 'local'];
+
 export function hasRedisServerBinary(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
@@ -98,8 +105,7 @@ export async function startRedisServer(
         'no',
         '--dir',
         dir,
-        '--enable-debug-command',
-        'local',
+        ...REDIS7_OPTIONS,
         ...args,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
