@@ -494,7 +494,7 @@ describe('flowlock: usage, help and errors', () => {
       [['inspect', 'x', '--force'], /--force is not an option of inspect/],
       [['inspect'], /inspect takes one lock name/],
       [['inspect', 'a', 'b'], /inspect takes one lock name/],
-      [['inspect', 'flowlock:fence'], /name must not start with "flowlock:"/],
+      [['inspect', 'flowlock:fence'], /name must not contain "flowlock:"/],
       [['inspect', 'x', '--kind', 'mutex'], /--kind must be one of lock, fair-lock/],
       [['list', '--limit', '0'], /--limit must be a whole number >= 1/],
       [['watch', '--interval', 'soon'], /--interval must be a duration/],
