@@ -67,6 +67,7 @@ export {
   LockUpgradeError,
   PermitNotHeldError,
   LockRenewalUnansweredError,
+  LockPermissionError,
   LocksNotReleasedError,
 } from './errors.js';
 export type { LockErrorCode, UnreleasedHold } from './errors.js';
