@@ -245,7 +245,7 @@ describe('a permission taken away', () => {
     expect(error).toBeInstanceOf(LockPermissionError);
     expect(error).toMatchObject({ code: 'LOCK_PERMISSION_DENIED', lockName: lock.name });
     expect((error as Error).message).toContain(`"${lock.name}"`);
-    expect(String((error as { cause: Error }).cause.message)).toMatch(/evalsha/i);
+    expect((error as { cause: Error }).cause.message).toMatch(/evalsha/i);
   });
 
   it('without the channels, fails the release at once, naming the lock; a waiter is bounded by its wait', async (context) => {
@@ -264,7 +264,7 @@ describe('a permission taken away', () => {
     expect(elapsedSince(started)).toBeLessThan(REFUSAL_MS);
     expect(error).toBeInstanceOf(LockPermissionError);
     expect(error).toMatchObject({ code: 'LOCK_PERMISSION_DENIED', lockName: lock.name });
-    expect(String((error as { cause: Error }).cause.message)).toMatch(/channel/i);
+    expect((error as { cause: Error }).cause.message).toMatch(/channel/i);
   });
 
   it('with a key prefix outside the user’s keys, fails the acquire at once, naming the lock', async () => {
@@ -274,7 +274,7 @@ describe('a permission taken away', () => {
     expect(elapsedSince(started)).toBeLessThan(REFUSAL_MS);
     expect(error).toBeInstanceOf(LockPermissionError);
     expect(error).toMatchObject({ lockName: lock.name });
-    expect(String((error as { cause: Error }).cause.message)).toMatch(/key/i);
+    expect((error as { cause: Error }).cause.message).toMatch(/key/i);
   });
 });
 
