@@ -27,6 +27,7 @@ const clusterFiles = [
   'redis-layout',
   'footprint',
   'legacy-layout',
+  'acl',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

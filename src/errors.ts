@@ -11,6 +11,7 @@ export type LockErrorCode =
   | 'PERMIT_NOT_HELD'
   | 'LOCK_RENEWAL_UNANSWERED'
   | 'LOCKS_NOT_RELEASED'
+  | 'LOCK_PERMISSION_DENIED'
   | 'UNSUPPORTED_SERVER';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
@@ -198,6 +199,28 @@ export class LockRenewalUnansweredError extends LockError {
     );
     this.holds = holds;
     this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * Redis refused a command of the lock client because its user lacks an ACL permission the library needs: a
+ * command, a key outside the user's key patterns, or a channel outside its channel patterns (the rule is on
+ * the docs' "Where it runs" page). `cause`: the server's refusal. Refused inside a script, the script's
+ * commands before the refused one stay applied (Redis does not roll a script back): a release refused for
+ * its channel may have freed the lock already.
+ */
+export class LockPermissionError extends LockError {
+  override readonly name = 'LockPermissionError';
+  readonly code = 'LOCK_PERMISSION_DENIED';
+
+  constructor(lockName: string | undefined, cause: unknown) {
+    const refusal = (cause instanceof Error ? cause.message : String(cause)).split('\n')[0] ?? '';
+    super(
+      `Redis refused a command of the lock client${lockName === undefined ? '' : ` on "${lockName}"`}: its ` +
+        `user lacks an ACL permission the library needs (see "Where it runs" in the docs): ${refusal}`,
+      lockName,
+      { cause },
+    );
   }
 }
 

@@ -67,6 +67,7 @@ export {
   LockUpgradeError,
   PermitNotHeldError,
   LockRenewalUnansweredError,
+  LockPermissionError,
   LocksNotReleasedError,
   UnsupportedServerError,
 } from './errors.js';

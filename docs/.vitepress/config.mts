@@ -61,6 +61,7 @@ export default defineConfig({
         items: [
           { text: 'Client libraries', link: '/clients' },
           { text: 'Topologies: Sentinel, Cluster, quorum', link: '/topologies' },
+          { text: 'Where it runs: servers, providers, ACL', link: '/where-it-runs' },
         ],
       },
       {

@@ -41,7 +41,7 @@ export function adminTarget(client: RedisClient, prefix: unknown): AdminTarget {
   return {
     adapter,
     nodes: adapter.adminNodes(),
-    scripts: new LockScripts(adapter),
+    scripts: new LockScripts(adapter, '', keyPrefix),
     cluster: adapter.topology === 'cluster',
     prefix: keyPrefix,
   };

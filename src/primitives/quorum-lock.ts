@@ -123,9 +123,9 @@ class QuorumNode {
   readonly #redis: RedisAdapter;
   #connectedBefore = false;
 
-  constructor(redis: RedisAdapter, holderInfo: string, clientId: string) {
+  constructor(redis: RedisAdapter, holderInfo: string, clientId: string, keyPrefix: string) {
     this.#redis = redis;
-    this.scripts = new LockScripts(redis, holderInfo);
+    this.scripts = new LockScripts(redis, holderInfo, keyPrefix);
     this.waits = new WaitQueues(redis, () => this.scripts.pubsubMode(), clientId);
   }
 
@@ -177,7 +177,7 @@ class QuorumNodes {
     this.#clientId = options.clientId;
     this.#options = options;
     this.nodeTimeout = options.nodeTimeout;
-    this.#nodes = nodes.map((redis) => new QuorumNode(redis, options.holderInfo, options.clientId));
+    this.#nodes = nodes.map((redis) => new QuorumNode(redis, options.holderInfo, options.clientId, options.keyPrefix));
     this.quorum = Math.floor(nodes.length / 2) + 1;
   }
 

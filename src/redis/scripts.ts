@@ -8,8 +8,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
+import { isPermissionDenial } from './shared.js';
 import { monotonicNow } from '../machinery/time.js';
-import { UnsupportedServerError } from '../errors.js';
+import { LockPermissionError, UnsupportedServerError } from '../errors.js';
 import { FLOOR_TEXT, isUnderstandingError, serverIdentity, type ServerIdentity } from './server-version.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
@@ -186,9 +187,13 @@ export class LockScripts {
   /** The label the acquire scripts store with a fresh hold (`<field>:info`); '': none. */
   readonly holderInfo: string;
 
-  constructor(redis: RedisAdapter, holderInfo = '') {
+  /** The lock client's key prefix: a lock's key is `<keyPrefix><name>` (names the lock in an ACL refusal). */
+  readonly #keyPrefix: string;
+
+  constructor(redis: RedisAdapter, holderInfo = '', keyPrefix = '') {
     this.#redis = redis;
     this.holderInfo = holderInfo;
+    this.#keyPrefix = keyPrefix;
     this.#cluster = redis.topology === 'cluster';
   }
 
@@ -235,6 +240,8 @@ export class LockScripts {
       try {
         return await this.#redis.evalScript(luaSources[name], keys, args, direct);
       } catch (error) {
+        // A missing permission does not come back by itself: said at once, naming the lock.
+        if (isPermissionDenial(error)) throw new LockPermissionError(this.#lockNameOf(name, keys), error);
         // The client gave the call up when its connection closed, after writing it: it may have run. Sent
         // again (once, as ioredis would have), it is answered as the first was: the scripts are idempotent
         // per request id. The few that are not leave the caller the error (the outcome is unknown).
@@ -267,6 +274,18 @@ export class LockScripts {
     const server = await this.#identity;
     if (!server || server.supported) return error;
     return new UnsupportedServerError(server.product, server.version, FLOOR_TEXT, { cause: error });
+  }
+
+  /**
+   * The lock a script call is about: every script's first key is the lock's (`<keyPrefix><name>`) but the
+   * watchdog's (a batch of holds) and the admin's.
+   */
+  #lockNameOf(script: LuaScriptName, keys: readonly string[]): string | undefined {
+    const [first] = keys;
+    if (script === 'watchdog/renew' || script.startsWith('admin/') || !first?.startsWith(this.#keyPrefix)) {
+      return undefined;
+    }
+    return first.slice(this.#keyPrefix.length);
   }
 
   /**

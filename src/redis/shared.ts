@@ -4,6 +4,18 @@
  * the adapter and so imports every adapter file.
  */
 
+/**
+ * Whether `error` is an ACL refusal: NOPERM for the command itself; inside a script, Redis 6.x and 7.0 say
+ * "The user executing the script can't ..." and 7.2 and Valkey "ACL failure in script"; GLIDE names the
+ * server's NOPERM "PermissionDenied".
+ */
+export function isPermissionDenial(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    /^NOPERM |- PermissionDenied:|The user executing the script can't|ACL failure in script/.test(error.message)
+  );
+}
+
 /** Whether `error` is the server's NOSCRIPT (the script cache was flushed, or this node never had it). */
 function isNoScript(error: unknown): boolean {
   // GLIDE names the server's error by its kind: "An error was signalled by the server: - NoScriptError: ...".
