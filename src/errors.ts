@@ -12,6 +12,7 @@ export type LockErrorCode =
   | 'LOCK_RENEWAL_UNANSWERED'
   | 'LOCKS_NOT_RELEASED'
   | 'LOCK_PERMISSION_DENIED'
+  | 'LOCK_REDIS_UNAVAILABLE'
   | 'UNSUPPORTED_SERVER';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
@@ -46,7 +47,15 @@ export class LockNotHeldError extends LockError {
   readonly code = 'LOCK_NOT_HELD';
 
   constructor(lockName: string, options?: { cause?: unknown }) {
-    super(`Lock "${lockName}" is not held by the current flow; nothing was changed`, lockName, options);
+    // Gone because it was lost (its lease ran out, say): the flow did hold it, and the cause says why not now.
+    const lost = options?.cause instanceof LockLostError ? `: it was lost (${options.cause.reason})` : '';
+    super(
+      lost === ''
+        ? `Lock "${lockName}" is not held by the current flow; nothing was changed`
+        : `Lock "${lockName}" is no longer held by the current flow${lost}; nothing was changed`,
+      lockName,
+      options,
+    );
   }
 }
 
@@ -221,6 +230,30 @@ export class LockPermissionError extends LockError {
       lockName,
       { cause },
     );
+  }
+}
+
+/**
+ * A command of the lock client got no answer from Redis: the client library's command timeout ran out
+ * (`reason` `timeout`), or its connection is closed or gave up (`closed`). `cause` is the client library's
+ * own error. Whether the command ran is unknown: an acquire is undone if it did.
+ */
+export class RedisUnavailableError extends LockError {
+  override readonly name = 'RedisUnavailableError';
+  readonly code = 'LOCK_REDIS_UNAVAILABLE';
+  readonly reason: 'timeout' | 'closed';
+
+  constructor(lockName: string | undefined, reason: 'timeout' | 'closed', cause: unknown) {
+    const what = reason === 'timeout' ? 'Redis did not answer in time' : 'the connection to Redis is closed';
+    // node-redis' errors keep the name "Error": their class says what they are.
+    const kind = cause instanceof Error ? (cause.name === 'Error' ? cause.constructor.name : cause.name) : '';
+    const detail = cause instanceof Error ? `${kind}${cause.message ? `: ${cause.message}` : ''}` : String(cause);
+    super(
+      `${lockName === undefined ? '' : `Lock "${lockName}": `}${what} (the Redis client said ${detail})`,
+      lockName,
+      { cause },
+    );
+    this.reason = reason;
   }
 }
 

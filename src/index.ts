@@ -68,6 +68,7 @@ export {
   PermitNotHeldError,
   LockRenewalUnansweredError,
   LockPermissionError,
+  RedisUnavailableError,
   LocksNotReleasedError,
   UnsupportedServerError,
 } from './errors.js';

@@ -23,6 +23,9 @@ import { keySlot } from '../redis/keys.js';
 import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
 import { clampedTimeout, monotonicNow, settleBy } from './time.js';
 
+/** How many recent losses the watchdog remembers for unlock()'s error (see #losses). */
+const LOST_MEMORY = 1000;
+
 /** Lock keys per renewal call: at 1000 locks a call the watchdog sends 1 round trip per 1000 held locks. */
 const RENEW_CHUNK = 1000;
 
@@ -172,6 +175,11 @@ export class Watchdog {
   #stopped = false;
   /** Aborted by stop(): renewals in flight stop being timed (their bound's timer is cleared). */
   readonly #stopping = new AbortController();
+  /**
+   * Why the latest holds were lost, by lock key and owner, so that an unlock() of one says so rather than blame
+   * the flow: the newest LOST_MEMORY losses, each forgotten when its owner acquires the lock again.
+   */
+  readonly #losses = new Map<string, LockLostError>();
 
   constructor(options: WatchdogOptions) {
     this.#options = options;
@@ -190,6 +198,15 @@ export class Watchdog {
     for (const owner of owners) {
       const hold = this.find(lockKey, owner);
       if (hold) return hold;
+    }
+    return undefined;
+  }
+
+  /** Why the hold of the nearest owner in `owners` on `lockKey` was lost, if it was lately. */
+  lossOf(lockKey: string, owners: readonly string[]): LockLostError | undefined {
+    for (const owner of owners) {
+      const loss = this.#losses.get(`${lockKey}\n${owner}`);
+      if (loss) return loss;
     }
     return undefined;
   }
@@ -235,6 +252,7 @@ export class Watchdog {
     leaseTime: number,
   ): Hold {
     const { lockKey } = protocol.keys;
+    this.#losses.delete(`${lockKey}\n${owner}`);
     let hold = this.find(lockKey, owner);
     const lease = leaseTime === -1 ? this.#options.watchdogTimeout : leaseTime;
     if (!hold || reply.holdCount === 1) {
@@ -328,6 +346,12 @@ export class Watchdog {
     this.#drop(hold);
     if (options.purge) this.#purge(hold);
     const error = new LockLostError(hold.name, LOSS_MESSAGES[reason]);
+    if (reason !== 'closed') {
+      const key = `${hold.keys.lockKey}\n${hold.owner}`;
+      this.#losses.delete(key);
+      this.#losses.set(key, error);
+      if (this.#losses.size > LOST_MEMORY) this.#losses.delete(this.#losses.keys().next().value ?? '');
+    }
     outsideFlows(() => {
       hold.controller.abort(error);
       if (reason === 'closed') this.#ended(hold, 'closed', undefined, error);

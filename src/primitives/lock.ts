@@ -581,7 +581,7 @@ export class RLock {
     }
     // A lease already declared lost stays lost even if Redis still had it: its holder was told to stop.
     if (reply.remaining < 0 || leaseHold?.state === 'lost') {
-      const lost: unknown = local?.signal.aborted ? local.signal.reason : undefined;
+      const lost: unknown = local?.signal.aborted ? local.signal.reason : watchdog.lossOf(keys.lockKey, owners);
       throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
     }
   }

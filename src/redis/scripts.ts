@@ -8,9 +8,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
-import { isPermissionDenial } from './shared.js';
+import { isPermissionDenial, unansweredBy } from './shared.js';
 import { monotonicNow } from '../machinery/time.js';
-import { LockPermissionError, UnsupportedServerError } from '../errors.js';
+import { LockPermissionError, RedisUnavailableError, UnsupportedServerError } from '../errors.js';
 import { FLOOR_TEXT, isUnderstandingError, serverIdentity, type ServerIdentity } from './server-version.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
@@ -251,6 +251,8 @@ export class LockScripts {
         }
         const late = monotonicNow() - started + pause > CLUSTER_RESEND_MS;
         if (!this.#cluster || !resend || !this.#redis.isRedirection(error) || late) {
+          const unanswered = unansweredBy(error);
+          if (unanswered) throw new RedisUnavailableError(this.#lockNameOf(name, keys), unanswered, error);
           throw await this.#explained(error);
         }
         // Unref'd: a pending resend must not keep a process alive that has nothing else to do.

@@ -16,6 +16,33 @@ export function isPermissionDenial(error: unknown): boolean {
   );
 }
 
+/** An error's class: node-redis' errors keep the name "Error" (its TimeoutError has no message either). */
+export function errorClass(error: Error): string {
+  return error.name === 'Error' ? error.constructor.name : error.name;
+}
+
+/**
+ * Whether `error` says the command got no answer from Redis, and how: `timeout` (the client's command
+ * timeout: ioredis "Command timed out", node-redis' and GLIDE's TimeoutError) or `closed` (the connection is
+ * closed or gave up: ioredis "Connection is closed." and MaxRetriesPerRequestError, node-redis'
+ * ClientClosedError, ClientOfflineError and "Socket closed unexpectedly", GLIDE's ConnectionError and
+ * ClosingError); undefined for anything else (a reply of the server's, a bug).
+ */
+export function unansweredBy(error: unknown): 'timeout' | 'closed' | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const name = errorClass(error);
+  if (name === 'TimeoutError' || /^Command timed out|^Socket timeout/.test(error.message)) return 'timeout';
+  if (
+    /^(ClientClosedError|ClientOfflineError|SocketClosedUnexpectedlyError|ConnectionError|ClosingError|MaxRetriesPerRequestError)$/.test(
+      name,
+    ) ||
+    /^(Connection is closed|Stream isn't writeable|The client is closed|Socket closed unexpectedly)/.test(error.message)
+  ) {
+    return 'closed';
+  }
+  return undefined;
+}
+
 /** Whether `error` is the server's NOSCRIPT (the script cache was flushed, or this node never had it). */
 function isNoScript(error: unknown): boolean {
   // GLIDE names the server's error by its kind: "An error was signalled by the server: - NoScriptError: ...".
