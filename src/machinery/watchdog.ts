@@ -1,7 +1,7 @@
 /**
  * The watchdog: the table of every hold this client has, and the one scheduler that keeps them honest.
- * Every `watchdogTimeout / 3` it renews all watchdog-mode holds in batched script calls (one per Cluster
- * slot and chunk); a hold is lost when renewal finds another owner, or when its local lease deadline
+ * Every `watchdogTimeout / 3` it renews all watchdog-mode holds in batched script calls (one per hash slot
+ * and chunk, sent together); a hold is lost when renewal finds another owner, or when its local lease deadline
  * (monotonic, from the send time of the last successful acquire or renewal) passes. Fixed-lease holds are
  * never renewed and are lost at their deadline. Losing a hold aborts its signal with a LockLostError and
  * reports it, outside every flow; nothing is thrown from a timer. A hold lost at its local deadline may
@@ -19,12 +19,18 @@ import {
 import { holdEnded, holdStarted } from '../diagnostics/publish.js';
 import { LockLostError, LockRenewalUnansweredError } from '../errors.js';
 import { outsideFlows } from './flow.js';
-import { keySlot } from '../redis/keys.js';
+import { keySlot, MAX_REQUEST_ARGS } from '../redis/keys.js';
 import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
 import { clampedTimeout, monotonicNow, settleBy } from './time.js';
 
-/** Lock keys per renewal call: at 1000 locks a call the watchdog sends 1 round trip per 1000 held locks. */
-const RENEW_CHUNK = 1000;
+/**
+ * Holds per renewal call, so that a call stays within MAX_REQUEST_ARGS arguments: EVALSHA, the SHA, numkeys
+ * and leaseMs, then per hold 3 KEYS and 4 ARGV (LockScripts.renew, lua/watchdog/renew.lua): 570 holds, 3 994
+ * arguments.
+ */
+const RENEW_FIXED_ARGS = 4;
+const RENEW_ARGS_PER_HOLD = 7;
+const RENEW_CHUNK = Math.floor((MAX_REQUEST_ARGS - RENEW_FIXED_ARGS) / RENEW_ARGS_PER_HOLD);
 
 /**
  * How long a renewal may go unanswered before it is reported as an error (`LockRenewalUnansweredError` on
@@ -152,8 +158,8 @@ export interface HoldSnapshot {
 export interface WatchdogOptions {
   readonly scripts: LockScripts;
   readonly watchdogTimeout: number;
-  /** Group renewals by Cluster slot (a script call may only touch one slot there). */
-  readonly perSlot: boolean;
+  /** Whether the deployment is a Redis Cluster: renewal traces name their slot only there. */
+  readonly cluster: boolean;
   readonly onLost: (hold: Hold, error: LockLostError) => void;
   /** The lock client's id, for the diagnostics channels. */
   readonly clientId: string;
@@ -395,11 +401,17 @@ export class Watchdog {
     if (next !== Infinity) this.#scheduleAt(next);
   }
 
+  /**
+   * One call per hash slot and chunk, on every topology (a Cluster refuses a script call over several slots,
+   * and so do the proxy-sharded endpoints that look standalone: Azure Managed Redis with its Enterprise
+   * policy, Redis Cloud multi-shard), all sent at once: the client pipelines them, so a tick's renewal
+   * still costs about one round trip.
+   */
   #renew(holds: Hold[], sentAt: number, lateMs: number): void {
     this.#renewing = true;
     const batches = new Map<number, Hold[]>();
     for (const hold of holds) {
-      const slot = this.#options.perSlot ? keySlot(hold.keys.lockKey) : 0;
+      const slot = keySlot(hold.keys.lockKey);
       const batch = batches.get(slot);
       if (batch) batch.push(hold);
       else batches.set(slot, [hold]);
@@ -412,7 +424,7 @@ export class Watchdog {
           ? {
               clientId: this.#options.clientId,
               locks: chunk.length,
-              slot: this.#options.perSlot ? slot : undefined,
+              slot: this.#options.cluster ? slot : undefined,
               lateMs,
               renewed: undefined,
               rejected: undefined,
