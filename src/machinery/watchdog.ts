@@ -21,7 +21,7 @@ import { LockLostError, LockRenewalUnansweredError } from '../errors.js';
 import { outsideFlows } from './flow.js';
 import { keySlot, MAX_REQUEST_ARGS } from '../redis/keys.js';
 import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
-import { clampedTimeout, monotonicNow, settleBy } from './time.js';
+import { clampedTimeout, monotonicNow } from './time.js';
 
 /**
  * Holds per renewal call, so that a call stays within MAX_REQUEST_ARGS arguments: EVALSHA, the SHA, numkeys
@@ -31,6 +31,13 @@ import { clampedTimeout, monotonicNow, settleBy } from './time.js';
 const RENEW_FIXED_ARGS = 4;
 const RENEW_ARGS_PER_HOLD = 7;
 const RENEW_CHUNK = Math.floor((MAX_REQUEST_ARGS - RENEW_FIXED_ARGS) / RENEW_ARGS_PER_HOLD);
+
+/**
+ * Renewal calls in flight at once (holds of that many slots), the next wave sent when a wave is answered:
+ * GLIDE refuses more than 1 000 requests in flight per client by default (its inflightRequestsLimit), which
+ * the user's own traffic shares.
+ */
+const RENEW_CALLS_AT_ONCE = 256;
 
 /**
  * How long a renewal may go unanswered before it is reported as an error (`LockRenewalUnansweredError` on
@@ -404,11 +411,13 @@ export class Watchdog {
   /**
    * One call per hash slot and chunk, on every topology (a Cluster refuses a script call over several slots,
    * and so do the proxy-sharded endpoints that look standalone: Azure Managed Redis with its Enterprise
-   * policy, Redis Cloud multi-shard), all sent at once: the client pipelines them, so a tick's renewal
-   * still costs about one round trip.
+   * policy, Redis Cloud multi-shard), sent in waves of RENEW_CALLS_AT_ONCE that the client pipelines: a
+   * tick's renewal costs about one round trip per wave. Each wave shares one bound (one timer, one stop
+   * listener): thousands of calls (one per slot) must not register a listener each.
    */
   #renew(holds: Hold[], sentAt: number, lateMs: number): void {
     this.#renewing = true;
+    const answerWithinMs = Math.max(RENEW_ANSWER_MIN_MS, Math.floor(this.period * RENEW_ANSWER_SHARE));
     const batches = new Map<number, Hold[]>();
     for (const hold of holds) {
       const slot = keySlot(hold.keys.lockKey);
@@ -416,7 +425,7 @@ export class Watchdog {
       if (batch) batch.push(hold);
       else batches.set(slot, [hold]);
     }
-    const calls: Promise<void>[] = [];
+    const calls: ((ended: Promise<'deadline' | 'closed'>) => Promise<void>)[] = [];
     for (const [slot, batch] of batches) {
       for (let i = 0; i < batch.length; i += RENEW_CHUNK) {
         const chunk = batch.slice(i, i + RENEW_CHUNK);
@@ -430,17 +439,53 @@ export class Watchdog {
               rejected: undefined,
             }
           : undefined;
-        calls.push(this.#renewChunk(chunk, sentAt, context));
+        calls.push((ended) => this.#renewChunk(chunk, sentAt, context, ended, answerWithinMs));
       }
     }
-    void Promise.all(calls).then(() => {
-      this.#renewing = false;
-    });
+    void (async () => {
+      try {
+        for (let i = 0; i < calls.length && !this.#stopped; i += RENEW_CALLS_AT_ONCE) {
+          const bound = this.#roundBound(monotonicNow() + answerWithinMs);
+          await Promise.all(calls.slice(i, i + RENEW_CALLS_AT_ONCE).map((call) => call(bound.ended)));
+          bound.dispose();
+        }
+      } finally {
+        this.#renewing = false;
+      }
+    })();
   }
 
-  async #renewChunk(holds: Hold[], sentAt: number, context: RenewTraceContext | undefined): Promise<void> {
+  /**
+   * What ends the wait of a renewal round's calls: `deadline` (monotonic ms) passing, or the watchdog's
+   * stop(). `dispose` clears the timer and the listener once every call of the round is settled.
+   */
+  #roundBound(deadline: number): { ended: Promise<'deadline' | 'closed'>; dispose: () => void } {
+    const stopping = this.#stopping.signal;
+    let timer: NodeJS.Timeout | undefined;
+    let onStop: (() => void) | undefined;
+    const ended = new Promise<'deadline' | 'closed'>((resolve) => {
+      if (stopping.aborted) return resolve('closed');
+      timer = clampedTimeout(() => resolve('deadline'), deadline - monotonicNow());
+      onStop = () => resolve('closed');
+      stopping.addEventListener('abort', onStop, { once: true });
+    });
+    return {
+      ended,
+      dispose: () => {
+        if (timer) clearTimeout(timer);
+        if (onStop) stopping.removeEventListener('abort', onStop);
+      },
+    };
+  }
+
+  async #renewChunk(
+    holds: Hold[],
+    sentAt: number,
+    context: RenewTraceContext | undefined,
+    ended: Promise<'deadline' | 'closed'>,
+    answerWithinMs: number,
+  ): Promise<void> {
     const lease = this.#options.watchdogTimeout;
-    const answerWithinMs = Math.max(RENEW_ANSWER_MIN_MS, Math.floor(this.period * RENEW_ANSWER_SHARE));
     let call: Promise<boolean[]> | undefined;
     let renewed: boolean[] | undefined;
     try {
@@ -453,10 +498,10 @@ export class Watchdog {
           }),
           lease,
         );
-        const outcome = await settleBy(call, monotonicNow() + answerWithinMs, undefined, this.#stopping.signal);
-        if (outcome.kind === 'closed' || outcome.kind === 'aborted') return undefined;
-        if (outcome.kind === 'deadline') throw new LockRenewalUnansweredError(holds.length, answerWithinMs);
-        const replies = outcome.value;
+        const outcome = await Promise.race([call, ended]);
+        if (outcome === 'closed') return undefined;
+        if (outcome === 'deadline') throw new LockRenewalUnansweredError(holds.length, answerWithinMs);
+        const replies = outcome;
         if (context) {
           context.renewed = replies.filter(Boolean).length;
           context.rejected = replies.length - context.renewed;
