@@ -13,6 +13,11 @@ export interface Gate {
 export interface CheckOptions {
   readonly floor?: string;
   readonly gateHolds?: (gate: Gate) => boolean;
+  /** Called with `file:line` and the form of every command the check classified (or could not). */
+  readonly onForm?: (
+    at: string,
+    form: { readonly form: string; readonly since?: string; readonly unknown?: string },
+  ) => void;
 }
 /** Findings of the Lua files (paths under lua/, includes under lua/includes/), read with `readFile`. */
 export declare function checkLua(

@@ -680,7 +680,11 @@ function keyPositions(entry, count) {
  * Findings of every Lua script (`files`: paths under lua/, includes too) with `readFile(path)`. Each finding
  * is { file, line, message }.
  */
-export function checkLua(files, readFile, { table = COMMANDS, floor = FLOOR, gateHolds = () => true } = {}) {
+export function checkLua(
+  files,
+  readFile,
+  { table = COMMANDS, floor = FLOOR, gateHolds = () => true, onForm = () => {} } = {},
+) {
   const findings = new Map();
   const report = (tok, message) =>
     findings.set(`${tok.file}:${tok.line}: ${message}`, { file: tok.file, line: tok.line, message });
@@ -716,6 +720,7 @@ export function checkLua(files, readFile, { table = COMMANDS, floor = FLOOR, gat
       }
       for (const command of names) {
         const form = classify(command, args.map(luaArg), table);
+        onForm(`${call.tok.file}:${call.tok.line}`, form);
         if (form.unknown) {
           report(
             call.tok,
@@ -769,13 +774,18 @@ function tsArg(node, source) {
 }
 
 /** Findings of the TypeScript `files` (paths under src/) with `readFile(path)`. */
-export function checkTypeScript(files, readFile, { table = COMMANDS, floor = FLOOR, gateHolds = () => true } = {}) {
+export function checkTypeScript(
+  files,
+  readFile,
+  { table = COMMANDS, floor = FLOOR, gateHolds = () => true, onForm = () => {} } = {},
+) {
   const findings = [];
   for (const file of files) {
     const source = ts.createSourceFile(file, readFile(file), ts.ScriptTarget.Latest, true);
     const line = (node) => source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
     const check = (node, name, args) => {
       const form = classify(name, args, table);
+      onForm(`${file}:${line(node)}`, form);
       if (form.unknown) {
         findings.push({
           file,
@@ -852,9 +862,17 @@ export function repositoryFiles() {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { lua, typescript: source, readFile } = repositoryFiles();
+  // Each form once per place (an include runs in several scripts), to say how much was read.
+  const forms = { lua: new Set(), typescript: new Set() };
   const findings = [
-    ...checkLua(lua, readFile, { gateHolds: (g) => gateHolds(g, readFile) }),
-    ...checkTypeScript(source, readFile, { gateHolds: (g) => gateHolds(g, readFile) }),
+    ...checkLua(lua, readFile, {
+      gateHolds: (g) => gateHolds(g, readFile),
+      onForm: (at, form) => forms.lua.add(`${at} ${form.form}`),
+    }),
+    ...checkTypeScript(source, readFile, {
+      gateHolds: (g) => gateHolds(g, readFile),
+      onForm: (at, form) => forms.typescript.add(`${at} ${form.form}`),
+    }),
   ];
   for (const gate of new Set(Object.values(COMMANDS).flatMap((e) => (e.gated ? [e.gated] : [])))) {
     if (!gateHolds(gate, readFile)) {
@@ -864,7 +882,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const f of findings) console.log(`${relative(root, join(root, f.file))}:${f.line}: ${f.message}`);
   if (process.argv.includes('--verbose') || findings.length === 0) {
     console.log(
-      `server floor ${FLOOR}: ${lua.length} Lua files and ${source.length} TypeScript files checked, ` +
+      `server floor ${FLOOR}: ${forms.lua.size} command forms in ${lua.length} Lua files and ` +
+        `${forms.typescript.size} in ${source.length} TypeScript files checked, ` +
         `${findings.length} finding${findings.length === 1 ? '' : 's'}`,
     );
   }
