@@ -43,6 +43,7 @@ const SHARDED_GATE = {
 export const COMMANDS = {
   // Strings
   GET: { since: '1.0.0', keys: 'first' },
+  MGET: { since: '1.0.0', keys: 'all' },
   SET: {
     since: '1.0.0',
     keys: 'first',
