@@ -24,13 +24,36 @@ import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry
 import { clampedTimeout, monotonicNow } from './time.js';
 
 /**
- * Holds per renewal call, so that a call stays within MAX_REQUEST_ARGS arguments: EVALSHA, the SHA, numkeys
- * and leaseMs, then per hold 3 KEYS and 4 ARGV (LockScripts.renew, lua/watchdog/renew.lua): 570 holds, 3 994
- * arguments.
+ * The arguments of one renewal call (LockScripts.renew, lua/watchdog/renew.lua), which must stay within
+ * MAX_REQUEST_ARGS: EVALSHA, the SHA, numkeys and leaseMs, then per hold 3 KEYS and 4 ARGV (570 holds, 3 994
+ * arguments), and for a read hold one more per hold count, its Redisson timeout key
+ * `…:rwlock_timeout:<k>`, once the renewal declares every key it touches (counted already: a bound).
  */
 const RENEW_FIXED_ARGS = 4;
 const RENEW_ARGS_PER_HOLD = 7;
-const RENEW_CHUNK = Math.floor((MAX_REQUEST_ARGS - RENEW_FIXED_ARGS) / RENEW_ARGS_PER_HOLD);
+
+function renewArgs(hold: Hold): number {
+  return RENEW_ARGS_PER_HOLD + (hold.protocol.kind === 'read' ? hold.count : 0);
+}
+
+/** The holds of one slot cut into calls of at most MAX_REQUEST_ARGS arguments each. */
+function renewCalls(holds: readonly Hold[]): Hold[][] {
+  const calls: Hold[][] = [];
+  let call: Hold[] = [];
+  let args = RENEW_FIXED_ARGS;
+  for (const hold of holds) {
+    const more = renewArgs(hold);
+    if (call.length > 0 && args + more > MAX_REQUEST_ARGS) {
+      calls.push(call);
+      call = [];
+      args = RENEW_FIXED_ARGS;
+    }
+    call.push(hold);
+    args += more;
+  }
+  if (call.length > 0) calls.push(call);
+  return calls;
+}
 
 /**
  * Renewal calls in flight at once (holds of that many slots), the next wave sent when a wave is answered:
@@ -427,8 +450,7 @@ export class Watchdog {
     }
     const calls: ((ended: Promise<'deadline' | 'closed'>) => Promise<void>)[] = [];
     for (const [slot, batch] of batches) {
-      for (let i = 0; i < batch.length; i += RENEW_CHUNK) {
-        const chunk = batch.slice(i, i + RENEW_CHUNK);
+      for (const chunk of renewCalls(batch)) {
         const context: RenewTraceContext | undefined = renewChannel.hasSubscribers
           ? {
               clientId: this.#options.clientId,
