@@ -77,7 +77,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const watchdog = new Watchdog({
       scripts,
       watchdogTimeout: resolved.watchdogTimeout,
-      perSlot: redis.topology === 'cluster',
+      cluster: redis.topology === 'cluster',
       clientId: resolved.clientId,
       onLost: (hold, error) => {
         this.#report({ name: hold.name, fencingToken: hold.fencingToken, error });

@@ -6,8 +6,8 @@
  * no client of the previous version runs: its holds need their memo fields for resends.
  */
 import type { RedisClient } from '../options.js';
-import type { AdminNode } from '../redis/adapter.js';
-import { lockKeys } from '../redis/keys.js';
+import type { AdminCommand, AdminNode } from '../redis/adapter.js';
+import { lockKeys, MAX_REQUEST_ARGS } from '../redis/keys.js';
 import { MAX_LOCK_FIELDS, nameOfOwnKey, OWN_KEYS, scanNode, type ScanStats } from './list.js';
 import { escapeGlob, isLockShaped } from './shape.js';
 import { adminTarget, checkCount, checkOptions, hashOf, pipeline, type AdminTarget } from './target.js';
@@ -126,8 +126,11 @@ export async function removeLegacyLayout(client: RedisClient, options?: LegacyOp
   }
   let fields = 0;
   for (const { node, key, fields: side } of found.hashes) {
-    const [reply] = await pipeline(node, [['HDEL', key, ...side]]);
-    fields += Number(reply?.value ?? 0);
+    // HDEL and the key, then at most MAX_REQUEST_ARGS - 2 fields a command (a hash of many old holds).
+    const per = MAX_REQUEST_ARGS - 2;
+    const commands: AdminCommand[] = [];
+    for (let i = 0; i < side.length; i += per) commands.push(['HDEL', key, ...side.slice(i, i + per)]);
+    for (const reply of await pipeline(node, commands)) fields += Number(reply.value ?? 0);
   }
   return { fenceKeys, lockHashes: found.hashes.length, fields };
 }

@@ -15,7 +15,7 @@
  *                        semaphore's permits, a latch's await); one per member of a multi-lock
  * - `flowlock:release`   every release (unlock, a lease's release, forceUnlock, a semaphore's release)
  * - `flowlock:withLock`  the whole of withLock/withPermit: acquire, the caller's function, release
- * - `flowlock:renew`     each watchdog renewal call (one per Cluster slot and chunk of 1000 holds)
+ * - `flowlock:renew`     each watchdog renewal call (one per hash slot and chunk of at most 570 holds)
  * Point channels: `flowlock:wait:start`, `flowlock:wait:end`, `flowlock:hold:start`, `flowlock:hold:end`,
  * `flowlock:pubsub`.
  */

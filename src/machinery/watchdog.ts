@@ -1,7 +1,7 @@
 /**
  * The watchdog: the table of every hold this client has, and the one scheduler that keeps them honest.
- * Every `watchdogTimeout / 3` it renews all watchdog-mode holds in batched script calls (one per Cluster
- * slot and chunk); a hold is lost when renewal finds another owner, or when its local lease deadline
+ * Every `watchdogTimeout / 3` it renews all watchdog-mode holds in batched script calls (one per hash slot
+ * and chunk, sent together); a hold is lost when renewal finds another owner, or when its local lease deadline
  * (monotonic, from the send time of the last successful acquire or renewal) passes. Fixed-lease holds are
  * never renewed and are lost at their deadline. Losing a hold aborts its signal with a LockLostError and
  * reports it, outside every flow; nothing is thrown from a timer. A hold lost at its local deadline may
@@ -19,15 +19,51 @@ import {
 import { holdEnded, holdStarted } from '../diagnostics/publish.js';
 import { LockLostError, LockRenewalUnansweredError } from '../errors.js';
 import { outsideFlows } from './flow.js';
-import { keySlot } from '../redis/keys.js';
+import { keySlot, MAX_REQUEST_ARGS } from '../redis/keys.js';
 import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
-import { clampedTimeout, monotonicNow, settleBy } from './time.js';
+import { clampedTimeout, monotonicNow } from './time.js';
 
 /** How many recent losses the watchdog remembers for unlock()'s error (see #losses). */
 const LOST_MEMORY = 1000;
 
-/** Lock keys per renewal call: at 1000 locks a call the watchdog sends 1 round trip per 1000 held locks. */
-const RENEW_CHUNK = 1000;
+/**
+ * The arguments of one renewal call (LockScripts.renew, lua/watchdog/renew.lua), which must stay within
+ * MAX_REQUEST_ARGS: EVALSHA, the SHA, numkeys and leaseMs, then per hold 3 KEYS and 4 ARGV (570 holds, 3 994
+ * arguments), and for a read hold one more per hold count, its Redisson timeout key
+ * `…:rwlock_timeout:<k>`, once the renewal declares every key it touches (counted already: a bound).
+ */
+const RENEW_FIXED_ARGS = 4;
+const RENEW_ARGS_PER_HOLD = 7;
+
+function renewArgs(hold: Hold): number {
+  return RENEW_ARGS_PER_HOLD + (hold.protocol.kind === 'read' ? hold.count : 0);
+}
+
+/** The holds of one slot cut into calls of at most MAX_REQUEST_ARGS arguments each. */
+function renewCalls(holds: readonly Hold[]): Hold[][] {
+  const calls: Hold[][] = [];
+  let call: Hold[] = [];
+  let args = RENEW_FIXED_ARGS;
+  for (const hold of holds) {
+    const more = renewArgs(hold);
+    if (call.length > 0 && args + more > MAX_REQUEST_ARGS) {
+      calls.push(call);
+      call = [];
+      args = RENEW_FIXED_ARGS;
+    }
+    call.push(hold);
+    args += more;
+  }
+  if (call.length > 0) calls.push(call);
+  return calls;
+}
+
+/**
+ * Renewal calls in flight at once (holds of that many slots), the next wave sent when a wave is answered:
+ * GLIDE refuses more than 1 000 requests in flight per client by default (its inflightRequestsLimit), which
+ * the user's own traffic shares.
+ */
+const RENEW_CALLS_AT_ONCE = 256;
 
 /**
  * How long a renewal may go unanswered before it is reported as an error (`LockRenewalUnansweredError` on
@@ -156,8 +192,8 @@ export interface HoldSnapshot {
 export interface WatchdogOptions {
   readonly scripts: LockScripts;
   readonly watchdogTimeout: number;
-  /** Group renewals by Cluster slot (a script call may only touch one slot there). */
-  readonly perSlot: boolean;
+  /** Whether the deployment is a Redis Cluster: renewal traces name their slot only there. */
+  readonly cluster: boolean;
   readonly onLost: (hold: Hold, error: LockLostError) => void;
   /** The lock client's id, for the diagnostics channels. */
   readonly clientId: string;
@@ -420,40 +456,83 @@ export class Watchdog {
     if (next !== Infinity) this.#scheduleAt(next);
   }
 
+  /**
+   * One call per hash slot and chunk, on every topology (a Cluster refuses a script call over several slots,
+   * and so do the proxy-sharded endpoints that look standalone: Azure Managed Redis with its Enterprise
+   * policy, Redis Cloud multi-shard), sent in waves of RENEW_CALLS_AT_ONCE that the client pipelines: a
+   * tick's renewal costs about one round trip per wave. Each wave shares one bound (one timer, one stop
+   * listener): thousands of calls (one per slot) must not register a listener each.
+   */
   #renew(holds: Hold[], sentAt: number, lateMs: number): void {
     this.#renewing = true;
+    const answerWithinMs = Math.max(RENEW_ANSWER_MIN_MS, Math.floor(this.period * RENEW_ANSWER_SHARE));
     const batches = new Map<number, Hold[]>();
     for (const hold of holds) {
-      const slot = this.#options.perSlot ? keySlot(hold.keys.lockKey) : 0;
+      const slot = keySlot(hold.keys.lockKey);
       const batch = batches.get(slot);
       if (batch) batch.push(hold);
       else batches.set(slot, [hold]);
     }
-    const calls: Promise<void>[] = [];
+    const calls: ((ended: Promise<'deadline' | 'closed'>) => Promise<void>)[] = [];
     for (const [slot, batch] of batches) {
-      for (let i = 0; i < batch.length; i += RENEW_CHUNK) {
-        const chunk = batch.slice(i, i + RENEW_CHUNK);
+      for (const chunk of renewCalls(batch)) {
         const context: RenewTraceContext | undefined = renewChannel.hasSubscribers
           ? {
               clientId: this.#options.clientId,
               locks: chunk.length,
-              slot: this.#options.perSlot ? slot : undefined,
+              slot: this.#options.cluster ? slot : undefined,
               lateMs,
               renewed: undefined,
               rejected: undefined,
             }
           : undefined;
-        calls.push(this.#renewChunk(chunk, sentAt, context));
+        calls.push((ended) => this.#renewChunk(chunk, sentAt, context, ended, answerWithinMs));
       }
     }
-    void Promise.all(calls).then(() => {
-      this.#renewing = false;
-    });
+    void (async () => {
+      try {
+        for (let i = 0; i < calls.length && !this.#stopped; i += RENEW_CALLS_AT_ONCE) {
+          const bound = this.#roundBound(monotonicNow() + answerWithinMs);
+          await Promise.all(calls.slice(i, i + RENEW_CALLS_AT_ONCE).map((call) => call(bound.ended)));
+          bound.dispose();
+        }
+      } finally {
+        this.#renewing = false;
+      }
+    })();
   }
 
-  async #renewChunk(holds: Hold[], sentAt: number, context: RenewTraceContext | undefined): Promise<void> {
+  /**
+   * What ends the wait of a renewal round's calls: `deadline` (monotonic ms) passing, or the watchdog's
+   * stop(). `dispose` clears the timer and the listener once every call of the round is settled.
+   */
+  #roundBound(deadline: number): { ended: Promise<'deadline' | 'closed'>; dispose: () => void } {
+    const stopping = this.#stopping.signal;
+    let timer: NodeJS.Timeout | undefined;
+    let onStop: (() => void) | undefined;
+    const ended = new Promise<'deadline' | 'closed'>((resolve) => {
+      if (stopping.aborted) return resolve('closed');
+      timer = clampedTimeout(() => resolve('deadline'), deadline - monotonicNow());
+      onStop = () => resolve('closed');
+      stopping.addEventListener('abort', onStop, { once: true });
+    });
+    return {
+      ended,
+      dispose: () => {
+        if (timer) clearTimeout(timer);
+        if (onStop) stopping.removeEventListener('abort', onStop);
+      },
+    };
+  }
+
+  async #renewChunk(
+    holds: Hold[],
+    sentAt: number,
+    context: RenewTraceContext | undefined,
+    ended: Promise<'deadline' | 'closed'>,
+    answerWithinMs: number,
+  ): Promise<void> {
     const lease = this.#options.watchdogTimeout;
-    const answerWithinMs = Math.max(RENEW_ANSWER_MIN_MS, Math.floor(this.period * RENEW_ANSWER_SHARE));
     let call: Promise<boolean[]> | undefined;
     let renewed: boolean[] | undefined;
     try {
@@ -466,10 +545,10 @@ export class Watchdog {
           }),
           lease,
         );
-        const outcome = await settleBy(call, monotonicNow() + answerWithinMs, undefined, this.#stopping.signal);
-        if (outcome.kind === 'closed' || outcome.kind === 'aborted') return undefined;
-        if (outcome.kind === 'deadline') throw new LockRenewalUnansweredError(holds.length, answerWithinMs);
-        const replies = outcome.value;
+        const outcome = await Promise.race([call, ended]);
+        if (outcome === 'closed') return undefined;
+        if (outcome === 'deadline') throw new LockRenewalUnansweredError(holds.length, answerWithinMs);
+        const replies = outcome;
         if (context) {
           context.renewed = replies.filter(Boolean).length;
           context.rejected = replies.length - context.renewed;

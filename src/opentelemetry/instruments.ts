@@ -88,7 +88,7 @@ export class Instruments {
     });
     this.renewDuration = meter.createHistogram(
       'flowlock.renew.duration',
-      seconds('Duration of one watchdog renewal call (one per Cluster slot and 1000 holds).', ROUND_TRIP_BUCKETS),
+      seconds('Duration of one watchdog renewal call (one per hash slot and 570 holds).', ROUND_TRIP_BUCKETS),
     );
     this.watchdogDelay = meter.createHistogram(
       'flowlock.watchdog.delay',

@@ -18,8 +18,9 @@ export interface LockKeys {
    */
   readonly holdKey: string;
   /**
-   * The fencing counter shared by every lock of the key prefix (of the lock's Cluster slot on a Cluster): the
-   * last token drawn there. The one key without an expiry.
+   * The fencing counter shared by every lock of the key prefix in the lock's hash slot (on every topology,
+   * so that the acquire script touches one slot): the last token drawn there. The one key without an
+   * expiry; at most one per slot per prefix.
    */
   readonly fenceKey: string;
   /** The per-name fencing counter of earlier versions: read (never written) so that tokens keep rising. */
@@ -29,6 +30,13 @@ export interface LockKeys {
 }
 
 const SLOTS = 16384;
+
+/**
+ * The most arguments one request may carry, command name included: ElastiCache Serverless refuses more than
+ * 3 999. Batches of the watchdog and of `flowlock/admin` are cut to stay within it; like one hash slot per
+ * script call (keySlot), it is a limit of the managed services the library runs on.
+ */
+export const MAX_REQUEST_ARGS = 3999;
 
 const crcTable = (() => {
   const table = new Uint16Array(256);
@@ -122,8 +130,8 @@ function inLockSlot(base: NameBase, name: string, extended: boolean): boolean {
 }
 
 /**
- * For each Cluster slot, the shortest decimal number that hashes to it, so that one fencing counter per slot
- * (`flowlock:fencing:{<n>}`) can serve every lock of the slot. Built once, at the first Cluster lock: about
+ * For each hash slot, the shortest decimal number that hashes to it, so that one fencing counter per slot
+ * (`flowlock:fencing:{<n>}`) can serve every lock of the slot. Built once, at the first lock: about
  * 170 000 CRCs of short strings.
  */
 let slotTags: string[] | undefined;
@@ -145,13 +153,20 @@ function slotTagOf(slot: number): string {
 }
 
 /**
- * The shared fencing counter of the lock's prefix: one key on a server, one per slot on a Cluster (where a
- * script may only touch keys of the lock's slot). A prefix with a hash tag of its own puts every lock of
- * the prefix in one slot, and the counter with them; one whose braces derail the per-slot tag falls back
- * to the lock's own tag.
+ * The fencing counter of the lock's prefix and slot, on every topology: a script call may touch keys of one
+ * slot only, on a Cluster and on the proxy-sharded endpoints that look standalone (Azure Managed Redis with
+ * its Enterprise policy, Redis Cloud multi-shard), which answer CROSSSLOT otherwise. So at most one counter
+ * per slot per prefix (16 384). A prefix with a hash tag of its own puts every lock of the prefix in one
+ * slot, and the counter with them; one whose braces derail the per-slot tag falls back to the lock's own
+ * tag.
+ *
+ * Earlier versions kept one counter per prefix off a Cluster (`<prefix>flowlock:fencing`). Tokens still
+ * rise across the change: a token is max(counter + 1, server clock in µs), and a counter runs ahead of the
+ * clock only by the grants of one microsecond, so the first token drawn from a new, empty counter (the
+ * clock) exceeds every token the old one gave, as long as the server's clock does not step back. The old
+ * counter is left as it is (one key per prefix, the bound it always had).
  */
 function sharedFenceKey(base: NameBase): string {
-  if (!base.cluster) return `${base.keyPrefix}flowlock:fencing`;
   const slot = keySlot(base.lockKey);
   const key = `${base.keyPrefix}flowlock:fencing:{${slotTagOf(slot)}}`;
   return keySlot(key) === slot ? key : `${base.keyPrefix}flowlock:fencing:{${base.tag}}`;

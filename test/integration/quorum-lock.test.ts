@@ -87,9 +87,9 @@ async function nodesWithKey(name: string, skip: ReadonlySet<number> = new Set())
   return found.reduce((sum, n) => sum + n, 0);
 }
 
-/** The last fencing token node `i` drew (its shared counter): it changes when a grant runs there. */
-async function lastToken(i: number): Promise<string | null | undefined> {
-  return admins[i]?.get(lockKeys('', 'any').fenceKey);
+/** The last fencing token node `i` drew for `name` (its slot's counter): it changes when a grant runs there. */
+async function lastToken(i: number, name: string): Promise<string | null | undefined> {
+  return admins[i]?.get(lockKeys('', name).fenceKey);
 }
 
 beforeAll(async () => {
@@ -326,7 +326,7 @@ describe('quorum lock', () => {
     await holdElsewhere(name, [1, 2, 3]);
     // Node 0 forgot the scripts and is slow: the attempt fails and sends its release there, which runs
     // between the EVALSHA (NOSCRIPT) and the EVAL that follows it and grants.
-    const tokenBefore = await lastToken(0);
+    const tokenBefore = await lastToken(0, name);
     await admins[0]?.script('FLUSH');
     servers[0]?.pause();
     await expect(quorum.getLock(name).acquire({ waitTime: 0, leaseTime: 10_000 })).rejects.toBeInstanceOf(
@@ -334,7 +334,7 @@ describe('quorum lock', () => {
     );
     servers[0]?.resume();
     // The late grant ran (it drew a fencing token there), and was then given back.
-    await expect.poll(() => lastToken(0), { timeout: 3000, interval: 20 }).not.toBe(tokenBefore);
+    await expect.poll(() => lastToken(0, name), { timeout: 3000, interval: 20 }).not.toBe(tokenBefore);
     await expect.poll(() => admins[0]?.exists(name), { timeout: 3000, interval: 20 }).toBe(0);
     expect(await nodesWithKey(name)).toBe(3);
   });
@@ -343,14 +343,14 @@ describe('quorum lock', () => {
     const { quorum } = await connectedQuorum();
     for (const releaseFirst of [false, true]) {
       const name = uniqueName('quorum');
-      const tokenBefore = await lastToken(0);
+      const tokenBefore = await lastToken(0, name);
       await admins[0]?.script('FLUSH');
       servers[0]?.pause();
       const lease = await quorum.getLock(name).acquire({ leaseTime: 10_000 });
       expect(await nodesWithKey(name, new Set([0]))).toBe(4);
       if (releaseFirst) await lease.release();
       servers[0]?.resume();
-      await expect.poll(() => lastToken(0), { timeout: 3000, interval: 20 }).not.toBe(tokenBefore);
+      await expect.poll(() => lastToken(0, name), { timeout: 3000, interval: 20 }).not.toBe(tokenBefore);
       if (releaseFirst) {
         // Its release ran before the late EVAL granted; the grant is given back when it comes.
         await expect.poll(() => nodesWithKey(name), { timeout: 3000, interval: 20 }).toBe(0);

@@ -53,9 +53,10 @@ describe('keys', () => {
         expect(keySlot(keys.holdKey), `${prefix}${name}`).toBe(slot);
         expect(keySlot(keys.legacyFenceKey), `${prefix}${name}`).toBe(slot);
         expect(keySlot(`${keys.releaseMemoPrefix}some-request-id`), `${prefix}${name}`).toBe(slot);
-        // The fencing counter is one per prefix on a server, and one per slot on a Cluster.
-        expect(keys.fenceKey).toBe(`${prefix}flowlock:fencing`);
-        expect(keySlot(lockKeys(prefix, name, true).fenceKey), `${prefix}${name}`).toBe(slot);
+        // The fencing counter is one per slot and prefix, on a server as on a Cluster: one slot per script call.
+        expect(keySlot(keys.fenceKey), `${prefix}${name}`).toBe(slot);
+        expect(lockKeys(prefix, name, true).fenceKey).toBe(keys.fenceKey);
+        expect(keys.fenceKey.startsWith(`${prefix}flowlock:fencing:{`)).toBe(true);
       }
     }
   });
@@ -185,18 +186,23 @@ describe('keys', () => {
 });
 
 describe('the shared fencing counter', () => {
-  it('is one key per prefix on a server, and one per slot on a Cluster, in the slot of the locks it serves', () => {
+  it('is one key per slot and prefix, on a server as on a Cluster, in the slot of the locks it serves', () => {
     const names = Array.from({ length: 5000 }, (_, i) => `order:${i}`);
-    expect(new Set(names.map((name) => lockKeys('app:', name).fenceKey))).toEqual(new Set(['app:flowlock:fencing']));
-    const bySlot = new Map<number, Set<string>>();
-    for (const name of names) {
-      const keys = lockKeys('', name, true);
-      const slot = keySlot(keys.lockKey);
-      expect(keySlot(keys.fenceKey)).toBe(slot);
-      bySlot.set(slot, (bySlot.get(slot) ?? new Set()).add(keys.fenceKey));
+    for (const [prefix, cluster] of [
+      ['', true],
+      ['', false],
+      ['app:', false],
+    ] as const) {
+      const bySlot = new Map<number, Set<string>>();
+      for (const name of names) {
+        const keys = lockKeys(prefix, name, cluster);
+        const slot = keySlot(keys.lockKey);
+        expect(keySlot(keys.fenceKey)).toBe(slot);
+        bySlot.set(slot, (bySlot.get(slot) ?? new Set()).add(keys.fenceKey));
+      }
+      for (const counters of bySlot.values()) expect(counters.size).toBe(1);
     }
-    for (const counters of bySlot.values()) expect(counters.size).toBe(1);
     // A prefix with a hash tag puts every lock, and so its counter, in one slot.
-    expect(new Set(names.map((name) => lockKeys('{tenant}:', name, true).fenceKey)).size).toBe(1);
+    expect(new Set(names.map((name) => lockKeys('{tenant}:', name).fenceKey)).size).toBe(1);
   });
 });
