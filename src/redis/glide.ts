@@ -105,6 +105,12 @@ const STATIC_DISCOVERY = 1;
  */
 const BYTES = 0 as unknown as Decoder;
 
+/**
+ * Decoder.String: the library's own calls ask for text whatever `defaultDecoder` the user gave the client
+ * (with Decoder.Bytes every reply came as a Buffer, and a held write lock's mode compared unequal to 'write').
+ */
+const STRING = 1 as unknown as Decoder;
+
 /** How long one SUBSCRIBE (or unsubscribe) may wait for the server's confirmation. */
 const SUBSCRIBE_TIMEOUT_MS = 5000;
 /** The longest close() lets the unsubscribe before it take (a server that does not answer: it closes anyway). */
@@ -254,8 +260,8 @@ export class GlideAdapter implements RedisAdapter {
     try {
       const reply =
         isClusterClient(client) && routeKey !== undefined
-          ? await client.customCommand(args, { route: { type: 'primarySlotKey', key: routeKey } })
-          : await client.customCommand(args);
+          ? await client.customCommand(args, { route: { type: 'primarySlotKey', key: routeKey }, decoder: STRING })
+          : await client.customCommand(args, { decoder: STRING });
       this.#down = false;
       return reply;
     } catch (error) {
