@@ -50,6 +50,7 @@ import type {
 } from './adapter.js';
 import { keySlot } from './keys.js';
 import { bySha, replicasIn } from './shared.js';
+import { monotonicNow } from '../machinery/time.js';
 
 type Client = GlideClient | GlideClusterClient;
 
@@ -111,6 +112,12 @@ const BYTES = 0 as unknown as Decoder;
  */
 const STRING = 1 as unknown as Decoder;
 
+/**
+ * How long a client whose call failed for want of a connection counts as down before its next call probes it
+ * (a quorum node that is down is sent nothing: without the probe it stayed down for good, issue 38).
+ */
+const DOWN_PROBE_MS = 1000;
+
 /** How long one SUBSCRIBE (or unsubscribe) may wait for the server's confirmation. */
 const SUBSCRIBE_TIMEOUT_MS = 5000;
 /** The longest close() lets the unsubscribe before it take (a server that does not answer: it closes anyway). */
@@ -145,8 +152,12 @@ export class GlideAdapter implements RedisAdapter {
   readonly #masters = new Map<number, GlideMaster>();
   #onEnd: (() => void) | undefined;
   #ended = false;
-  /** The last call failed for want of a connection (GLIDE reconnects by itself, and says nothing). */
-  #down = false;
+  /**
+   * Monotonic ms when the last call failed for want of a connection (GLIDE reconnects by itself, and says
+   * nothing); undefined once a call succeeded. Only calls tell, so the node is taken for down for
+   * DOWN_PROBE_MS after such a failure and then asked again: the next call is the probe.
+   */
+  #downSince: number | undefined;
 
   constructor(client: unknown, argument: string, subscriberFactory: unknown) {
     if (subscriberFactory !== undefined && typeof subscriberFactory !== 'function') {
@@ -207,7 +218,8 @@ export class GlideAdapter implements RedisAdapter {
   }
 
   readiness(): 'ready' | 'connecting' | 'down' {
-    return this.#ended || this.#down ? 'down' : 'ready';
+    if (this.#ended) return 'down';
+    return this.#downSince !== undefined && monotonicNow() - this.#downSince < DOWN_PROBE_MS ? 'down' : 'ready';
   }
 
   isRedirection(error: unknown): boolean {
@@ -262,11 +274,11 @@ export class GlideAdapter implements RedisAdapter {
         isClusterClient(client) && routeKey !== undefined
           ? await client.customCommand(args, { route: { type: 'primarySlotKey', key: routeKey }, decoder: STRING })
           : await client.customCommand(args, { decoder: STRING });
-      this.#down = false;
+      this.#downSince = undefined;
       return reply;
     } catch (error) {
       const name = errorName(error);
-      if (name === 'ConnectionError') this.#down = true;
+      if (name === 'ConnectionError') this.#downSince = monotonicNow();
       if (name === 'ClosingError' && !this.#ended) {
         this.#ended = true;
         this.#onEnd?.();

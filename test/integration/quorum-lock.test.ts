@@ -457,6 +457,46 @@ describe('quorum lock', () => {
     expect(await nodesWithKey(name)).toBe(0);
   });
 
+  it('a node whose calls failed while it restarted is asked again once it answers (no node shut out for good)', async () => {
+    const { quorum, clients } = await connectedQuorum({ nodeTimeout: 1000 });
+    const name = uniqueName('quorum');
+    await (await quorum.getLock(name).acquire({ leaseTime: 5000 })).release();
+    // Three of five nodes die with a call in flight (a quorum, 3, cannot be had without them): the call fails
+    // for want of a connection, and so does its resend (GLIDE then marks the node down).
+    // (DEBUG SLEEP holds each server still without stopping it, so that the kill below takes it at once.)
+    for (const i of [0, 1, 2]) admins[i]?.call('DEBUG', 'SLEEP', '5').catch(() => undefined);
+    await sleep(50);
+    const failing = quorum.getLock(name).acquire({ waitTime: 300, leaseTime: 5000 });
+    failing.catch(() => undefined); // awaited below
+    await sleep(100);
+    await Promise.all([0, 1, 2].map((i) => servers[i]?.kill()));
+    await expect(failing).rejects.toThrow();
+    await Promise.all([0, 1, 2].map((i) => servers[i]?.restart()));
+    // The same clients answer again.
+    await expect
+      .poll(
+        () =>
+          Promise.all(
+            [0, 1, 2].map((i) =>
+              ping(clients[i] as RedisClient).then(
+                () => true,
+                () => false,
+              ),
+            ),
+          ),
+        {
+          timeout: 10_000,
+          interval: 100,
+        },
+      )
+      .toEqual([true, true, true]);
+    // Taken within a few seconds: before, GLIDE's nodes stayed down, and every attempt timed out.
+    const started = performance.now();
+    const lease = await quorum.getLock(name).acquire({ waitTime: 5000, leaseTime: 5000 });
+    expect(performance.now() - started).toBeLessThan(4000);
+    await lease.release();
+  });
+
   // GLIDE shows no connection state: a node is known down only once a call to it failed.
   it.skipIf(onGlide)('sends nothing to a node that is down, and uses it again once it is back', async () => {
     // The last acquire must be answered by every node in time for the count (see the first test).
