@@ -11,19 +11,21 @@
 -- legacy key that exists is moved up to the token too (none is ever created). `clock`: serverTime()'s
 -- second result.
 local function nextToken(fenceKey, legacyFenceKey, clock)
-  -- One write in the usual case: the clock has moved past the last token.
-  local previous = tonumber(redis.call('SET', fenceKey, clock, 'GET') or '0')
-  local legacy = tonumber(redis.call('GET', legacyFenceKey) or '0')
-  local last = math.max(previous, legacy)
+  -- One read of both counters and one write in the usual case (the clock has moved past the last token):
+  -- as many calls as SET ... GET (Redis 6.2) and a GET of the legacy key took, on the 6.0 floor.
+  local counters = redis.call('MGET', fenceKey, legacyFenceKey)
+  local legacy = tonumber(counters[2] or '0')
+  local last = math.max(tonumber(counters[1] or '0'), legacy)
   local token = clock
   if last >= tonumber(clock) then
     -- Several grants within one microsecond, a clock that stepped back, or a legacy counter ahead: count on
     -- from the last token (formatted in full: Lua would print a number this large in exponent form).
     token = string.format('%.0f', last + 1)
-    redis.call('SET', fenceKey, token)
   end
   if legacy > 0 then
-    redis.call('SET', legacyFenceKey, token)
+    redis.call('MSET', fenceKey, token, legacyFenceKey, token)
+  else
+    redis.call('SET', fenceKey, token)
   end
   return token
 end
@@ -31,6 +33,6 @@ end
 -- lastToken(fenceKey, legacyFenceKey): a token no lower than any drawn for the lock so far and lower than
 -- any it will draw (a read hold's: what the reader sees was written under a token no higher).
 local function lastToken(fenceKey, legacyFenceKey)
-  local counter = tonumber(redis.call('GET', fenceKey) or '0')
-  return math.max(counter, tonumber(redis.call('GET', legacyFenceKey) or '0'))
+  local counters = redis.call('MGET', fenceKey, legacyFenceKey)
+  return math.max(tonumber(counters[1] or '0'), tonumber(counters[2] or '0'))
 end
