@@ -14,6 +14,7 @@ import {
   keySlot,
   latchKeys,
   lockKeys,
+  readTimeoutKey,
   readWriteLockKeys,
   semaphoreKeys,
   type FairLockKeys,
@@ -286,7 +287,7 @@ async function readLeases(
   for (const holder of parseHolders(hash, 0)) {
     if (holder.mode !== 'read') continue;
     for (let k = 1; k <= holder.holdCount && probes.length < MAX_READ_TIMEOUTS; k++) {
-      probes.push([holder.owner, ['PTTL', `${keys.readWrite.timeoutBase}:${holder.owner}:rwlock_timeout:${k}`]]);
+      probes.push([holder.owner, ['PTTL', readTimeoutKey(keys.readWrite.timeoutBase, holder.owner, k)]]);
     }
   }
   if (probes.length === 0) return leases;

@@ -66,18 +66,12 @@ function releaseAll(target: AdminTarget, name: string, kind: LockKind, owner: st
     return scripts.releaseBy('fair-lock/release', fairKeys, releaseMemoPrefix, 'all', [owner]);
   }
   if (kind === 'read-write-lock') {
-    const { lockKey, channel, timeoutBase, holdKey, releaseMemoPrefix } = keys.readWrite;
+    const { lockKey, channel, holdKey, releaseMemoPrefix } = keys.readWrite;
     return owner.endsWith(':write')
       ? scripts.releaseBy('read-write-lock/write-release', [lockKey, channel, holdKey], releaseMemoPrefix, 'all', [
           owner,
         ])
-      : scripts.releaseBy(
-          'read-write-lock/read-release',
-          [lockKey, channel, timeoutBase, holdKey],
-          releaseMemoPrefix,
-          'all',
-          [owner],
-        );
+      : scripts.readRelease(keys.readWrite, 'all', [owner]);
   }
   return scripts.release(keys.lock, 'all', [owner]);
 }

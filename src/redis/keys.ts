@@ -204,7 +204,7 @@ export interface ReadWriteLockKeys extends LockKeys {
   readonly channel: string;
   /**
    * Prefix of the per-read-hold timeout keys `<timeoutBase>:<owner>:rwlock_timeout:<k>` (Redisson's
-   * `{name}`); also names the slot in scripts that build them.
+   * `{name}`; see readTimeoutKeys).
    */
   readonly timeoutBase: string;
   /** Sorted set of this library's waiting writers (field -> deadline, epoch ms): new readers wait for them. */
@@ -222,6 +222,19 @@ export function readWriteLockKeys(keyPrefix: string, name: string, cluster = fal
     writersKey: `${keyPrefix}flowlock:writers:{${base.tag}}${base.suffix}`,
     ...ownKeys(base),
   };
+}
+
+/**
+ * The timeout key `<timeoutBase>:<owner>:rwlock_timeout:<k>` of read hold `k` of `owner` (Redisson's name,
+ * which its scripts build in Lua; ours get it in KEYS).
+ */
+export function readTimeoutKey(timeoutBase: string, owner: string, k: number): string {
+  return `${timeoutBase}:${owner}:rwlock_timeout:${k}`;
+}
+
+/** The timeout keys of read holds 1..`count` of `owner`. */
+export function readTimeoutKeys(timeoutBase: string, owner: string, count: number): string[] {
+  return Array.from({ length: count }, (_, i) => readTimeoutKey(timeoutBase, owner, i + 1));
 }
 
 /**

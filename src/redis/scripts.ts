@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LockKeys } from './keys.js';
+import { readTimeoutKey, readTimeoutKeys, type LockKeys, type ReadWriteLockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
 import { monotonicNow } from '../machinery/time.js';
@@ -21,7 +21,8 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'fair-lock/leave': 4,
   'fair-lock/force-unlock': 5,
   'read-write-lock/read-acquire': 6,
-  'read-write-lock/read-release': 5,
+  'read-write-lock/read-release': 'variadic',
+  'read-write-lock/read-settle': 'variadic',
   'read-write-lock/write-acquire': 5,
   'read-write-lock/write-release': 4,
   'read-write-lock/leave': 3,
@@ -54,8 +55,7 @@ export type AcquireReply =
 
 /**
  * One hold for the watchdog's renewal: its hash and field (for a permit: its semaphore's sorted set and the
- * permit's raw id), for a lock's hold the hash of its side fields, and for a read hold its timeout keys'
- * prefix.
+ * permit's raw id), for a lock's hold the hash of its side fields, and for a read hold its timeout keys.
  */
 export interface RenewEntry {
   readonly lockKey: string;
@@ -64,7 +64,8 @@ export interface RenewEntry {
   readonly holdKey?: string;
   /** Omitted for a hold that is a hash field (plain, fair and write locks). */
   readonly kind?: 'read' | 'permit';
-  readonly timeoutBase?: string;
+  /** A read hold's timeout keys, 1..its count (see readTimeoutKeys). */
+  readonly timeoutKeys?: readonly string[];
   /** The side fields a lean hold still lacks (lock/acquire.lua), written into the hold key with the renewal. */
   readonly side?: { readonly token: bigint; readonly info: string };
 }
@@ -111,6 +112,9 @@ const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
  * reports LockNotHeldError (the lock stays free).
  */
 export const MEMO_MS = 30_000;
+
+/** The most KEYS and ARGV a read-settle.lua call carries: managed services refuse past 3 999 arguments. */
+const MAX_SETTLE_ARGS = 3_990;
 
 /**
  * How long a script call on a Cluster is sent again while the client gives up redirecting it. ioredis and
@@ -310,32 +314,131 @@ export class LockScripts {
     memoPrefix: string,
     mode: ReleaseMode,
     owners: readonly string[],
-    { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions = {},
+    options: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
+    return releaseReply(await this.#sendRelease(script, keys, memoPrefix, mode, owners, options));
+  }
+
+  /** releaseBy's call, with `extra` keys after the memo key and `extra` args before the owners; its raw reply. */
+  async #sendRelease(
+    script: LuaScriptName,
+    keys: readonly string[],
+    memoPrefix: string,
+    mode: ReleaseMode,
+    owners: readonly string[],
+    { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions,
+    extra: { keys: readonly string[]; args: readonly ScriptArg[] } = { keys: [], args: [] },
+  ): Promise<unknown> {
     // Off a Cluster the mode is known: the command goes out at once, in this tick.
     const pending = pubsub ? publishCommand(pubsub) : this.#announce();
     const announce = typeof pending === 'string' ? pending : await pending;
-    const reply = await this.run(
+    return this.run(
       script,
-      [...keys, memoPrefix + requestId],
-      [MEMO_MS, mode, undoId, announce, ...owners],
+      [...keys, memoPrefix + requestId, ...extra.keys],
+      [MEMO_MS, mode, undoId, announce, ...extra.args, ...owners],
       { direct: repair },
     );
-    return releaseReply(reply);
+  }
+
+  /**
+   * A read hold on a read-write lock for the nearest owner of `owners` that reads (or owners[0]).
+   * `expected`: the owner (index into `owners`) and read hold count after this grant that this client
+   * believes: the script writes that hold's timeout key, which it must be given (every key a script touches is
+   * declared); a wrong guess is answered with the right one, and sent again (same request id) with it.
+   */
+  async readAcquire(
+    keys: ReadWriteLockKeys,
+    leaseMs: number,
+    requestId: string,
+    owners: readonly string[],
+    expected: { index: number; count: number },
+  ): Promise<AcquireReply> {
+    const { lockKey, timeoutBase, writersKey, holdKey, fenceKey, legacyFenceKey } = keys;
+    for (let { index, count } = expected; ;) {
+      const reply = await this.run(
+        'read-write-lock/read-acquire',
+        [
+          lockKey,
+          readTimeoutKey(timeoutBase, owners[index] ?? '', count),
+          writersKey,
+          holdKey,
+          fenceKey,
+          legacyFenceKey,
+        ],
+        [leaseMs, requestId, this.holderInfo, index + 1, count, ...owners],
+      );
+      if (integerAt(reply, 0) !== 3) return acquireReply(reply);
+      index = integerAt(reply, 1) - 1;
+      count = integerAt(reply, 2);
+    }
+  }
+
+  /**
+   * Drops read holds of the nearest owner of `owners` that reads (see releaseBy). `expected`: the owner
+   * (index into `owners`) and its read hold count that this client believes: the script deletes timeout keys
+   * of that owner, which it must be given; a wrong guess is answered with the right one, and sent again
+   * (same request id) with it. When other readers remain, read-settle.lua then shortens or frees the lock by
+   * their timeout keys.
+   */
+  async readRelease(
+    keys: ReadWriteLockKeys,
+    mode: ReleaseMode,
+    owners: readonly string[],
+    { requestId = newRequestId(), ...options }: ReleaseOptions = {},
+    expected: { index: number; count: number } = { index: 0, count: 0 },
+  ): Promise<ReleaseReply> {
+    const { lockKey, channel, holdKey, timeoutBase, releaseMemoPrefix } = keys;
+    for (let { index, count } = expected; ;) {
+      const reply = (await this.#sendRelease(
+        'read-write-lock/read-release',
+        [lockKey, channel, holdKey],
+        releaseMemoPrefix,
+        mode,
+        owners,
+        { ...options, requestId },
+        { keys: readTimeoutKeys(timeoutBase, owners[index] ?? '', count), args: [index + 1] },
+      )) as unknown[];
+      if (integerAt(reply, 0) === -2) {
+        index = integerAt(reply, 1) - 1;
+        count = integerAt(reply, 2);
+        continue;
+      }
+      const readers = reply.slice(3).map(String);
+      if (readers.length === 0) return releaseReply(reply);
+      return { ...releaseReply(reply), woken: await this.#settleRead(keys, readers, options.pubsub) };
+    }
+  }
+
+  /** read-settle.lua over the other readers (`readers`: field, count, ...) a read release reported. */
+  async #settleRead(keys: ReadWriteLockKeys, readers: readonly string[], pubsub?: PubSubMode): Promise<number> {
+    const timeouts: string[] = [];
+    for (let i = 0; i < readers.length; i += 2) {
+      timeouts.push(...readTimeoutKeys(keys.timeoutBase, readers[i] ?? '', Number(readers[i + 1])));
+    }
+    // Past managed services' argument limit (3 999) the lock keeps its TTL: only freed later, never unsafely.
+    if (timeouts.length + readers.length > MAX_SETTLE_ARGS) return 0;
+    const reply = await this.runAnnouncing(
+      'read-write-lock/read-settle',
+      [keys.lockKey, keys.channel, keys.holdKey, ...timeouts],
+      readers,
+      { pubsub },
+    );
+    return integerAt([reply], 0);
   }
 
   /** Renews each hold of `entries` for its field; resolves to whether each is still held. One slot per call. */
   async renew(entries: readonly RenewEntry[], leaseMs: number): Promise<boolean[]> {
     const keys = entries.flatMap((entry) => [
       entry.lockKey,
-      entry.timeoutBase ?? entry.lockKey,
       entry.holdKey ?? entry.lockKey,
+      ...(entry.timeoutKeys ?? []),
     ]);
     const args = entries.flatMap((entry) => [
       entry.field,
       entry.kind ?? 'hash',
       entry.side?.token.toString() ?? '',
       entry.side?.info ?? '',
+      entry.timeoutKeys?.length ?? 0,
     ]);
     // Not resent: the watchdog's next period retries, and a renewal held up in resends would hold up the
     // renewals of every other slot (one renewal round runs at a time).
