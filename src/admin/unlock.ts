@@ -61,9 +61,7 @@ function releaseAll(target: AdminTarget, name: string, kind: LockKind, owner: st
   const { scripts } = target;
   const keys = familyKeys(target, name);
   if (kind === 'fair-lock') {
-    const { lockKey, queueKey, timeoutKey, channel, holdKey, releaseMemoPrefix } = keys.fair;
-    const fairKeys = [lockKey, queueKey, timeoutKey, channel, holdKey];
-    return scripts.releaseBy('fair-lock/release', fairKeys, releaseMemoPrefix, 'all', [owner]);
+    return scripts.fairRelease(keys.fair, 'all', [owner]);
   }
   if (kind === 'read-write-lock') {
     const { lockKey, channel, holdKey, releaseMemoPrefix } = keys.readWrite;
@@ -135,10 +133,7 @@ export async function forceUnlock(client: RedisClient, name: string, options?: U
   const keys = familyKeys(target, name);
   const { scripts } = target;
   if (kind === 'fair-lock') {
-    const { lockKey, queueKey, timeoutKey, channel, holdKey } = keys.fair;
-    const fairKeys = [lockKey, queueKey, timeoutKey, channel, holdKey];
-    const freed = await scripts.runAnnouncing('fair-lock/force-unlock', fairKeys, []);
-    return { ...result, released: Number(freed) === 1 };
+    return { ...result, released: await scripts.fairForceUnlock(keys.fair) };
   }
   if (kind === 'read-write-lock') {
     // The script frees only a lock held in the mode it is told (Redisson's read and write forceUnlock): a

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readTimeoutKey, readTimeoutKeys, type LockKeys, type ReadWriteLockKeys } from './keys.js';
+import { readTimeoutKey, readTimeoutKeys, type FairLockKeys, type LockKeys, type ReadWriteLockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
 import { monotonicNow } from '../machinery/time.js';
@@ -17,9 +17,10 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'lock/force-unlock': 3,
   'lock/hold-count': 1,
   'fair-lock/acquire': 6,
-  'fair-lock/release': 6,
-  'fair-lock/leave': 4,
-  'fair-lock/force-unlock': 5,
+  'fair-lock/release': 5,
+  'fair-lock/leave': 3,
+  'fair-lock/force-unlock': 4,
+  'fair-lock/wake': 1,
   'read-write-lock/read-acquire': 6,
   'read-write-lock/read-release': 'variadic',
   'read-write-lock/read-settle': 'variadic',
@@ -174,6 +175,9 @@ export function releaseReply(reply: unknown): ReleaseReply {
   const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
   return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
 }
+
+/** A fair lock's waiter id a script returned: a string, a Buffer with some clients' return_buffers; nil: none. */
+export type WaiterId = string | Buffer | null | undefined;
 
 export class LockScripts {
   readonly #redis: RedisAdapter;
@@ -338,6 +342,53 @@ export class LockScripts {
       [MEMO_MS, mode, undoId, announce, ...extra.args, ...owners],
       { direct: repair },
     );
+  }
+
+  /**
+   * Drops holds of a fair lock (see releaseBy); when that frees it, wakes the waiter first in line, whom the
+   * script names (see wakeWaiter).
+   */
+  async fairRelease(
+    keys: FairLockKeys,
+    mode: ReleaseMode,
+    owners: readonly string[],
+    options: ReleaseOptions = {},
+  ): Promise<ReleaseReply> {
+    const { lockKey, queueKey, timeoutKey, holdKey, releaseMemoPrefix } = keys;
+    const reply = (await this.#sendRelease(
+      'fair-lock/release',
+      [lockKey, queueKey, timeoutKey, holdKey],
+      releaseMemoPrefix,
+      mode,
+      owners,
+      options,
+    )) as unknown[];
+    const woken = await this.wakeWaiter(keys, reply[2] as WaiterId, options.pubsub);
+    return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
+  }
+
+  /** Frees a fair lock whoever holds it and wakes the waiter first in line; resolves to whether it was held. */
+  async fairForceUnlock(keys: FairLockKeys): Promise<boolean> {
+    const { lockKey, queueKey, timeoutKey, holdKey } = keys;
+    const reply = (await this.run('fair-lock/force-unlock', [lockKey, queueKey, timeoutKey, holdKey], [])) as unknown[];
+    await this.wakeWaiter(keys, reply[1] as WaiterId);
+    return integerAt(reply, 0) === 1;
+  }
+
+  /**
+   * Wakes the fair lock's waiter `head` (an id a fair-lock script read from the queue and returned; none when
+   * null or undefined) on its own channel `<channel>:<head>`: a name no script can declare before reading the
+   * queue, so it is published by a script of its own. Resolves to the subscribers reached; 0 when the wake
+   * failed (the waiter then retries at its next attempt, within a third of its entry's lease).
+   */
+  async wakeWaiter(keys: FairLockKeys, head: WaiterId, pubsub?: PubSubMode): Promise<number> {
+    if (head === null || head === undefined) return 0;
+    try {
+      const channel = `${keys.channel}:${String(head)}`;
+      return integerAt([await this.runAnnouncing('fair-lock/wake', [channel], [], { pubsub })], 0);
+    } catch {
+      return 0;
+    }
   }
 
   /**
