@@ -349,10 +349,9 @@ function channelsOf(s: Snapshot, kind: LockKind): string[] {
       return [readWrite.channel];
     case 'count-down-latch':
       return [latch.channel];
-    default: {
-      const clients = new Set(s.permitQueue.map((entry) => /^\d+\|(.*)\|\d+$/s.exec(entry)?.[1] ?? ''));
-      return [semaphore.channel, ...[...clients].map((client) => semaphore.wakePrefix + client)].slice(0, MAX_ENTRIES);
-    }
+    default:
+      // Queued waiters are woken on the wake channel, while there are any.
+      return s.permitQueue.length > 0 ? [semaphore.channel, semaphore.wakeChannel] : [semaphore.channel];
   }
 }
 

@@ -76,14 +76,14 @@ function releaseAll(target: AdminTarget, name: string, kind: LockKind, owner: st
 
 /** Gives back the permit `permitId` of an expirable semaphore; true if it was out. */
 async function releasePermit(target: AdminTarget, name: string, permitId: string): Promise<boolean> {
-  const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = familyKeys(
+  const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakeChannel } = familyKeys(
     target,
     name,
   ).semaphore;
   const reply = await target.scripts.runAnnouncing(
     'permit-expirable-semaphore/release',
-    [lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId()],
-    [Buffer.from(permitId, 'hex'), MEMO_MS, wakePrefix],
+    [lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId(), wakeChannel],
+    [Buffer.from(permitId, 'hex'), MEMO_MS],
   );
   return Number(reply) === 1;
 }

@@ -252,8 +252,11 @@ export interface SemaphoreKeys {
   readonly queueKey: string;
   /** Ours: sorted set of queue entry -> deadline (epoch ms) after which its waiter is presumed gone. */
   readonly deadlinesKey: string;
-  /** A queued waiter is woken on its client's channel `<wakePrefix><clientId>`, in the semaphore's slot. */
-  readonly wakePrefix: string;
+  /**
+   * Queued waiters are woken on this channel (in the semaphore's slot), each by its entry as the message: one
+   * channel that scripts declare, which the client of every queued waiter listens to.
+   */
+  readonly wakeChannel: string;
   /** Prefix of the memo of a grant (append the request id): a resend is answered, an undo finds it. */
   readonly acquireMemoPrefix: string;
   /** Prefix of the memo of a release (append the request id): a resend is answered, not run again. */
@@ -277,7 +280,7 @@ export function semaphoreKeys(keyPrefix: string, name: string, cluster = false):
         : timeoutKey,
     queueKey: `${keyPrefix}flowlock:permit-queue:{${base.tag}}${base.suffix}`,
     deadlinesKey: `${keyPrefix}flowlock:permit-deadlines:{${base.tag}}${base.suffix}`,
-    wakePrefix: `${keyPrefix}flowlock:permit-wake:{${base.tag}}${base.suffix}:`,
+    wakeChannel: `${keyPrefix}flowlock:permit-wake:{${base.tag}}${base.suffix}`,
     acquireMemoPrefix: `${keyPrefix}flowlock:acquired:{${base.tag}}:`,
     releaseMemoPrefix: `${keyPrefix}flowlock:released:{${base.tag}}:`,
   };
