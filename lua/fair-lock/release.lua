@@ -16,13 +16,14 @@
 
   Returns
     {remaining, ownerIndex}  remaining hold count of that owner; ownerIndex 1-based
-    {0, ownerIndex, head}    the lock is free; head: the id of the waiter now first in line (nil: none), for the
-                             client to wake on its channel "redisson_lock__channel:{<name>}:<head>" (Redisson's
-                             per-waiter channel) with fair-lock/wake.lua: a channel named by what the script
-                             reads is one no client can declare beforehand. A resend answered from the memo
-                             names the head again while the lock is free
+    {0, ownerIndex, head}    the lock is free; head: the id of the waiter now first in line (nil: none),
+                             for the client to wake on its channel "redisson_lock__channel:{<name>}:<head>"
+                             (Redisson's per-waiter channel) with fair-lock/wake.lua: a channel named by what
+                             the script reads is one no client can declare beforehand. A resend answered
+                             from the memo names the head again while the lock is free
     {-1, 0, head}            no owner of the chain holds the lock (or none took it last with undoId); if the
-                             lock is free (it expired), the waiter first in line all the same ({-1, 0} if held)
+                             lock is free (it expired), the waiter first in line all the same ({-1, 0} if
+                             held)
 
   Side effects
     either:          SET requestKey "<remaining> <ownerIndex>" PX memoMs NX, before the change

@@ -30,7 +30,8 @@ local function acquiredBy(holdKey, field, undoMemo)
   return acquired == undoMemo
 end
 
-local function releaseHold(lockKey, holdKey, requestKey, fields, mode, undoMemo, memoMs, dropOne, dropLast, check)
+local function releaseHold(lockKey, holdKey, requestKey, fields, mode, undoMemo, memoMs, dropOne, dropLast,
+                           check)
   for index, field in ipairs(fields) do
     local count = tonumber(redis.call('HGET', lockKey, field))
     if count then

@@ -7,9 +7,9 @@
   KEYS[3] holdKey      hash of this library's side fields (see includes/hold-key.lua)
   KEYS[4] requestKey   string: this release's answer, so that a resend is answered, not run again
   KEYS[5..n] timeouts  the timeout keys "<timeoutBase>:<owner>:rwlock_timeout:<k>" of the owner named by
-                       ARGV[5], for k = 1, 2, ... (as many as the client believes it has, or more): built by the
-                       client, since every key a script touches is declared. A release that would touch one
-                       not declared is answered with {-2, ...}, unchanged
+                       ARGV[5], for k = 1, 2, ... (as many as the client believes it has, or more): built
+                       by the client, since every key a script touches is declared. A release that would
+                       touch one not declared is answered with {-2, ...}, unchanged
 
   ARGV[1] memoMs      integer > 0, milliseconds: how long requestKey is kept
   ARGV[2] mode        "one", "all", "undo" or "purge", as in lock/release.lua

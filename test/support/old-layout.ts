@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { lockKeys } from '../../src/redis/keys.js';
-import { onCluster, type Client } from './fixture.js';
+import { onCluster, shardedChannels, type Client } from './fixture.js';
 
 const OLD_ACQUIRE = `
 local lockKey = KEYS[1]
@@ -160,7 +160,7 @@ export class OldLayoutLock {
       30_000,
       'one',
       '',
-      onCluster && 'nodes' in this.#redis ? 'SPUBLISH' : 'PUBLISH',
+      shardedChannels && 'nodes' in this.#redis ? 'SPUBLISH' : 'PUBLISH',
       this.owner,
     )) as number[];
     return Number(reply[0]);

@@ -73,7 +73,7 @@ async function waitForPing(port: number, child: ChildProcess, log: () => string,
  * options differ: before 7.0 DEBUG needs no `--enable-debug-command` (which it refuses), and a Cluster
  * node's bus is always on port + 10000 (no `--cluster-port`).
  */
-const serverMajor = ((): (() => number) => {
+export const serverMajor = ((): (() => number) => {
   let major: number | undefined;
   return () =>
     (major ??= Number(
