@@ -13,6 +13,7 @@ import {
   channelSubscribers,
   elapsedSince,
   onCluster,
+  shardedChannels,
   serverNow,
   uniqueName,
   until,
@@ -83,7 +84,7 @@ describe('RPermitExpirableSemaphore', () => {
     const name = uniqueName('pes');
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakeChannel } = keysOf(name);
     const scripts = new LockScripts(redis.adapter());
-    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    const publish = shardedChannels ? 'SPUBLISH' : 'PUBLISH';
     const held = Buffer.from('00112233445566778899aabbccddeeff', 'hex');
     await redis.admin.set(lockKey, 0);
     await redis.admin.zadd(timeoutKey, (await serverNow(redis.admin)) + 60_000, held);

@@ -13,6 +13,7 @@ import { dropClient } from '../support/clients.js';
 import {
   elapsedSince,
   onCluster,
+  shardedChannels,
   scriptCalls,
   serverNow,
   uniqueName,
@@ -37,7 +38,7 @@ async function listen(name: string): Promise<string[]> {
   const channel = readWriteLockKeys('', name, onCluster).channel;
   const subscriber = listenerFor(redis.admin, channel);
   const messages: string[] = [];
-  if (onCluster) {
+  if (shardedChannels) {
     subscriber.on('smessage', (_c: string, m: string) => messages.push(m));
     await subscriber.ssubscribe(channel);
   } else {

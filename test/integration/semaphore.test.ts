@@ -8,6 +8,7 @@ import {
   elapsedSince,
   everyNode,
   onCluster,
+  shardedChannels,
   publishRelease,
   scriptCalls,
   uniqueName,
@@ -390,8 +391,8 @@ describe('RSemaphore', () => {
     // A Java waiter listens on Redisson's channel.
     const java = listenerFor(redis.admin, channel);
     const heard: string[] = [];
-    java.on(onCluster ? 'smessage' : 'message', (_channel: string, message: string) => heard.push(message));
-    await (onCluster ? java.ssubscribe(channel) : java.subscribe(channel));
+    java.on(shardedChannels ? 'smessage' : 'message', (_channel: string, message: string) => heard.push(message));
+    await (shardedChannels ? java.ssubscribe(channel) : java.subscribe(channel));
     const sem = redis.locks().getSemaphore(name);
     await sem.release(); // kept for the dead waiter first in line: Java hears nothing
     await sleep(100);
@@ -424,7 +425,7 @@ describe('RSemaphore', () => {
     const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakeChannel } =
       keysOf(name);
     const scripts = new LockScripts(redis.adapter());
-    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    const publish = shardedChannels ? 'SPUBLISH' : 'PUBLISH';
     await redis.admin.set(lockKey, 5);
     const acquire = () =>
       scripts.run(

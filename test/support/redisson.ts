@@ -448,7 +448,7 @@ async function subscribe(subscriber: Redis, channel: string): Promise<void> {
 
 /** Resolves at the next message on `channel`, or after `timeoutMs`. */
 async function message(subscriber: Redis, channel: string, timeoutMs: number): Promise<void> {
-  const event = onCluster ? 'smessage' : 'message';
+  const event = shardedChannels ? 'smessage' : 'message';
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
   try {
