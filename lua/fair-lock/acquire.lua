@@ -65,8 +65,13 @@ local now, clock = serverTime()
 local head, headDeadline = firstLive(queueKey, timeoutKey, now, waiterId ~= '' and waiterId or nil)
 
 -- Adds the caller's entry (returns true), or raises its deadline to now + waiterLeaseMs (never lowers it).
+-- A read, then a write: ZADD GT needs Redis 6.2.
 local function enter()
-  return redis.call('ZADD', timeoutKey, 'GT', now + waiterLeaseMs, waiterId) == 1
+  local deadline = tonumber(redis.call('ZSCORE', timeoutKey, waiterId))
+  if not deadline or deadline < now + waiterLeaseMs then
+    redis.call('ZADD', timeoutKey, now + waiterLeaseMs, waiterId)
+  end
+  return deadline == nil
 end
 
 -- A waiter that lost its place while first in line takes it back before anything else is decided.

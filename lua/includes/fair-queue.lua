@@ -21,13 +21,10 @@ local function firstLive(queueKey, timeoutKey, now, self)
   return nil, nil
 end
 
--- wakeFirst(queueKey, timeoutKey, channelBase, publish): wakes the waiter first in line, on its own channel
--- "<channelBase>:<waiter id>" with "0"; returns how many subscribers that reached.
-local function wakeFirst(queueKey, timeoutKey, channelBase, publish)
+-- firstToWake(queueKey, timeoutKey): the id of the waiter first in line, once the dead ahead of it are
+-- dropped, or nil: the caller returns it and the client wakes it on its channel "<channelBase>:<id>"
+-- (fair-lock/wake.lua), a name no script can declare before it reads the queue.
+local function firstToWake(queueKey, timeoutKey)
   local now = serverTime()
-  local head = firstLive(queueKey, timeoutKey, now, nil)
-  if head then
-    return redis.call(publish, channelBase .. ':' .. head, '0')
-  end
-  return 0
+  return (firstLive(queueKey, timeoutKey, now, nil))
 end

@@ -3,14 +3,15 @@
 -- come first served. q.queueKey is a list of entries "<need>|<clientId>|<n>" (permits wanted, the waiter's
 -- client, a number unique in that client); q.deadlinesKey a sorted set entry -> deadline (epoch ms, server
 -- time) after which the entry is presumed dead (its waiter refreshes it with every attempt). A release
--- wakes the waiters its permits serve, each on its client's channel "<q.wakePrefix><clientId>" with its
+-- wakes the waiters its permits serve, each on the semaphore's wake channel q.wakeChannel (declared in KEYS;
+-- the client of every queued waiter listens there, and the entry names the one woken) with its
 -- entry as the message, and keeps those permits for them: they take them with their next attempt.
 -- (Handing the permits over inside the release would save that round trip, but a waiter that died while
 -- queued would take them along: nothing can tell a dead waiter from a slow one before its deadline.)
 -- Redisson's clients do not know the queue: they take permits as they find them, and hear on Redisson's
 -- channel (q.channel) only the permits no queued waiter needs.
 --
--- q: {permitsKey, queueKey, deadlinesKey, channel, wakePrefix, publish, timeoutKey (expirable permits'
+-- q: {permitsKey, queueKey, deadlinesKey, channel, wakeChannel, publish, timeoutKey (expirable permits'
 -- sorted set; scripts that take permits reclaim expired ones first)}
 
 -- How long (ms) the queue's keys outlive the latest deadline in them: a dead waiter kept permits that only a
@@ -59,7 +60,7 @@ end
 
 -- wakeQueued(q, available, entries): `available` permits are free: wakes the live queued waiters `entries`
 -- (from liveQueue) whose needs fit, in order, stopping at the first that does not (it is not overtaken),
--- each on its client's channel; when every one was woken, announces what is left on Redisson's channel.
+-- each on the wake channel; when every one was woken, announces what is left on Redisson's channel.
 local function wakeQueued(q, available, entries)
   local budget = available
   for _, entry in ipairs(entries) do
@@ -68,7 +69,7 @@ local function wakeQueued(q, available, entries)
       return
     end
     budget = budget - need
-    redis.call(q.publish, q.wakePrefix .. string.match(entry, '^%d+|(.*)|%d+$'), entry)
+    redis.call(q.publish, q.wakeChannel, entry)
   end
   if budget > 0 then
     redis.call(q.publish, q.channel, budget)

@@ -30,7 +30,8 @@
     {0, pttl}                          held by another owner; pttl in ms, -1 when the holder set no expiry
 
   Side effects
-    free -> held: SET fenceKey <token> (and legacyFenceKey, when it exists); HSET lockKey owners[1] 1;
+    free -> held: INCR fenceKey, then SET it to the token unless that was the token (and SET legacyFenceKey,
+                  when it exists); HSET lockKey owners[1] 1;
                   PEXPIRE lockKey leaseMs; then lean: DEL holdKey if it exists (an earlier holder's
                   leftovers); else HSET holdKey <owner>:acq, <owner>:token and (unless info is "")
                   <owner>:info = "#<server time in us> <info>"; PEXPIRE holdKey leaseMs
@@ -56,29 +57,33 @@ local caller = ARGV[5]
 -- A lean grant to the caller: count 1, the lease set, no side fields (the watchdog's first renewal writes
 -- them). What the hold key still has is an earlier holder's (a lock deleted or expired under it): its memos
 -- must not pass for this hold's.
-local function leanGrant(holdKeyExists)
+local function leanGrant(holdKeyExists, legacyExists)
   local _, clock = serverTime()
-  local token = nextToken(fenceKey, legacyFenceKey, clock)
+  local token = nextToken(fenceKey, legacyFenceKey, clock, not legacyExists)
   redis.call('HSET', lockKey, caller, 1)
   redis.call('PEXPIRE', lockKey, leaseMs)
   if holdKeyExists then redis.call('DEL', holdKey) end
   return {1, tonumber(token), 1, 1, clock}
 end
 
--- lockKey counted twice: 2 or 3 when the lock is held, odd when the hold key exists. The uncontended cycle
--- returns right after, before anything else of the script is built.
-local present = redis.call('EXISTS', lockKey, lockKey, holdKey)
-if lean and present < 2 then
-  return leanGrant(present == 1)
+-- Counted with weights, lockKey 4, holdKey 2, legacyFenceKey 1 (one EXISTS instead of three lookups): at
+-- least 4 when the lock is held. The uncontended cycle returns right after, before anything else of the
+-- script is built.
+local present = redis.call('EXISTS', lockKey, lockKey, lockKey, lockKey, holdKey, holdKey, legacyFenceKey)
+local held = present >= 4
+local holdKeyExists = present % 4 >= 2
+local legacyExists = present % 2 == 1
+if lean and not held then
+  return leanGrant(holdKeyExists, legacyExists)
 end
 
 --- @include "reenter"
 --- @include "holder-info"
 
 local owners = {unpack(ARGV, 5)}
-if present < 2 then
+if not held then
   local _, clock = serverTime()
-  local token = nextToken(fenceKey, legacyFenceKey, clock)
+  local token = nextToken(fenceKey, legacyFenceKey, clock, not legacyExists)
   redis.call('HSET', lockKey, caller, 1)
   redis.call('PEXPIRE', lockKey, leaseMs)
   redis.call('HSET', holdKey, caller .. ':acq', requestId, caller .. ':token', token, holderInfo(caller, info, clock))
@@ -86,7 +91,7 @@ if present < 2 then
   return {1, tonumber(token), 1, 1}
 end
 if lean and redis.call('HEXISTS', lockKey, caller) == 1 then
-  return leanGrant(present == 3)
+  return leanGrant(holdKeyExists, legacyExists)
 end
 
 return reenter(lockKey, holdKey, owners, requestId, leaseMs) or {0, redis.call('PTTL', lockKey)}

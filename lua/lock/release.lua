@@ -52,7 +52,7 @@ end
 -- The uncontended cycle's release first, before anything else of the script is built: the calling flow's
 -- own single hold, released for the first time (releaseHold below does the same, and everything else).
 if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[5]) == '1' then
-  if not redis.call('SET', requestKey, '0 1', 'PX', memoMs, 'NX', 'GET') then
+  if redis.call('SET', requestKey, '0 1', 'PX', memoMs, 'NX') then
     return {0, 1, dropLast()}
   end
 end

@@ -9,13 +9,14 @@
   KEYS[3] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[4] deadlinesKey  sorted set: queue entry -> deadline
   KEYS[5] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
+  KEYS[6] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
+                        woken here, each by its entry as the message (every waiting client hears it)
 
   ARGV[1] permitId    16 raw bytes, chosen by the caller (random)
   ARGV[2] leaseMs     integer > 0, milliseconds
   ARGV[3] entry       the caller's queue entry "1|<clientId>|<n>" when it may wait, else ""
   ARGV[4] entryMs     integer > 0, milliseconds: how long the entry lives past this attempt
-  ARGV[5] wakePrefix  channel prefix of the queued waiters' clients
-  ARGV[6] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[5] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     {1, left}                 granted (or already granted to this permit id: a resend); left = available
@@ -37,18 +38,18 @@ local timeoutKey = KEYS[2]
 local queueKey = KEYS[3]
 local deadlinesKey = KEYS[4]
 local channel = KEYS[5]
+local wakeChannel = KEYS[6]
 local permitId = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local entry = ARGV[3]
 local entryMs = tonumber(ARGV[4])
-local wakePrefix = ARGV[5]
-local publish = ARGV[6] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
-  channel = channel, wakePrefix = wakePrefix, publish = publish,
+  channel = channel, wakeChannel = wakeChannel, publish = publish,
 }
 
 if redis.call('ZSCORE', timeoutKey, permitId) then

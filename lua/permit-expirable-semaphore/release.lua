@@ -8,11 +8,12 @@
   KEYS[4] deadlinesKey  sorted set: queue entry -> deadline
   KEYS[5] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
   KEYS[6] memoKey       memo of this release (release memo prefix + request id)
+  KEYS[7] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
+                        woken here, each by its entry as the message (every waiting client hears it)
 
   ARGV[1] permitId    16 raw bytes
   ARGV[2] memoMs      integer > 0, milliseconds: how long memoKey is kept
-  ARGV[3] wakePrefix  channel prefix of the queued waiters' clients
-  ARGV[4] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[3] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     1   released (or released already by an earlier send of this request)
@@ -30,16 +31,16 @@ local queueKey = KEYS[3]
 local deadlinesKey = KEYS[4]
 local channel = KEYS[5]
 local memoKey = KEYS[6]
+local wakeChannel = KEYS[7]
 local permitId = ARGV[1]
 local memoMs = tonumber(ARGV[2])
-local wakePrefix = ARGV[3]
-local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
-  channel = channel, wakePrefix = wakePrefix, publish = publish,
+  channel = channel, wakeChannel = wakeChannel, publish = publish,
 }
 
 if not redis.call('SET', memoKey, 1, 'PX', memoMs, 'NX') then

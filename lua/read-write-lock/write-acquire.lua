@@ -74,7 +74,11 @@ end
 
 if waitingMs > 0 then
   local now = serverTime()
-  redis.call('ZADD', writersKey, 'GT', now + waitingMs, fields[1])
+  -- Never lowering the caller's deadline (a read, then a write: ZADD GT needs Redis 6.2).
+  local deadline = tonumber(redis.call('ZSCORE', writersKey, fields[1]))
+  if not deadline or deadline < now + waitingMs then
+    redis.call('ZADD', writersKey, now + waitingMs, fields[1])
+  end
   -- The registry outlives its latest deadline by nothing: a writer that died waiting leaves no key behind.
   local latest = redis.call('ZRANGE', writersKey, -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', writersKey, tonumber(latest[2]) - now)

@@ -8,13 +8,14 @@
   KEYS[4] deadlinesKey  sorted set: queue entry -> deadline (epoch ms, server time)
   KEYS[5] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
   KEYS[6] memoKey       string: memo of this acquisition (acquire memo prefix + request id)
+  KEYS[7] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
+                        woken here, each by its entry as the message (every waiting client hears it)
 
   ARGV[1] permits     integer >= 1
   ARGV[2] memoMs      integer > 0, milliseconds: how long memoKey is kept
   ARGV[3] entry       the caller's queue entry "<permits>|<clientId>|<n>" when it may wait, else ""
   ARGV[4] entryMs     integer > 0, milliseconds: how long the entry lives past this attempt
-  ARGV[5] wakePrefix  channel prefix of the queued waiters' clients
-  ARGV[6] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[5] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     {1, left}                granted (or already granted by an earlier send of this request); left =
@@ -36,18 +37,18 @@ local queueKey = KEYS[3]
 local deadlinesKey = KEYS[4]
 local channel = KEYS[5]
 local memoKey = KEYS[6]
+local wakeChannel = KEYS[7]
 local permits = tonumber(ARGV[1])
 local memoMs = tonumber(ARGV[2])
 local entry = ARGV[3]
 local entryMs = tonumber(ARGV[4])
-local wakePrefix = ARGV[5]
-local publish = ARGV[6] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
-  channel = channel, wakePrefix = wakePrefix, publish = publish,
+  channel = channel, wakeChannel = wakeChannel, publish = publish,
 }
 
 if redis.call('EXISTS', memoKey) == 1 then

@@ -7,9 +7,10 @@
   KEYS[3] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[4] deadlinesKey  sorted set: queue entry -> deadline
   KEYS[5] channel       "redisson_sc:{<name>}" (prefixed)
+  KEYS[6] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
+                        woken here, each by its entry as the message (every waiting client hears it)
 
-  ARGV[1] wakePrefix  channel prefix of the queued waiters' clients
-  ARGV[2] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[1] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     available permits (0 when the semaphore has none set)
@@ -23,14 +24,14 @@ local timeoutKey = KEYS[2]
 local queueKey = KEYS[3]
 local deadlinesKey = KEYS[4]
 local channel = KEYS[5]
-local wakePrefix = ARGV[1]
-local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local wakeChannel = KEYS[6]
+local publish = ARGV[1] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
-  channel = channel, wakePrefix = wakePrefix, publish = publish,
+  channel = channel, wakeChannel = wakeChannel, publish = publish,
 }
 local now = serverTime()
 reclaimPermits(q, now)

@@ -6,10 +6,11 @@
   KEYS[2] deadlinesKey  sorted set: queue entry -> deadline
   KEYS[3] permitsKey    string: available permits
   KEYS[4] channel       "redisson_sc:{<name>}" (prefixed)
+  KEYS[5] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
+                        woken here, each by its entry as the message (every waiting client hears it)
 
   ARGV[1] entry       the waiter's entry "<permits>|<clientId>|<n>"
-  ARGV[2] wakePrefix  channel prefix of the queued waiters' clients
-  ARGV[3] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[2] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     1  the entry was queued and is gone
@@ -23,15 +24,15 @@ local queueKey = KEYS[1]
 local deadlinesKey = KEYS[2]
 local permitsKey = KEYS[3]
 local channel = KEYS[4]
+local wakeChannel = KEYS[5]
 local entry = ARGV[1]
-local wakePrefix = ARGV[2]
-local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, queueKey = queueKey, deadlinesKey = deadlinesKey, channel = channel,
-  wakePrefix = wakePrefix, publish = publish,
+  wakeChannel = wakeChannel, publish = publish,
 }
 
 redis.call('ZREM', deadlinesKey, entry)

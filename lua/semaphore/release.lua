@@ -8,12 +8,13 @@
   KEYS[4] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
   KEYS[5] memoKey       "release": the memo of this release (release memo prefix + request id);
                         "undo": the memo of the acquisition to undo (acquire memo prefix + its request id)
+  KEYS[6] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
+                        woken here, each by its entry as the message (every waiting client hears it)
 
   ARGV[1] permits     integer >= 1 ("release"; "undo" gives back what the acquisition took)
   ARGV[2] memoMs      integer > 0, milliseconds: how long a release's memo is kept
   ARGV[3] mode        "release" or "undo"
-  ARGV[4] wakePrefix  channel prefix of the queued waiters' clients ("<wakePrefix><clientId>")
-  ARGV[5] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[4] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     {available}  permits available now
@@ -21,7 +22,7 @@
 
   Side effects
     INCRBY permitsKey; then, when permits are available, the queued waiters they serve are woken in order
-    on their clients' channels (message: their entry), and what no queued waiter needs is published on
+    on wakeChannel (message: their entry), and what no queued waiter needs is published on
     channel (Redisson's message: a permit count);
     "release": SET memoKey 1 PX memoMs NX, first (a resend finds it and is answered without adding twice);
     "undo": DEL memoKey (an acquisition is undone once)
@@ -31,17 +32,17 @@ local queueKey = KEYS[2]
 local deadlinesKey = KEYS[3]
 local channel = KEYS[4]
 local memoKey = KEYS[5]
+local wakeChannel = KEYS[6]
 local permits = tonumber(ARGV[1])
 local memoMs = tonumber(ARGV[2])
 local mode = ARGV[3]
-local wakePrefix = ARGV[4]
-local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, queueKey = queueKey, deadlinesKey = deadlinesKey, channel = channel,
-  wakePrefix = wakePrefix, publish = publish,
+  wakeChannel = wakeChannel, publish = publish,
 }
 
 if mode == 'undo' then

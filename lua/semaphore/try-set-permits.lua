@@ -5,10 +5,11 @@
   KEYS[2] queueKey      list: the permit queue (see includes/permit-queue.lua)
   KEYS[3] deadlinesKey  sorted set: queue entry -> deadline
   KEYS[4] channel       "redisson_sc:{<name>}" (prefixed)
+  KEYS[5] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
+                        woken here, each by its entry as the message (every waiting client hears it)
 
   ARGV[1] permits     integer >= 1
-  ARGV[2] wakePrefix  channel prefix of the queued waiters' clients
-  ARGV[3] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[2] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     1  set
@@ -22,15 +23,15 @@ local permitsKey = KEYS[1]
 local queueKey = KEYS[2]
 local deadlinesKey = KEYS[3]
 local channel = KEYS[4]
+local wakeChannel = KEYS[5]
 local permits = tonumber(ARGV[1])
-local wakePrefix = ARGV[2]
-local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, queueKey = queueKey, deadlinesKey = deadlinesKey, channel = channel,
-  wakePrefix = wakePrefix, publish = publish,
+  wakeChannel = wakeChannel, publish = publish,
 }
 
 if redis.call('SET', permitsKey, permits, 'NX') then

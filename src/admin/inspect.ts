@@ -14,6 +14,7 @@ import {
   keySlot,
   latchKeys,
   lockKeys,
+  readTimeoutKey,
   readWriteLockKeys,
   semaphoreKeys,
   type FairLockKeys,
@@ -292,7 +293,7 @@ async function readLeases(
   for (const holder of parseHolders(hash, 0)) {
     if (holder.mode !== 'read') continue;
     for (let k = 1; k <= holder.holdCount && probes.length < MAX_READ_TIMEOUTS; k++) {
-      probes.push([holder.owner, ['PTTL', `${keys.readWrite.timeoutBase}:${holder.owner}:rwlock_timeout:${k}`]]);
+      probes.push([holder.owner, ['PTTL', readTimeoutKey(keys.readWrite.timeoutBase, holder.owner, k)]]);
     }
   }
   if (probes.length === 0) return leases;
@@ -354,10 +355,9 @@ function channelsOf(s: Snapshot, kind: LockKind): string[] {
       return [readWrite.channel];
     case 'count-down-latch':
       return [latch.channel];
-    default: {
-      const clients = new Set(s.permitQueue.map((entry) => /^\d+\|(.*)\|\d+$/s.exec(entry)?.[1] ?? ''));
-      return [semaphore.channel, ...[...clients].map((client) => semaphore.wakePrefix + client)].slice(0, MAX_ENTRIES);
-    }
+    default:
+      // Queued waiters are woken on the wake channel, while there are any.
+      return s.permitQueue.length > 0 ? [semaphore.channel, semaphore.wakeChannel] : [semaphore.channel];
   }
 }
 

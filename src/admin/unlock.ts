@@ -61,37 +61,29 @@ function releaseAll(target: AdminTarget, name: string, kind: LockKind, owner: st
   const { scripts } = target;
   const keys = familyKeys(target, name);
   if (kind === 'fair-lock') {
-    const { lockKey, queueKey, timeoutKey, channel, holdKey, releaseMemoPrefix } = keys.fair;
-    const fairKeys = [lockKey, queueKey, timeoutKey, channel, holdKey];
-    return scripts.releaseBy('fair-lock/release', fairKeys, releaseMemoPrefix, 'all', [owner]);
+    return scripts.fairRelease(keys.fair, 'all', [owner]);
   }
   if (kind === 'read-write-lock') {
-    const { lockKey, channel, timeoutBase, holdKey, releaseMemoPrefix } = keys.readWrite;
+    const { lockKey, channel, holdKey, releaseMemoPrefix } = keys.readWrite;
     return owner.endsWith(':write')
       ? scripts.releaseBy('read-write-lock/write-release', [lockKey, channel, holdKey], releaseMemoPrefix, 'all', [
           owner,
         ])
-      : scripts.releaseBy(
-          'read-write-lock/read-release',
-          [lockKey, channel, timeoutBase, holdKey],
-          releaseMemoPrefix,
-          'all',
-          [owner],
-        );
+      : scripts.readRelease(keys.readWrite, 'all', [owner]);
   }
   return scripts.release(keys.lock, 'all', [owner]);
 }
 
 /** Gives back the permit `permitId` of an expirable semaphore; true if it was out. */
 async function releasePermit(target: AdminTarget, name: string, permitId: string): Promise<boolean> {
-  const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = familyKeys(
+  const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakeChannel } = familyKeys(
     target,
     name,
   ).semaphore;
   const reply = await target.scripts.runAnnouncing(
     'permit-expirable-semaphore/release',
-    [lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId()],
-    [Buffer.from(permitId, 'hex'), MEMO_MS, wakePrefix],
+    [lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId(), wakeChannel],
+    [Buffer.from(permitId, 'hex'), MEMO_MS],
   );
   return Number(reply) === 1;
 }
@@ -141,10 +133,7 @@ export async function forceUnlock(client: RedisClient, name: string, options?: U
   const keys = familyKeys(target, name);
   const { scripts } = target;
   if (kind === 'fair-lock') {
-    const { lockKey, queueKey, timeoutKey, channel, holdKey } = keys.fair;
-    const fairKeys = [lockKey, queueKey, timeoutKey, channel, holdKey];
-    const freed = await scripts.runAnnouncing('fair-lock/force-unlock', fairKeys, []);
-    return { ...result, released: Number(freed) === 1 };
+    return { ...result, released: await scripts.fairForceUnlock(keys.fair) };
   }
   if (kind === 'read-write-lock') {
     // The script frees only a lock held in the mode it is told (Redisson's read and write forceUnlock): a

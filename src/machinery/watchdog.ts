@@ -89,7 +89,8 @@ export interface HoldProtocol {
   readonly kind: HoldKind;
   /** `lockKey` files the hold (a lock hash, the permit sorted set); its Cluster slot groups renewals. */
   readonly keys: { readonly lockKey: string };
-  renewEntry(owner: string): RenewEntry;
+  /** `count`: the hold count (a read hold declares a timeout key per hold). */
+  renewEntry(owner: string, count: number): RenewEntry;
   /** Gives back the holds of `owners` ('purge': a hold declared lost here; 'all': the client is closing). */
   release(mode: ReleaseMode, owners: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply>;
 }
@@ -540,7 +541,7 @@ export class Watchdog {
         // Sent inside the trace, whose subscribers may bind a context to it (the script call's span).
         call = this.#options.scripts.renew(
           holds.map((h) => {
-            const entry = h.protocol.renewEntry(h.owner);
+            const entry = h.protocol.renewEntry(h.owner, h.count);
             return h.pendingSide ? { ...entry, side: h.pendingSide } : entry;
           }),
           lease,

@@ -27,6 +27,7 @@ import {
   type ReleaseOptions,
   type ReleaseReply,
   type RenewEntry,
+  type WaiterId,
 } from '../redis/scripts.js';
 import type { WaitQueues } from '../machinery/waiting.js';
 
@@ -71,9 +72,10 @@ class FairProtocol implements LockProtocol {
       attempt: undefined,
       leave: async () => {
         try {
-          await this.#scripts.runAnnouncing('fair-lock/leave', [lockKey, queueKey, timeoutKey, channel], [id], {
+          const reply = await this.#scripts.run('fair-lock/leave', [lockKey, queueKey, timeoutKey], [id], {
             direct: true,
           });
+          await this.#scripts.wakeWaiter(this.keys, (reply as WaiterId[])[1]);
         } catch {
           // The connection is failing: the entry runs out within the waiter lease.
         }
@@ -103,21 +105,11 @@ class FairProtocol implements LockProtocol {
   }
 
   release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
-    const { lockKey, queueKey, timeoutKey, channel, holdKey, releaseMemoPrefix } = this.keys;
-    return this.#scripts.releaseBy(
-      'fair-lock/release',
-      [lockKey, queueKey, timeoutKey, channel, holdKey],
-      releaseMemoPrefix,
-      mode,
-      fields,
-      options,
-    );
+    return this.#scripts.fairRelease(this.keys, mode, fields, options);
   }
 
-  async forceUnlock(): Promise<boolean> {
-    const { lockKey, queueKey, timeoutKey, channel, holdKey } = this.keys;
-    const keys = [lockKey, queueKey, timeoutKey, channel, holdKey];
-    return (await this.#scripts.runAnnouncing('fair-lock/force-unlock', keys, [])) === 1;
+  forceUnlock(): Promise<boolean> {
+    return this.#scripts.fairForceUnlock(this.keys);
   }
 
   async isLocked(): Promise<boolean> {

@@ -69,12 +69,12 @@ class PermitProtocol implements HoldProtocol {
 
   /** Gives the permit back if it is still out: every mode means the same for a permit (it has one count). */
   async release(_mode: ReleaseMode, permitIds: readonly string[], options: ReleaseOptions = {}): Promise<ReleaseReply> {
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = this.#semaphore;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakeChannel } = this.#semaphore;
     const memoKey = releaseMemoPrefix + (options.requestId ?? newRequestId());
     const reply = await this.#scripts.runAnnouncing(
       'permit-expirable-semaphore/release',
-      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, memoKey],
-      [Buffer.from(permitIds[0] ?? '', 'hex'), MEMO_MS, wakePrefix],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, memoKey, wakeChannel],
+      [Buffer.from(permitIds[0] ?? '', 'hex'), MEMO_MS],
       { direct: options.repair === true, pubsub: options.pubsub },
     );
     // 1: given back (remaining holds 0); -1: it was not out.
@@ -181,7 +181,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const keys = this.keys;
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakeChannel } = keys;
     const leaseMs = leaseTime === -1 ? context.watchdogTimeout : leaseTime;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, 1, this.name);
     const hold = await waitInQueue(
@@ -200,8 +200,8 @@ export class RPermitExpirableSemaphore extends PermitCount {
           send: async () => {
             const raw = await context.scripts.runAnnouncing(
               'permit-expirable-semaphore/acquire',
-              [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
-              [id, leaseMs, entry, context.watchdogTimeout, wakePrefix],
+              [lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakeChannel],
+              [id, leaseMs, entry, context.watchdogTimeout],
             );
             const granted = integerAt(raw, 0) === 1;
             return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };

@@ -56,7 +56,7 @@ export interface LockProtocol extends HoldProtocol {
   readonly refreshMs: number;
   /** The hash field that holds an owner's count (the write lock's is `<owner>:write`). */
   field(owner: string): string;
-  renewEntry(field: string): RenewEntry;
+  renewEntry(field: string, count: number): RenewEntry;
   /** A place in Redis for a waiter of the flow chain `fields`, for protocols that keep one. */
   ticket?(fields: readonly string[]): WaitTicket;
   /**

@@ -15,7 +15,7 @@
  *   #7098): a dead reader's hold runs out although other readers keep the lock.
  * - A downgrade (write released, own read kept) announces "0", so that readers elsewhere come in.
  */
-import { readWriteLockKeys, type ReadWriteLockKeys } from '../redis/keys.js';
+import { readTimeoutKeys, readWriteLockKeys, type ReadWriteLockKeys } from '../redis/keys.js';
 import { RLock, type LockContext } from './lock.js';
 import type { LockKind, LockProtocol, WaitTicket } from './protocol.js';
 import {
@@ -45,7 +45,7 @@ abstract class ReadWriteProtocol implements LockProtocol {
   }
 
   abstract field(owner: string): string;
-  abstract renewEntry(field: string): RenewEntry;
+  abstract renewEntry(field: string, count: number): RenewEntry;
   abstract acquire(
     leaseMs: number,
     requestId: string,
@@ -70,31 +70,27 @@ class ReadProtocol extends ReadWriteProtocol {
     return owner;
   }
 
-  renewEntry(field: string): RenewEntry {
+  renewEntry(field: string, count: number): RenewEntry {
     const { lockKey, timeoutBase, holdKey } = this.keys;
-    return { lockKey, field, kind: 'read', timeoutBase, holdKey };
+    return { lockKey, field, kind: 'read', timeoutKeys: readTimeoutKeys(timeoutBase, field, count), holdKey };
   }
 
-  async acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {
-    const { lockKey, timeoutBase, writersKey, holdKey, fenceKey, legacyFenceKey } = this.keys;
-    const reply = await this.scripts.run(
-      'read-write-lock/read-acquire',
-      [lockKey, timeoutBase, writersKey, holdKey, fenceKey, legacyFenceKey],
-      [leaseMs, requestId, this.scripts.holderInfo, ...fields],
-    );
-    return acquireReply(reply);
+  acquire(leaseMs: number, requestId: string, fields: readonly string[]): Promise<AcquireReply> {
+    const { index, count } = this.#nearest(fields);
+    return this.scripts.readAcquire(this.keys, leaseMs, requestId, fields, { index, count: count + 1 });
   }
 
   release(mode: ReleaseMode, fields: readonly string[], options?: ReleaseOptions): Promise<ReleaseReply> {
-    const { lockKey, channel, timeoutBase, holdKey, releaseMemoPrefix } = this.keys;
-    return this.scripts.releaseBy(
-      'read-write-lock/read-release',
-      [lockKey, channel, timeoutBase, holdKey],
-      releaseMemoPrefix,
-      mode,
-      fields,
-      options,
-    );
+    return this.scripts.readRelease(this.keys, mode, fields, options, this.#nearest(fields));
+  }
+
+  /**
+   * The nearest owner of `fields` with a read hold this client knows, and its count (Redis's, as far as this
+   * client knows it): the hold the scripts will most likely find, whose timeout keys they get.
+   */
+  #nearest(fields: readonly string[]): { index: number; count: number } {
+    const hold = this.context.watchdog.nearest(this.keys.lockKey, fields);
+    return hold ? { index: fields.indexOf(hold.owner), count: hold.count } : { index: 0, count: 0 };
   }
 
   /** Read-held, or write-held by a flow that also reads (Redisson's answer since 3.24.0, #4400). */

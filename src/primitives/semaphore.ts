@@ -62,11 +62,11 @@ export abstract class PermitCount {
   async trySetPermits(permits: number): Promise<boolean> {
     checkPermits(permits);
     checkOpen(this.context, this.name);
-    const { lockKey, queueKey, deadlinesKey, channel, wakePrefix } = this.keys;
+    const { lockKey, queueKey, deadlinesKey, channel, wakeChannel } = this.keys;
     const reply = await this.context.scripts.runAnnouncing(
       'semaphore/try-set-permits',
-      [lockKey, queueKey, deadlinesKey, channel],
-      [permits, wakePrefix],
+      [lockKey, queueKey, deadlinesKey, channel, wakeChannel],
+      [permits],
     );
     return integerAt([reply], 0) === 1;
   }
@@ -75,11 +75,11 @@ export abstract class PermitCount {
   async addPermits(permits: number): Promise<void> {
     checkPermitDelta(permits);
     checkOpen(this.context, this.name);
-    const { lockKey, queueKey, deadlinesKey, channel, wakePrefix } = this.keys;
+    const { lockKey, queueKey, deadlinesKey, channel, wakeChannel } = this.keys;
     await this.context.scripts.runAnnouncing(
       'semaphore/add-permits',
-      [lockKey, queueKey, deadlinesKey, channel],
-      [permits, wakePrefix],
+      [lockKey, queueKey, deadlinesKey, channel, wakeChannel],
+      [permits],
     );
   }
 
@@ -89,11 +89,11 @@ export abstract class PermitCount {
    */
   async availablePermits(): Promise<number> {
     checkOpen(this.context, this.name);
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakePrefix } = this.keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakeChannel } = this.keys;
     const reply = await this.context.scripts.runAnnouncing(
       'semaphore/available-permits',
-      [lockKey, timeoutKey, queueKey, deadlinesKey, channel],
-      [wakePrefix],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakeChannel],
+      [],
     );
     return integerAt([reply], 0);
   }
@@ -131,13 +131,13 @@ export class RSemaphore extends PermitCount {
   async release(permits = 1): Promise<void> {
     checkPermits(permits);
     checkOpen(this.context, this.name);
-    const { lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = this.keys;
+    const { lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakeChannel } = this.keys;
     const trace = releaseContext(this.#identity(), undefined, { permits });
     await traceRelease(trace, async () => {
       await this.context.scripts.runAnnouncing(
         'semaphore/release',
-        [lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId()],
-        [permits, MEMO_MS, 'release', wakePrefix],
+        [lockKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + newRequestId(), wakeChannel],
+        [permits, MEMO_MS, 'release'],
       );
       if (trace) trace.freed = true;
     });
@@ -174,7 +174,7 @@ export class RSemaphore extends PermitCount {
     signal?.throwIfAborted();
     const deadline = waitTime === undefined ? Infinity : monotonicNow() + waitTime;
     const keys = this.keys;
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keys;
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakeChannel } = keys;
     const queue = waitTime === 0 ? undefined : queueEntry(context, keys, permits, this.name);
     return (
       (await waitInQueue(
@@ -190,8 +190,8 @@ export class RSemaphore extends PermitCount {
             send: async () => {
               const raw = await context.scripts.runAnnouncing(
                 'semaphore/acquire',
-                [lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId],
-                [permits, MEMO_MS, entry, context.watchdogTimeout, wakePrefix],
+                [lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId, wakeChannel],
+                [permits, MEMO_MS, entry, context.watchdogTimeout],
               );
               const granted = integerAt(raw, 0) === 1;
               return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
@@ -210,12 +210,12 @@ export class RSemaphore extends PermitCount {
 
   /** Gives back the grant of acquisition `requestId`, if it ran and was not undone yet. */
   async #undo(requestId: string): Promise<void> {
-    const { lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = this.keys;
+    const { lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakeChannel } = this.keys;
     try {
       await this.context.scripts.runAnnouncing(
         'semaphore/release',
-        [lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId],
-        [0, MEMO_MS, 'undo', wakePrefix],
+        [lockKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId, wakeChannel],
+        [0, MEMO_MS, 'undo'],
         { direct: true },
       );
     } catch {
@@ -242,7 +242,7 @@ export function queueEntry(context: LockContext, keys: SemaphoreKeys, permits: n
       name,
       need: permits,
       id: entry,
-      direct: keys.wakePrefix + context.clientId,
+      direct: keys.wakeChannel,
       // A process that waits once on a semaphore likely waits again: its next waiter needs no SUBSCRIBE.
       lingerMs: LINGER_MS,
     },
@@ -303,12 +303,12 @@ export async function waitInQueue<T>(
 }
 
 async function leaveQueue(context: LockContext, keys: SemaphoreKeys, entry: string): Promise<void> {
-  const { queueKey, deadlinesKey, lockKey, channel, wakePrefix } = keys;
+  const { queueKey, deadlinesKey, lockKey, channel, wakeChannel } = keys;
   try {
     await context.scripts.runAnnouncing(
       'semaphore/leave',
-      [queueKey, deadlinesKey, lockKey, channel],
-      [entry, wakePrefix],
+      [queueKey, deadlinesKey, lockKey, channel, wakeChannel],
+      [entry],
       { direct: true, pubsub: context.scripts.knownPubsubMode },
     );
   } catch {

@@ -219,7 +219,7 @@ export interface ReadWriteLockKeys extends LockKeys {
   readonly channel: string;
   /**
    * Prefix of the per-read-hold timeout keys `<timeoutBase>:<owner>:rwlock_timeout:<k>` (Redisson's
-   * `{name}`); also names the slot in scripts that build them.
+   * `{name}`; see readTimeoutKeys).
    */
   readonly timeoutBase: string;
   /** Sorted set of this library's waiting writers (field -> deadline, epoch ms): new readers wait for them. */
@@ -240,6 +240,19 @@ export function readWriteLockKeys(keyPrefix: string, name: string, cluster = fal
 }
 
 /**
+ * The timeout key `<timeoutBase>:<owner>:rwlock_timeout:<k>` of read hold `k` of `owner` (Redisson's name,
+ * which its scripts build in Lua; ours get it in KEYS).
+ */
+export function readTimeoutKey(timeoutBase: string, owner: string, k: number): string {
+  return `${timeoutBase}:${owner}:rwlock_timeout:${k}`;
+}
+
+/** The timeout keys of read holds 1..`count` of `owner`. */
+export function readTimeoutKeys(timeoutBase: string, owner: string, count: number): string[] {
+  return Array.from({ length: count }, (_, i) => readTimeoutKey(timeoutBase, owner, i + 1));
+}
+
+/**
  * A semaphore's names. RSemaphore and RPermitExpirableSemaphore share Redisson's permit counter and channel
  * (a Java client of either excludes ours); the expirable one adds the sorted set of its permits.
  */
@@ -254,8 +267,11 @@ export interface SemaphoreKeys {
   readonly queueKey: string;
   /** Ours: sorted set of queue entry -> deadline (epoch ms) after which its waiter is presumed gone. */
   readonly deadlinesKey: string;
-  /** A queued waiter is woken on its client's channel `<wakePrefix><clientId>`, in the semaphore's slot. */
-  readonly wakePrefix: string;
+  /**
+   * Queued waiters are woken on this channel (in the semaphore's slot), each by its entry as the message: one
+   * channel that scripts declare, which the client of every queued waiter listens to.
+   */
+  readonly wakeChannel: string;
   /** Prefix of the memo of a grant (append the request id): a resend is answered, an undo finds it. */
   readonly acquireMemoPrefix: string;
   /** Prefix of the memo of a release (append the request id): a resend is answered, not run again. */
@@ -279,7 +295,7 @@ export function semaphoreKeys(keyPrefix: string, name: string, cluster = false):
         : timeoutKey,
     queueKey: `${keyPrefix}flowlock:permit-queue:{${base.tag}}${base.suffix}`,
     deadlinesKey: `${keyPrefix}flowlock:permit-deadlines:{${base.tag}}${base.suffix}`,
-    wakePrefix: `${keyPrefix}flowlock:permit-wake:{${base.tag}}${base.suffix}:`,
+    wakeChannel: `${keyPrefix}flowlock:permit-wake:{${base.tag}}${base.suffix}`,
     acquireMemoPrefix: `${keyPrefix}flowlock:acquired:{${base.tag}}:`,
     releaseMemoPrefix: `${keyPrefix}flowlock:released:{${base.tag}}:`,
   };

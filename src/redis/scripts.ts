@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LockKeys } from './keys.js';
+import { readTimeoutKey, readTimeoutKeys, type FairLockKeys, type LockKeys, type ReadWriteLockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
 import { isPermissionDenial, unansweredBy } from './shared.js';
@@ -20,24 +20,26 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'lock/force-unlock': 3,
   'lock/hold-count': 1,
   'fair-lock/acquire': 6,
-  'fair-lock/release': 6,
-  'fair-lock/leave': 4,
-  'fair-lock/force-unlock': 5,
+  'fair-lock/release': 5,
+  'fair-lock/leave': 3,
+  'fair-lock/force-unlock': 4,
+  'fair-lock/wake': 1,
   'read-write-lock/read-acquire': 6,
-  'read-write-lock/read-release': 5,
+  'read-write-lock/read-release': 'variadic',
+  'read-write-lock/read-settle': 'variadic',
   'read-write-lock/write-acquire': 5,
   'read-write-lock/write-release': 4,
   'read-write-lock/leave': 3,
   'read-write-lock/force-unlock': 3,
-  'semaphore/acquire': 6,
-  'semaphore/available-permits': 5,
-  'semaphore/release': 5,
-  'semaphore/leave': 4,
-  'semaphore/try-set-permits': 4,
-  'semaphore/add-permits': 4,
+  'semaphore/acquire': 7,
+  'semaphore/available-permits': 6,
+  'semaphore/release': 6,
+  'semaphore/leave': 5,
+  'semaphore/try-set-permits': 5,
+  'semaphore/add-permits': 5,
   'semaphore/drain-permits': 1,
-  'permit-expirable-semaphore/acquire': 5,
-  'permit-expirable-semaphore/release': 6,
+  'permit-expirable-semaphore/acquire': 6,
+  'permit-expirable-semaphore/release': 7,
   'count-down-latch/try-set-count': 2,
   'count-down-latch/count-down': 3,
   'watchdog/renew': 'variadic',
@@ -57,8 +59,7 @@ export type AcquireReply =
 
 /**
  * One hold for the watchdog's renewal: its hash and field (for a permit: its semaphore's sorted set and the
- * permit's raw id), for a lock's hold the hash of its side fields, and for a read hold its timeout keys'
- * prefix.
+ * permit's raw id), for a lock's hold the hash of its side fields, and for a read hold its timeout keys.
  */
 export interface RenewEntry {
   readonly lockKey: string;
@@ -67,7 +68,8 @@ export interface RenewEntry {
   readonly holdKey?: string;
   /** Omitted for a hold that is a hash field (plain, fair and write locks). */
   readonly kind?: 'read' | 'permit';
-  readonly timeoutBase?: string;
+  /** A read hold's timeout keys, 1..its count (see readTimeoutKeys). */
+  readonly timeoutKeys?: readonly string[];
   /** The side fields a lean hold still lacks (lock/acquire.lua), written into the hold key with the renewal. */
   readonly side?: { readonly token: bigint; readonly info: string };
 }
@@ -114,6 +116,9 @@ const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
  * reports LockNotHeldError (the lock stays free).
  */
 export const MEMO_MS = 30_000;
+
+/** The most KEYS and ARGV a read-settle.lua call carries: managed services refuse past 3 999 arguments. */
+const MAX_SETTLE_ARGS = 3_990;
 
 /**
  * How long a script call on a Cluster is sent again while the client gives up redirecting it. ioredis and
@@ -173,6 +178,9 @@ export function releaseReply(reply: unknown): ReleaseReply {
   const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
   return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
 }
+
+/** A fair lock's waiter id a script returned: a string, a Buffer with some clients' return_buffers; nil: none. */
+export type WaiterId = string | Buffer | null | undefined;
 
 export class LockScripts {
   readonly #redis: RedisAdapter;
@@ -352,32 +360,178 @@ export class LockScripts {
     memoPrefix: string,
     mode: ReleaseMode,
     owners: readonly string[],
-    { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions = {},
+    options: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
+    return releaseReply(await this.#sendRelease(script, keys, memoPrefix, mode, owners, options));
+  }
+
+  /** releaseBy's call, with `extra` keys after the memo key and `extra` args before the owners; its raw reply. */
+  async #sendRelease(
+    script: LuaScriptName,
+    keys: readonly string[],
+    memoPrefix: string,
+    mode: ReleaseMode,
+    owners: readonly string[],
+    { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions,
+    extra: { keys: readonly string[]; args: readonly ScriptArg[] } = { keys: [], args: [] },
+  ): Promise<unknown> {
     // Off a Cluster the mode is known: the command goes out at once, in this tick.
     const pending = pubsub ? publishCommand(pubsub) : this.#announce();
     const announce = typeof pending === 'string' ? pending : await pending;
-    const reply = await this.run(
+    return this.run(
       script,
-      [...keys, memoPrefix + requestId],
-      [MEMO_MS, mode, undoId, announce, ...owners],
+      [...keys, memoPrefix + requestId, ...extra.keys],
+      [MEMO_MS, mode, undoId, announce, ...extra.args, ...owners],
       { direct: repair },
     );
-    return releaseReply(reply);
+  }
+
+  /**
+   * Drops holds of a fair lock (see releaseBy); when that frees it, wakes the waiter first in line, whom the
+   * script names (see wakeWaiter).
+   */
+  async fairRelease(
+    keys: FairLockKeys,
+    mode: ReleaseMode,
+    owners: readonly string[],
+    options: ReleaseOptions = {},
+  ): Promise<ReleaseReply> {
+    const { lockKey, queueKey, timeoutKey, holdKey, releaseMemoPrefix } = keys;
+    const reply = (await this.#sendRelease(
+      'fair-lock/release',
+      [lockKey, queueKey, timeoutKey, holdKey],
+      releaseMemoPrefix,
+      mode,
+      owners,
+      options,
+    )) as unknown[];
+    const woken = await this.wakeWaiter(keys, reply[2] as WaiterId, options.pubsub);
+    return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
+  }
+
+  /** Frees a fair lock whoever holds it and wakes the waiter first in line; resolves to whether it was held. */
+  async fairForceUnlock(keys: FairLockKeys): Promise<boolean> {
+    const { lockKey, queueKey, timeoutKey, holdKey } = keys;
+    const reply = (await this.run('fair-lock/force-unlock', [lockKey, queueKey, timeoutKey, holdKey], [])) as unknown[];
+    await this.wakeWaiter(keys, reply[1] as WaiterId);
+    return integerAt(reply, 0) === 1;
+  }
+
+  /**
+   * Wakes the fair lock's waiter `head` (an id a fair-lock script read from the queue and returned; none when
+   * null or undefined) on its own channel `<channel>:<head>`: a name no script can declare before reading the
+   * queue, so it is published by a script of its own. Resolves to the subscribers reached; 0 when the wake
+   * failed (the waiter then retries at its next attempt, within a third of its entry's lease).
+   */
+  async wakeWaiter(keys: FairLockKeys, head: WaiterId, pubsub?: PubSubMode): Promise<number> {
+    if (head === null || head === undefined) return 0;
+    try {
+      const channel = `${keys.channel}:${String(head)}`;
+      return integerAt([await this.runAnnouncing('fair-lock/wake', [channel], [], { pubsub })], 0);
+    } catch {
+      return 0;
+    }
+  }
+
+  /**
+   * A read hold on a read-write lock for the nearest owner of `owners` that reads (or owners[0]).
+   * `expected`: the owner (index into `owners`) and read hold count after this grant that this client
+   * believes: the script writes that hold's timeout key, which it must be given (every key a script touches is
+   * declared); a wrong guess is answered with the right one, and sent again (same request id) with it.
+   */
+  async readAcquire(
+    keys: ReadWriteLockKeys,
+    leaseMs: number,
+    requestId: string,
+    owners: readonly string[],
+    expected: { index: number; count: number },
+  ): Promise<AcquireReply> {
+    const { lockKey, timeoutBase, writersKey, holdKey, fenceKey, legacyFenceKey } = keys;
+    for (let { index, count } = expected; ;) {
+      const reply = await this.run(
+        'read-write-lock/read-acquire',
+        [
+          lockKey,
+          readTimeoutKey(timeoutBase, owners[index] ?? '', count),
+          writersKey,
+          holdKey,
+          fenceKey,
+          legacyFenceKey,
+        ],
+        [leaseMs, requestId, this.holderInfo, index + 1, count, ...owners],
+      );
+      if (integerAt(reply, 0) !== 3) return acquireReply(reply);
+      index = integerAt(reply, 1) - 1;
+      count = integerAt(reply, 2);
+    }
+  }
+
+  /**
+   * Drops read holds of the nearest owner of `owners` that reads (see releaseBy). `expected`: the owner
+   * (index into `owners`) and its read hold count that this client believes: the script deletes timeout keys
+   * of that owner, which it must be given; a wrong guess is answered with the right one, and sent again
+   * (same request id) with it. When other readers remain, read-settle.lua then shortens or frees the lock by
+   * their timeout keys.
+   */
+  async readRelease(
+    keys: ReadWriteLockKeys,
+    mode: ReleaseMode,
+    owners: readonly string[],
+    { requestId = newRequestId(), ...options }: ReleaseOptions = {},
+    expected: { index: number; count: number } = { index: 0, count: 0 },
+  ): Promise<ReleaseReply> {
+    const { lockKey, channel, holdKey, timeoutBase, releaseMemoPrefix } = keys;
+    for (let { index, count } = expected; ;) {
+      const reply = (await this.#sendRelease(
+        'read-write-lock/read-release',
+        [lockKey, channel, holdKey],
+        releaseMemoPrefix,
+        mode,
+        owners,
+        { ...options, requestId },
+        { keys: readTimeoutKeys(timeoutBase, owners[index] ?? '', count), args: [index + 1] },
+      )) as unknown[];
+      if (integerAt(reply, 0) === -2) {
+        index = integerAt(reply, 1) - 1;
+        count = integerAt(reply, 2);
+        continue;
+      }
+      const readers = reply.slice(3).map(String);
+      if (readers.length === 0) return releaseReply(reply);
+      return { ...releaseReply(reply), woken: await this.#settleRead(keys, readers, options.pubsub) };
+    }
+  }
+
+  /** read-settle.lua over the other readers (`readers`: field, count, ...) a read release reported. */
+  async #settleRead(keys: ReadWriteLockKeys, readers: readonly string[], pubsub?: PubSubMode): Promise<number> {
+    const timeouts: string[] = [];
+    for (let i = 0; i < readers.length; i += 2) {
+      timeouts.push(...readTimeoutKeys(keys.timeoutBase, readers[i] ?? '', Number(readers[i + 1])));
+    }
+    // Past managed services' argument limit (3 999) the lock keeps its TTL: only freed later, never unsafely.
+    if (timeouts.length + readers.length > MAX_SETTLE_ARGS) return 0;
+    const reply = await this.runAnnouncing(
+      'read-write-lock/read-settle',
+      [keys.lockKey, keys.channel, keys.holdKey, ...timeouts],
+      readers,
+      { pubsub },
+    );
+    return integerAt([reply], 0);
   }
 
   /** Renews each hold of `entries` for its field; resolves to whether each is still held. One slot per call. */
   async renew(entries: readonly RenewEntry[], leaseMs: number): Promise<boolean[]> {
     const keys = entries.flatMap((entry) => [
       entry.lockKey,
-      entry.timeoutBase ?? entry.lockKey,
       entry.holdKey ?? entry.lockKey,
+      ...(entry.timeoutKeys ?? []),
     ]);
     const args = entries.flatMap((entry) => [
       entry.field,
       entry.kind ?? 'hash',
       entry.side?.token.toString() ?? '',
       entry.side?.info ?? '',
+      entry.timeoutKeys?.length ?? 0,
     ]);
     // Not resent: the watchdog's next period retries, and a renewal held up in resends would hold up the
     // renewals of every other slot (one renewal round runs at a time).

@@ -29,7 +29,7 @@ import {
   startRedisCluster,
   type TestCluster,
 } from '../support/redis-cluster.js';
-import { startRedisServer } from '../support/redis-server.js';
+import { serverMajor, startRedisServer } from '../support/redis-server.js';
 import { startWorkers } from '../support/workers.js';
 
 let cluster: TestCluster;
@@ -59,7 +59,8 @@ function clusterClient(): Cluster {
  * Whether the lock's subscriber uses sharded pub/sub (SSUBSCRIBE) on this cluster: iovalkey's Cluster has no
  * sharded subscriptions, and the library subscribes by SUBSCRIBE there (its adapter's shardedPubSub).
  */
-const shardedPubSub = clientKind !== 'iovalkey';
+// Shard channels on a Redis 7+ cluster, classic ones below 7.0 and with iovalkey (as the library chooses).
+const shardedPubSub = clientKind !== 'iovalkey' && serverMajor() >= 7;
 
 /** The channels with a subscriber on the node at `port`: shard channels, or classic ones through iovalkey. */
 async function lockChannelsOn(port: number): Promise<string[]> {

@@ -16,6 +16,7 @@ import {
   elapsedSince,
   onCluster,
   scriptCalls,
+  serverNow,
   uniqueName,
   until,
   untilQuiet,
@@ -294,20 +295,22 @@ describe('RFairLock', () => {
     await acquire('a1');
     expect(await acquire('a2')).toEqual(await acquire('a2'));
     expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');
-    const release = (id: string): Promise<unknown> =>
-      scripts.releaseBy(
-        'fair-lock/release',
-        [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.channel, keys.holdKey],
-        keys.releaseMemoPrefix,
-        'one',
-        ['c:1'],
-        { requestId: id },
-      );
+    const release = (id: string): Promise<unknown> => scripts.fairRelease(keys, 'one', ['c:1'], { requestId: id });
     expect(await release('r1')).toMatchObject({ remaining: 1 });
     expect(await release('r1')).toMatchObject({ remaining: 1 });
     expect(await release('r2')).toMatchObject({ remaining: 0 });
     // The release that freed the lock, resent, is answered as the success it was.
     expect(await release('r2')).toMatchObject({ remaining: 0 });
+    // ... and names the waiter now first in line to wake again (the first reply, which named it, may be what
+    // was lost).
+    await redis.admin.rpush(keys.queueKey, 'x:w1');
+    await redis.admin.zadd(keys.timeoutKey, (await serverNow(redis.admin)) + 60_000, 'x:w1');
+    const resent = await scripts.run(
+      'fair-lock/release',
+      [keys.lockKey, keys.queueKey, keys.timeoutKey, keys.holdKey, keys.releaseMemoPrefix + 'r2'],
+      [10_000, 'one', '', 'PUBLISH', 'c:1'],
+    );
+    expect(resent).toEqual([0, 1, 'x:w1']);
     expect(releaseReply([-1, 0]).remaining).toBe(-1);
     expect(await redis.admin.exists(keys.lockKey)).toBe(0);
   });

@@ -13,6 +13,7 @@ import {
   channelSubscribers,
   elapsedSince,
   onCluster,
+  shardedChannels,
   serverNow,
   uniqueName,
   until,
@@ -81,17 +82,17 @@ describe('RPermitExpirableSemaphore', () => {
 
   it('answers a resent release from its memo, and a release of a permit not held with -1 every time', async () => {
     const name = uniqueName('pes');
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakePrefix } = keysOf(name);
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix, wakeChannel } = keysOf(name);
     const scripts = new LockScripts(redis.adapter());
-    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    const publish = shardedChannels ? 'SPUBLISH' : 'PUBLISH';
     const held = Buffer.from('00112233445566778899aabbccddeeff', 'hex');
     await redis.admin.set(lockKey, 0);
     await redis.admin.zadd(timeoutKey, (await serverNow(redis.admin)) + 60_000, held);
     const release = (permitId: Buffer, memo: string) =>
       scripts.run(
         'permit-expirable-semaphore/release',
-        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + memo],
-        [permitId, MEMO_MS, wakePrefix, publish],
+        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, releaseMemoPrefix + memo, wakeChannel],
+        [permitId, MEMO_MS, publish],
       );
     expect(await release(held, 'r1')).toBe(1);
     expect(await release(held, 'r1')).toBe(1);

@@ -13,6 +13,7 @@ import { dropClient } from '../support/clients.js';
 import {
   elapsedSince,
   onCluster,
+  shardedChannels,
   scriptCalls,
   serverNow,
   uniqueName,
@@ -37,7 +38,7 @@ async function listen(name: string): Promise<string[]> {
   const channel = readWriteLockKeys('', name, onCluster).channel;
   const subscriber = listenerFor(redis.admin, channel);
   const messages: string[] = [];
-  if (onCluster) {
+  if (shardedChannels) {
     subscriber.on('smessage', (_c: string, m: string) => messages.push(m));
     await subscriber.ssubscribe(channel);
   } else {
@@ -275,24 +276,15 @@ describe('RReadWriteLock', () => {
   it('answers resent read and write acquires and releases from their memos', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = readWriteLockKeys('', uniqueName('rw'), onCluster);
+    // Always guessing a first hold: a re-entry is told its count, and sent again with its timeout key.
     const read = (id: string): Promise<unknown> =>
-      scripts.run(
-        'read-write-lock/read-acquire',
-        [keys.lockKey, keys.timeoutBase, keys.writersKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey],
-        [10_000, id, '', 'c:1'],
-      );
+      scripts.readAcquire(keys, 10_000, id, ['c:1'], { index: 0, count: 1 });
     await read('a1');
     expect(await read('a2')).toEqual(await read('a2'));
     expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');
-    const readRelease = (id: string): ReturnType<LockScripts['releaseBy']> =>
-      scripts.releaseBy(
-        'read-write-lock/read-release',
-        [keys.lockKey, keys.channel, keys.timeoutBase, keys.holdKey],
-        keys.releaseMemoPrefix,
-        'one',
-        ['c:1'],
-        { requestId: id },
-      );
+    // Guessing no hold: told the count, and sent again with the timeout keys.
+    const readRelease = (id: string): ReturnType<LockScripts['readRelease']> =>
+      scripts.readRelease(keys, 'one', ['c:1'], { requestId: id });
     expect(await readRelease('r1')).toMatchObject({ remaining: 1 });
     expect(await readRelease('r1')).toMatchObject({ remaining: 1 });
     expect(await readRelease('r2')).toMatchObject({ remaining: 0 });

@@ -102,6 +102,27 @@ describe('idempotency: a resent command does not count twice', () => {
     expect(await redis.admin.hget(keys.lockKey, 'c:2')).toBe('1');
   });
 
+  it('release: a release whose memo is already there answers from it and changes nothing (SET NX, then GET)', async () => {
+    const scripts = new LockScripts(redis.adapter());
+    const keys = lockKeys('', uniqueName(), onCluster);
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], true);
+    const requestId = randomUUID();
+    // What an earlier run of this very release left: "<remaining> <ownerIndex>".
+    await redis.admin.set(keys.releaseMemoPrefix + requestId, '3 2', 'PX', 10_000);
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId })).toMatchObject({
+      remaining: 3,
+      ownerIndex: 1,
+    });
+    expect(await redis.admin.hgetall(keys.lockKey)).toEqual({ 'c:1': '1' });
+    // Through the shared release path too (a hold of several).
+    await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], false);
+    expect(await scripts.release(keys, 'one', ['c:1'], { requestId })).toMatchObject({
+      remaining: 3,
+      ownerIndex: 1,
+    });
+    expect(await redis.admin.hget(keys.lockKey, 'c:1')).toBe('2');
+  });
+
   it('lean acquire: no side fields; a resend takes the hold afresh, once, with a higher token', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);

@@ -8,6 +8,7 @@ import {
   elapsedSince,
   everyNode,
   onCluster,
+  shardedChannels,
   publishRelease,
   scriptCalls,
   uniqueName,
@@ -341,14 +342,14 @@ describe('RSemaphore', () => {
 
   it('lets a waiter behind a dead waiter’s entry in as soon as that entry’s deadline passes', async () => {
     const name = uniqueName('sem');
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakeChannel } = keysOf(name);
     const scripts = new LockScripts(redis.adapter());
     await redis.admin.set(lockKey, 0);
     // A waiter of a process that died: queued, its entry refreshed last time with 600 ms to live.
     await scripts.runAnnouncing(
       'semaphore/acquire',
-      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`],
-      [1, MEMO_MS, '1|dead-client|1', 600, wakePrefix],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`, wakeChannel],
+      [1, MEMO_MS, '1|dead-client|1', 600],
     );
     const start = performance.now();
     const waiter = track(redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 5000));
@@ -379,19 +380,19 @@ describe('RSemaphore', () => {
 
   it('announces on Redisson’s channel what a dead queued waiter kept, once its deadline has passed', async () => {
     const name = uniqueName('sem');
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakePrefix } = keysOf(name);
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakeChannel } = keysOf(name);
     const scripts = new LockScripts(redis.adapter());
     await redis.admin.set(lockKey, 0);
     await scripts.runAnnouncing(
       'semaphore/acquire',
-      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`],
-      [1, MEMO_MS, '1|dead-client|1', 500, wakePrefix],
+      [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`, wakeChannel],
+      [1, MEMO_MS, '1|dead-client|1', 500],
     );
     // A Java waiter listens on Redisson's channel.
     const java = listenerFor(redis.admin, channel);
     const heard: string[] = [];
-    java.on(onCluster ? 'smessage' : 'message', (_channel: string, message: string) => heard.push(message));
-    await (onCluster ? java.ssubscribe(channel) : java.subscribe(channel));
+    java.on(shardedChannels ? 'smessage' : 'message', (_channel: string, message: string) => heard.push(message));
+    await (shardedChannels ? java.ssubscribe(channel) : java.subscribe(channel));
     const sem = redis.locks().getSemaphore(name);
     await sem.release(); // kept for the dead waiter first in line: Java hears nothing
     await sleep(100);
@@ -421,16 +422,16 @@ describe('RSemaphore', () => {
 
   it('answers a resent grant or release from its memo, and undoes a grant exactly once', async () => {
     const name = uniqueName('sem');
-    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakePrefix } =
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, releaseMemoPrefix, wakeChannel } =
       keysOf(name);
     const scripts = new LockScripts(redis.adapter());
-    const publish = onCluster ? 'SPUBLISH' : 'PUBLISH';
+    const publish = shardedChannels ? 'SPUBLISH' : 'PUBLISH';
     await redis.admin.set(lockKey, 5);
     const acquire = () =>
       scripts.run(
         'semaphore/acquire',
-        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}r1`],
-        [2, MEMO_MS, '', 1000, wakePrefix, publish],
+        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}r1`, wakeChannel],
+        [2, MEMO_MS, '', 1000, publish],
       );
     expect(await acquire()).toEqual([1, 3]);
     expect(await acquire()).toEqual([1, 3]);
@@ -438,8 +439,8 @@ describe('RSemaphore', () => {
     const release = (memo: string, mode: string) =>
       scripts.run(
         'semaphore/release',
-        [lockKey, queueKey, deadlinesKey, channel, memo],
-        [1, MEMO_MS, mode, wakePrefix, publish],
+        [lockKey, queueKey, deadlinesKey, channel, memo, wakeChannel],
+        [1, MEMO_MS, mode, publish],
       );
     const available = async (memo: string, mode: string) => ((await release(memo, mode)) as number[])[0];
     expect(await available(`${releaseMemoPrefix}r2`, 'release')).toBe(4);

@@ -21,7 +21,7 @@ import { adaptClient, type RedisAdapter } from '../../src/redis/adapter.js';
 import { keySlot, lockKeys } from '../../src/redis/keys.js';
 import { clientKind, newTestClient, type ClientOptions, type Target, type TestClient } from './clients.js';
 import { startRedisCluster, type TestCluster } from './redis-cluster.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
+import { serverMajor, startTestRedis, type TestRedis } from './redis-server.js';
 
 export type Redis = IORedis5;
 export type Cluster = Cluster5;
@@ -37,6 +37,8 @@ if (topology !== 'standalone' && topology !== 'cluster') {
 }
 /** `REDIS_TOPOLOGY=cluster`: `useRedis()` files run on a Redis Cluster through ioredis `Cluster` clients. */
 export const onCluster = topology === 'cluster';
+/** Lock channels are shard channels (SPUBLISH) on a Redis 7+ cluster; classic below 7.0, as the library detects. */
+export const shardedChannels = onCluster && serverMajor() >= 7;
 
 /** Whether `redis` is an ioredis Cluster. */
 export function isCluster(redis: Client): redis is Cluster {
@@ -231,6 +233,11 @@ export function masterOf(cluster: Cluster, key: string): Redis {
  * channels are shard channels (Redis 7), `PUBSUB SHARDNUMSUB` on the master owning the channel's slot.
  */
 export async function channelSubscribers(admin: Client, channel: string): Promise<number> {
+  if (isCluster(admin) && !shardedChannels) {
+    // Classic pub/sub on a cluster before 7.0: a subscriber may be on any node.
+    const replies = await Promise.all(admin.nodes('all').map((node) => node.pubsub('NUMSUB', channel)));
+    return replies.reduce<number>((sum, reply) => sum + Number((reply as [string, number | string])[1]), 0);
+  }
   const reply = isCluster(admin)
     ? await masterOf(admin, channel).pubsub('SHARDNUMSUB', channel)
     : await admin.pubsub('NUMSUB', channel);
@@ -239,7 +246,9 @@ export async function channelSubscribers(admin: Client, channel: string): Promis
 
 /** Publishes a lock channel message the way a Redisson client on this topology does (SPUBLISH on a cluster). */
 export async function publishRelease(admin: Client, channel: string, message = '0'): Promise<number> {
-  return isCluster(admin) ? Number(await admin.spublish(channel, message)) : await admin.publish(channel, message);
+  return isCluster(admin) && shardedChannels
+    ? Number(await admin.spublish(channel, message))
+    : await admin.publish(channel, message);
 }
 
 /** Every connection to inspect or act on: each node of a cluster, else the one server. */

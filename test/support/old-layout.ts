@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { lockKeys } from '../../src/redis/keys.js';
-import { onCluster, type Client } from './fixture.js';
+import { onCluster, shardedChannels, type Client } from './fixture.js';
 
 const OLD_ACQUIRE = `
 local lockKey = KEYS[1]
@@ -26,8 +26,10 @@ local function nextToken(fenceKey, clock)
     local _, now = serverTime()
     clock = now
   end
-  local previous = tonumber(redis.call('SET', fenceKey, clock, 'GET') or '0')
+  -- The previous layout's SET fenceKey clock GET (Redis 6.2), as a GET and a SET: the tests run on 6.0 too.
+  local previous = tonumber(redis.call('GET', fenceKey) or '0')
   if previous < tonumber(clock) then
+    redis.call('SET', fenceKey, clock)
     return tonumber(clock)
   end
   redis.call('SET', fenceKey, string.format('%.0f', previous + 1))
@@ -158,7 +160,7 @@ export class OldLayoutLock {
       30_000,
       'one',
       '',
-      onCluster && 'nodes' in this.#redis ? 'SPUBLISH' : 'PUBLISH',
+      shardedChannels && 'nodes' in this.#redis ? 'SPUBLISH' : 'PUBLISH',
       this.owner,
     )) as number[];
     return Number(reply[0]);

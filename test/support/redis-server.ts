@@ -36,12 +36,6 @@ const NO_REDIS_MESSAGE =
   '(3) a reachable Docker engine for Testcontainers (@testcontainers/redis).';
 
 /** Options only Redis 7+ knows (Redis 6 refuses to start with them): DEBUG is allowed there by default. */
-const REDIS7_OPTIONS: readonly string[] = /\bv=[0-6]\./.test(
-  spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout,
-)
-  ? []
-  : ['--enable-debug-command', 'local'];
-
 export function hasRedisServerBinary(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
@@ -76,6 +70,35 @@ async function waitForPing(port: number, child: ChildProcess, log: () => string,
 }
 
 /**
+ * The major version of the `redis-server` on PATH (e.g. 6 for a 6.2 build from /opt/redis-builds), whose
+ * options differ: before 7.0 DEBUG needs no `--enable-debug-command` (which it refuses), and a Cluster
+ * node's bus is always on port + 10000 (no `--cluster-port`).
+ */
+export const serverMajor = ((): (() => number) => {
+  let major: number | undefined;
+  return () =>
+    (major ??= Number(
+      /v=(\d+)\./.exec(spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout)?.[1] ?? 7,
+    ));
+})();
+
+/** A free port whose port + 10000 (a pre-7.0 Cluster node's bus) is free too. */
+async function freePortWithBus(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port + 10000 > 65535) continue;
+    const bus = createServer();
+    bus.listen(port + 10000, '127.0.0.1');
+    const free = await Promise.race([once(bus, 'listening').then(() => true), once(bus, 'error').then(() => false)]);
+    if (free) {
+      bus.close();
+      await once(bus, 'close');
+      return port;
+    }
+  }
+}
+
+/**
  * Starts `redis-server` on a free loopback port (DEBUG allowed locally, nothing saved unless `args` say so).
  * For a TLS-only server pass `--port 0 --tls-port P ...` in `args` and `{ port: P, tls: true }`.
  */
@@ -83,9 +106,12 @@ export async function startRedisServer(
   args: readonly string[] = [],
   listen: { port?: number; tls?: boolean; clusterBus?: boolean } = {},
 ): Promise<LocalRedis> {
-  let port = listen.port ?? (await freePort());
-  // A cluster node's bus port defaults to port + 10000, which may be taken or above 65535: pick one too.
-  let busPort = listen.clusterBus ? await freePort() : undefined;
+  const legacyBus = listen.clusterBus === true && serverMajor() < 7;
+  const pickPort = legacyBus ? freePortWithBus : freePort;
+  let port = listen.port ?? (await pickPort());
+  // A cluster node's bus port defaults to port + 10000, which may be taken or above 65535: pick one too
+  // (before 7.0 it cannot be chosen: the port is picked with it).
+  let busPort = listen.clusterBus && !legacyBus ? await freePort() : undefined;
   const dir = mkdtempSync(join(tmpdir(), 'flowlock-redis-'));
   let child: ChildProcess;
   let output = '';
@@ -105,7 +131,7 @@ export async function startRedisServer(
         'no',
         '--dir',
         dir,
-        ...REDIS7_OPTIONS,
+        ...(serverMajor() >= 7 ? ['--enable-debug-command', 'local'] : []),
         ...args,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -126,7 +152,7 @@ export async function startRedisServer(
     } catch (error) {
       // A free port can be taken by another process (a parallel test file) before redis-server binds it.
       if (listen.port !== undefined || attempt === 5 || !output.includes('Address already in use')) throw error;
-      port = await freePort();
+      port = await pickPort();
       if (busPort !== undefined) busPort = await freePort();
     }
   }

@@ -8,7 +8,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { onTestFinished } from 'vitest';
-import { masterOf, newRedis, onCluster, type Client, type Cluster, type Redis } from './fixture.js';
+import { masterOf, newRedis, onCluster, shardedChannels, type Client, type Cluster, type Redis } from './fixture.js';
 
 /**
  * A subscriber connection for `channel`, as a Redisson client opens one: to the server, or on a cluster
@@ -244,7 +244,7 @@ export function unlockLatch(name: string, requestId: string): string {
 }
 
 /** Redisson announces on shard channels on a Redis 7 cluster, whichever connection runs its script. */
-const publishCommand = (): string => (onCluster ? 'spublish' : 'publish');
+const publishCommand = (): string => (shardedChannels ? 'spublish' : 'publish');
 
 /** A Java thread of a Redisson client: owner id `<uuid>:<threadId>`. */
 export function redissonOwner(): string {
@@ -442,13 +442,13 @@ export class RedissonReadWriteLock {
 }
 
 async function subscribe(subscriber: Redis, channel: string): Promise<void> {
-  if (onCluster) await subscriber.ssubscribe(channel);
+  if (shardedChannels) await subscriber.ssubscribe(channel);
   else await subscriber.subscribe(channel);
 }
 
 /** Resolves at the next message on `channel`, or after `timeoutMs`. */
 async function message(subscriber: Redis, channel: string, timeoutMs: number): Promise<void> {
-  const event = onCluster ? 'smessage' : 'message';
+  const event = shardedChannels ? 'smessage' : 'message';
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
   try {

@@ -168,7 +168,7 @@ describe('keys', () => {
           semaphore.timeoutKey,
           semaphore.queueKey,
           semaphore.deadlinesKey,
-          `${semaphore.wakePrefix}client-id`,
+          semaphore.wakeChannel,
           `${semaphore.acquireMemoPrefix}r1`,
           `${semaphore.releaseMemoPrefix}r1`,
         ]) {

@@ -31,14 +31,16 @@ function header(source: string): string {
 }
 
 function headerKeys(text: string): number | 'variadic' {
-  if (/KEYS\[1\.\.n\]/.test(text)) return 'variadic';
+  // KEYS[1..n], or fixed keys and then KEYS[<k>..n].
+  if (/KEYS\[\d+\.\.n\]/.test(text)) return 'variadic';
   const indexes = [...text.matchAll(/^\s*KEYS\[(\d+)\]/gm)].map((m) => Number(m[1]));
   indexes.forEach((value, i) => expect(value).toBe(i + 1));
   return indexes.length;
 }
 
 function bodyKeys(body: string): number | 'variadic' {
-  if (/KEYS\[i\]|#KEYS/.test(body)) return 'variadic';
+  // Indexed by a variable (KEYS[i], KEYS[nextKey + 1]), counted, or unpacked from.
+  if (/KEYS\[[a-z]|#KEYS|unpack\(KEYS/.test(body)) return 'variadic';
   return Math.max(0, ...[...body.matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1])));
 }
 
