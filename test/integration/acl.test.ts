@@ -345,7 +345,8 @@ describe('the CLI read-only rule', () => {
 
     await held.release();
     await locks.close();
-    // CONFIG GET is left out of the rule (it shows every setting, passwords too): doctor and watch say so.
-    expect((await denials(READ_ONLY)).filter((denial) => denial !== 'command config|get')).toEqual([]);
+    // CONFIG GET is left out of the rule (it shows every setting, passwords too): doctor and watch say so
+    // (Redis 6.0's ACL LOG names the command without its subcommand).
+    expect((await denials(READ_ONLY)).filter((denial) => !/^command config(\|get)?$/.test(denial))).toEqual([]);
   });
 });

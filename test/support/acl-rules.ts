@@ -1,7 +1,7 @@
 /**
  * The ACL rules of docs/where-it-runs.md, as the tests apply them: each ```text block under the heading
  * "ACL rules" holds `ACL SETUSER` lines, each group of lines after a comment `# Redis X.Y and later ...`
- * applying to servers of that version and later (Valkey reports `redis_version:7.2.4`, and so takes every
+ * applying to servers of that version and later, or `# Redis X.Y to A.B ...` to the versions between (Valkey reports `redis_version:7.2.4`, and so takes every
  * group up to 7.2). The tests run these lines as written, so the page cannot drift from what was tested.
  */
 import { readFileSync } from 'node:fs';
@@ -12,6 +12,8 @@ const PAGE = fileURLToPath(new URL('../../docs/where-it-runs.md', import.meta.ur
 export interface AclLine {
   /** The first server version (`[major, minor]`) the line is for. */
   readonly since: readonly [number, number];
+  /** The last server version the line is for, if not every later one. */
+  readonly until?: readonly [number, number];
   /** The line's words after `ACL`: `SETUSER <user> ...`. */
   readonly args: readonly string[];
 }
@@ -20,6 +22,7 @@ export interface AclLine {
 export function aclLines(user: string): AclLine[] {
   const lines: AclLine[] = [];
   let since: [number, number] | undefined;
+  let until: [number, number] | undefined;
   let inBlock = false;
   for (const line of readFileSync(PAGE, 'utf8').split('\n')) {
     if (line.startsWith('```')) {
@@ -28,15 +31,16 @@ export function aclLines(user: string): AclLine[] {
       continue;
     }
     if (!inBlock) continue;
-    const version = /^# Redis (\d+)\.(\d+) and later/.exec(line);
+    const version = /^# Redis (\d+)\.(\d+) (?:and later|to (\d+)\.(\d+))/.exec(line);
     if (version) {
       since = [Number(version[1]), Number(version[2])];
+      until = version[3] === undefined ? undefined : [Number(version[3]), Number(version[4])];
       continue;
     }
     const words = line.trim().split(/\s+/);
     if (words[0] !== 'ACL' || words[1] !== 'SETUSER' || words[2] !== user) continue;
     if (!since) throw new Error(`docs/where-it-runs.md: "${line}" has no "# Redis X.Y and later" comment above it`);
-    lines.push({ since, args: words.slice(1) });
+    lines.push({ since, ...(until ? { until } : {}), args: words.slice(1) });
   }
   if (lines.length === 0) throw new Error(`docs/where-it-runs.md has no ACL SETUSER line for ${user}`);
   return lines;
@@ -51,9 +55,9 @@ export function serverVersion(info: string): [number, number] {
 
 /** The lines of `user` that a server of `version` takes. */
 export function aclLinesFor(user: string, version: readonly [number, number]): AclLine[] {
-  return aclLines(user).filter(
-    ({ since }) => version[0] > since[0] || (version[0] === since[0] && version[1] >= since[1]),
-  );
+  const atLeast = (a: readonly [number, number], b: readonly [number, number]): boolean =>
+    a[0] > b[0] || (a[0] === b[0] && a[1] >= b[1]);
+  return aclLines(user).filter(({ since, until }) => atLeast(version, since) && (!until || atLeast(until, version)));
 }
 
 /** The commands (`+name`, lower case, subcommands as `name|sub`) that `user`'s lines grant. */
