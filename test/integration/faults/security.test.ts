@@ -43,6 +43,8 @@ export const LOCK_USER_RULE = [
   '+set',
   '+del',
   '+incrby',
+  '+incr',
+  '+mget',
   '+decrby',
   '+decr',
   '+lindex',
