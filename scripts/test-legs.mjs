@@ -122,10 +122,12 @@ const DEFAULT_CLIENT = 'ioredis5';
  * Each leg: its name, the environment that picks the client library and topology (vitest.config.ts,
  * test/support/clients.ts), and whether `npm run test:all` runs the model tests (test/model) there at their own
  * budgets (30 to 60 s each): GLIDE, whose connections fail calls and reconnect in their own way, which the
- * models' faults reach, and the Cluster legs of ioredis 5 and GLIDE, where every key of a run sits on one master
- * (test/model/world.ts, modelSite). Not node-redis, whose queues the models cannot see
- * (docs/internals/model-tests.md). The default client's leg runs every file, the models included, for
- * BRIEF_MODEL_SECONDS each, in both commands.
+ * models' faults reach (two library bugs found standalone), and GLIDE on the Cluster, where every key of a run
+ * sits on one master (test/model/world.ts, modelSite; a bug of every client found there). Not node-redis, whose
+ * queues the models cannot see (docs/internals/model-tests.md), and no longer ioredis 5 on the Cluster: its
+ * runs found harness fixes only, the same harness runs on GLIDE's Cluster, and they cost about 3 minutes of
+ * `test:all`. The default client's leg runs every file, the models included, for BRIEF_MODEL_SECONDS each, in
+ * both commands.
  */
 const legList = [
   { name: 'ioredis5', env: { REDIS_CLIENT: 'ioredis5' } },
@@ -134,7 +136,7 @@ const legList = [
   { name: 'node-redis5', env: { REDIS_CLIENT: 'node-redis5' } },
   { name: 'iovalkey', env: { REDIS_CLIENT: 'iovalkey' } },
   { name: 'glide', env: { REDIS_CLIENT: 'glide' }, models: true },
-  { name: 'cluster:ioredis5', env: { REDIS_CLIENT: 'ioredis5', REDIS_TOPOLOGY: 'cluster' }, models: true },
+  { name: 'cluster:ioredis5', env: { REDIS_CLIENT: 'ioredis5', REDIS_TOPOLOGY: 'cluster' } },
   { name: 'cluster:node-redis6', env: { REDIS_CLIENT: 'node-redis6', REDIS_TOPOLOGY: 'cluster' } },
   { name: 'cluster:glide', env: { REDIS_CLIENT: 'glide', REDIS_TOPOLOGY: 'cluster' }, models: true },
 ];

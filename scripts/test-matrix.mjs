@@ -5,7 +5,7 @@
 //   npm run test:all   `node scripts/test-matrix.mjs --all`: what CI runs, a superset of npm test. Every client
 //                      library on a standalone server (Sentinel and the connection faults included), a Redis
 //                      Cluster for ioredis 5, node-redis 6 and GLIDE, and the model tests at their own budgets
-//                      on ioredis 5 and GLIDE, standalone and on the Cluster.
+//                      on GLIDE, standalone and on the Cluster.
 // Legs run one after another (2-core machines: a leg's own two Vitest workers, and the redis-servers and worker
 // processes of its files, already keep both cores busy); all run even when one fails, and the exit code says
 // whether any did. Leg names after the options run only those legs: `node scripts/test-matrix.mjs --all
