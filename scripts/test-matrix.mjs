@@ -33,7 +33,11 @@ for (const leg of only.length > 0 ? pickLegs(only, suite) : legsOf(suite)) {
     seconds: Math.round((performance.now() - legStarted) / 1000),
     // Named from the leg's JSON report, so the closing table says what failed even where CI keeps only the
     // tail of a long log.
-    failures: ok ? [] : failuresIn(reportOf(leg)),
+    failures: ok
+      ? []
+      : run.error
+        ? [`could not start vitest (run through npm test or npm run test:all): ${run.error.message}`]
+        : failuresIn(reportOf(leg)),
   });
 }
 
