@@ -21,7 +21,7 @@ import { LockLostError, LockRenewalUnansweredError } from '../errors.js';
 import { outsideFlows } from './flow.js';
 import { keySlot } from '../redis/keys.js';
 import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
-import { clampedTimeout, monotonicNow, settleBy } from './time.js';
+import { clampedTimeout, monotonicNow, settleBy } from '../time.js';
 
 /** Lock keys per renewal call: at 1000 locks a call the watchdog sends 1 round trip per 1000 held locks. */
 const RENEW_CHUNK = 1000;

@@ -47,7 +47,7 @@ import type {
   ScriptArg,
   Subscriber,
   SubscriberEvents,
-} from './adapter.js';
+} from './seam.js';
 import { keySlot } from './keys.js';
 import { bySha, replicasIn } from './shared.js';
 

@@ -7,8 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
-import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
-import { monotonicNow } from '../machinery/time.js';
+import type { PubSubMode, RedisAdapter, ScriptArg } from './seam.js';
+import { monotonicNow } from '../time.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
 export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'>> = {

@@ -11,8 +11,8 @@ import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 /** How early the deadline timer fires (0: on time). */
 const early = { ms: 0 };
-vi.mock('../../src/machinery/time.js', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('../../src/machinery/time.js')>();
+vi.mock('../../src/time.js', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('../../src/time.js')>();
   return {
     ...actual,
     settleBy: (...[promise, deadline, signal, closeSignal]: Parameters<typeof actual.settleBy>) =>
