@@ -1,4 +1,5 @@
-// The flake finder: runs test files of one leg of the matrix many times and lists every test that failed in
+// The flake finder: runs test files of one leg of the matrix (by default the files that leg runs in
+// `npm run test:all`, scripts/test-legs.mjs) many times and lists every test that failed in
 // any run, with how often and its distinct messages. A test that fails by chance shows here before it
 // reaches CI. Run it on what you touch before each stop:
 //

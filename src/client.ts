@@ -26,7 +26,7 @@ import { ReplicaSync } from './machinery/replication.js';
 import { adaptClient, type RedisAdapter } from './redis/adapter.js';
 import { LockScripts } from './redis/scripts.js';
 import { WaitQueues, type WaitSnapshot } from './machinery/waiting.js';
-import { clampedTimeout, monotonicNow } from './machinery/time.js';
+import { clampedTimeout, monotonicNow } from './time.js';
 import { Watchdog, type Hold, type HoldSnapshot } from './machinery/watchdog.js';
 
 /** Payload of the `lockLost` event. */

@@ -4,7 +4,7 @@
  * of a failed call. Everything here is skipped when nobody listens: the observers are not even created.
  */
 import { LockAcquireTimeoutError, LockClientClosedError, type LockLostError } from '../errors.js';
-import { monotonicNow } from '../machinery/time.js';
+import { monotonicNow } from '../time.js';
 import {
   acquireChannel,
   holdEndChannel,

@@ -10,7 +10,7 @@ import { pubsubChannel, type PubSubMessage } from '../diagnostics/channels.js';
 import type { AcquireObserver } from '../diagnostics/publish.js';
 import { LockClientClosedError } from '../errors.js';
 import type { PubSubMode, RedisAdapter, Subscriber } from '../redis/adapter.js';
-import { clampedTimeout, monotonicNow } from './time.js';
+import { clampedTimeout, monotonicNow } from '../time.js';
 
 export type WakeReason = 'woken' | 'timeout';
 

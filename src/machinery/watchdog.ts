@@ -21,7 +21,7 @@ import { LockLostError, LockRenewalUnansweredError } from '../errors.js';
 import { outsideFlows } from './flow.js';
 import { keySlot, MAX_REQUEST_ARGS } from '../redis/keys.js';
 import type { LockScripts, ReleaseMode, ReleaseOptions, ReleaseReply, RenewEntry } from '../redis/scripts.js';
-import { clampedTimeout, monotonicNow } from './time.js';
+import { clampedTimeout, monotonicNow } from '../time.js';
 
 /** How many recent losses the watchdog remembers for unlock()'s error (see #losses). */
 const LOST_MEMORY = 1000;

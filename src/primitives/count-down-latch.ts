@@ -11,7 +11,7 @@
 import type { LockIdentity } from '../diagnostics/channels.js';
 import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
 import { LockClientClosedError } from '../errors.js';
-import { monotonicNow, settleBy } from '../machinery/time.js';
+import { monotonicNow, settleBy } from '../time.js';
 import { waitFor, type Attempt } from '../machinery/waiting.js';
 import { checkPermits, resolveLatchAwaitArgs, type LatchAwaitOptions } from '../options.js';
 import { latchKeys, type LatchKeys } from '../redis/keys.js';

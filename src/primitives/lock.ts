@@ -39,7 +39,7 @@ import {
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
 import { confirmedGrant, type ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
-import { abortableSleep, monotonicNow, settleBy, type Settled } from '../machinery/time.js';
+import { abortableSleep, monotonicNow, settleBy, type Settled } from '../time.js';
 import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
 import type { ReleaseTraceContext } from '../diagnostics/channels.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';

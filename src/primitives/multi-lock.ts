@@ -11,7 +11,7 @@ import { LockAcquireTimeoutError } from '../errors.js';
 import { currentFlow, newFlow, runInFlow, type Flow } from '../machinery/flow.js';
 import { scopedLease, type LockLease, type RLock } from './lock.js';
 import { checkFunction, resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
-import { monotonicNow } from '../machinery/time.js';
+import { monotonicNow } from '../time.js';
 
 /** The holds of one multi-lock acquisition; release it once (or let `await using` do it). */
 export interface MultiLockLease extends AsyncDisposable {

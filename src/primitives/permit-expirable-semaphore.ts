@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto';
 import { type LockIdentity } from '../diagnostics/channels.js';
 import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
-import { monotonicNow } from '../machinery/time.js';
+import { monotonicNow } from '../time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
 import { checkFunction, resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
 import type { SemaphoreKeys } from '../redis/keys.js';

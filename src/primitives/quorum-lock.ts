@@ -46,7 +46,7 @@ import {
   type ResolvedQuorumOptions,
 } from '../options.js';
 import { LockScripts, newRequestId, type ReleaseReply } from '../redis/scripts.js';
-import { abortableSleep, clampedTimeout, monotonicNow } from '../machinery/time.js';
+import { abortableSleep, clampedTimeout, monotonicNow } from '../time.js';
 import { WaitQueues, type Waiter } from '../machinery/waiting.js';
 import { driftMs } from '../machinery/watchdog.js';
 

@@ -26,7 +26,7 @@ import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../
 import { LockClientClosedError, LockNotReplicatedError } from '../errors.js';
 import { confirmedGrant } from '../machinery/replication.js';
 import { LINGER_MS, waitFor, type Attempt, type EnterOptions } from '../machinery/waiting.js';
-import { monotonicNow, settleBy } from '../machinery/time.js';
+import { monotonicNow, settleBy } from '../time.js';
 import {
   checkPermitDelta,
   checkPermits,

@@ -47,10 +47,10 @@ import type {
   ScriptArg,
   Subscriber,
   SubscriberEvents,
-} from './adapter.js';
+} from './seam.js';
 import { keySlot } from './keys.js';
 import { bySha, replicasIn } from './shared.js';
-import { monotonicNow } from '../machinery/time.js';
+import { monotonicNow } from '../time.js';
 
 type Client = GlideClient | GlideClusterClient;
 

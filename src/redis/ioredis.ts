@@ -19,7 +19,7 @@ import type {
   ScriptArg,
   Subscriber,
   SubscriberEvents,
-} from './adapter.js';
+} from './seam.js';
 import { keySlot } from './keys.js';
 
 type Client = Redis | Cluster;

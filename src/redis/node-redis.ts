@@ -21,7 +21,7 @@ import type {
   ScriptArg,
   Subscriber,
   SubscriberEvents,
-} from './adapter.js';
+} from './seam.js';
 import { RedisNotOpenError } from '../errors.js';
 import { keySlot } from './keys.js';
 

@@ -7,9 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readTimeoutKey, readTimeoutKeys, type FairLockKeys, type LockKeys, type ReadWriteLockKeys } from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
-import type { PubSubMode, RedisAdapter, ScriptArg } from './adapter.js';
+import type { PubSubMode, RedisAdapter, ScriptArg } from './seam.js';
 import { isPermissionDenial, unansweredBy } from './shared.js';
-import { monotonicNow } from '../machinery/time.js';
+import { monotonicNow } from '../time.js';
 import { LockPermissionError, RedisUnavailableError, UnsupportedServerError } from '../errors.js';
 import { FLOOR_TEXT, isUnderstandingError, serverIdentity, type ServerIdentity } from './server-version.js';
 

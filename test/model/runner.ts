@@ -3,8 +3,8 @@
  * the CI figures. A primitive's model file calls `runModel` with its commands and how to build, judge the end
  * of, and tear down one generated sequence's harness; the runner does the rest.
  *
- * Budget: in `npm test` (CI) a short run: MODEL_SECONDS (default: the model's own, 60 s for the lock) or
- * MODEL_RUNS sequences (default 40), whichever ends first, and at most MODEL_SHRINK_SECONDS (default 45) of
+ * Budget: a short run: MODEL_SECONDS (default: the model's own, 60 s for the lock; the ioredis 5 leg of `npm test`
+ * and `npm run test:all` sets 10, scripts/test-legs.mjs) or MODEL_RUNS sequences (default 40), whichever ends first, and at most MODEL_SHRINK_SECONDS (default 45) of
  * shrinking after a failure. `npm run test:model` (MODEL_LONG=1) keeps generating for MODEL_MINUTES
  * (default 30) per model, shrinking up to 15 min. The closing line gives the seed; a failure prints seed,
  * path and replayPath: replay it with MODEL_SEED=<seed> MODEL_PATH=<path> MODEL_REPLAY_PATH=<replayPath>.
@@ -72,7 +72,7 @@ export interface ModelSpec<H extends object> {
   readonly scenario: string;
   /** The summary's opening words ("model-based lock test"). */
   readonly label: string;
-  /** MODEL_SECONDS' default for this model in `npm test`. */
+  /** MODEL_SECONDS' default for this model (the GLIDE and Cluster legs of `npm run test:all`). */
   readonly defaultSeconds: number;
   readonly stats: Stats;
   readonly commands: fc.Arbitrary<fc.AsyncCommand<H, H>>[];
