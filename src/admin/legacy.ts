@@ -40,6 +40,8 @@ export interface LegacyRemoval {
 }
 
 const LEGACY_SIDE_FIELDS = /:(acq|rel|info)$/;
+/** This library's own keys, under any prefix: `<prefix>flowlock:<word>:{<tag>}...`. */
+const OWN_KEY_SHAPE = /flowlock:[a-z-]+:\{/;
 const EXAMPLES = 10;
 
 interface Found {
@@ -67,8 +69,11 @@ async function survey(target: AdminTarget, prefix: string | undefined, count: nu
       }
     }
     for await (const batch of scanNode(node, hashPattern, 'hash', count, stats)) {
-      // This library's own hashes (hold keys) are not locks.
-      const candidates = batch.filter((key) => !key.includes('flowlock:'));
+      // This library's own hashes (hold keys) are not locks; a lock of the previous layout whose name holds
+      // "flowlock:" (allowed then) is: the same test as listLocks' with a known prefix, else the own keys' shape.
+      const candidates = batch.filter((key) =>
+        prefix === undefined ? !OWN_KEY_SHAPE.test(key) : !key.startsWith(`${prefix}flowlock:`),
+      );
       const sizes = await pipeline(
         node,
         candidates.map((key) => ['HLEN', key] as const),
