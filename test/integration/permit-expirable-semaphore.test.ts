@@ -271,3 +271,20 @@ describe('RPermitExpirableSemaphore', () => {
     });
   });
 });
+
+describe('releasing a permit twice (issue 37, item 7): the locks’ rule', () => {
+  it("a lease's release() is idempotent; release(permitId) rejects once the permit is gone", async () => {
+    const locks = redis.locks();
+    const semaphore = locks.getPermitExpirableSemaphore(uniqueName('twice'));
+    await semaphore.trySetPermits(2);
+    const lease = await semaphore.acquire({ leaseTime: 10_000 });
+    await lease.release();
+    await lease.release(); // the first outcome again, nothing sent
+    await lease[Symbol.asyncDispose]();
+    expect(await semaphore.availablePermits()).toBe(2);
+    const byId = await semaphore.acquire({ leaseTime: 10_000 });
+    await semaphore.release(byId.permitId);
+    await expect(semaphore.release(byId.permitId)).rejects.toBeInstanceOf(PermitNotHeldError);
+    expect(await semaphore.availablePermits()).toBe(2);
+  });
+});
