@@ -60,8 +60,8 @@ const integration = {
   'faults/semaphore': 'client',
   'faults/server': 'client',
   footprint: 'logic cluster',
-  // GLIDE only (it skips elsewhere), standalone and Cluster: the decoder the user gave the client.
-  'glide-decoder': 'client cluster',
+  // GLIDE only (it skips elsewhere), standalone and Cluster: the user's decoder, GLIDE's own log lines.
+  'glide-client': 'client cluster',
   hardening: 'logic',
   'hold-events': 'logic',
   'leave-after-attempt': 'logic',

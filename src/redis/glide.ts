@@ -158,6 +158,8 @@ export class GlideAdapter implements RedisAdapter {
    * DOWN_PROBE_MS after such a failure and then asked again: the next call is the probe.
    */
   #downSince: number | undefined;
+  /** The scripts this client has sent by EVAL once (see evalScript). */
+  readonly #evaluated = new Set<string>();
 
   constructor(client: unknown, argument: string, subscriberFactory: unknown) {
     if (subscriberFactory !== undefined && typeof subscriberFactory !== 'function') {
@@ -175,8 +177,13 @@ export class GlideAdapter implements RedisAdapter {
   evalScript(script: Script, keys: readonly string[], args: readonly ScriptArg[], direct: boolean): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args.map(toArg)];
     const route = keys[0];
+    // GLIDE's core logs a WARN line for every error reply, NOSCRIPT included, into the user's logs: a script's
+    // first call from this client goes by EVAL (which caches it on the server), so that a new process meets
+    // no NOSCRIPT (a restarted server or another Cluster node still may, once per script).
+    const first = !this.#evaluated.has(script.sha1);
+    if (first) this.#evaluated.add(script.sha1);
     return bySha(
-      direct,
+      direct || first,
       () => this.#send(['EVALSHA', script.sha1, ...tail], route),
       () => this.#send(['EVAL', script.source, ...tail], route),
     );

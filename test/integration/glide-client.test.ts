@@ -1,10 +1,14 @@
-// A GLIDE client made with `defaultDecoder: Decoder.Bytes` answers every call with Buffers unless the call asks
-// for text: the adapter asks for text on every call of its own (issue 38, item 4: `writeLock().isLocked()`
-// compared a Buffer with 'write' and said false while the write lock was held).
+// What a GLIDE client does that no other client library does. One made with `defaultDecoder: Decoder.Bytes`
+// answers every call with Buffers unless the call asks for text: the adapter asks for text on every call of its
+// own (issue 38, item 4: `writeLock().isLocked()` compared a Buffer with 'write' and said false while the write
+// lock was held). And GLIDE's core logs a WARN line for every error reply, NOSCRIPT included, into the user's
+// logs (issue 37, item 7): a new process must print none in normal operation.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Decoder } from '@valkey/valkey-glide';
 import { describe, expect, it } from 'vitest';
 import { onGlide } from '../support/clients.js';
-import { uniqueName, useRedis } from '../support/fixture.js';
+import { onCluster, uniqueName, useRedis } from '../support/fixture.js';
 
 const redis = useRedis();
 
@@ -59,5 +63,22 @@ describe.skipIf(!onGlide)('a GLIDE client whose default decoder is Bytes', () =>
     expect(await latch.getCount()).toBe(2);
     await latch.countDown();
     expect(await latch.getCount()).toBe(1);
+  });
+});
+
+describe.skipIf(!onGlide || onCluster)("GLIDE's own log in a new process", () => {
+  it('shows no NOSCRIPT warning: each script is sent by EVAL first', async () => {
+    // A server that has no script cached yet, as after a deploy to a fresh server.
+    await redis.admin.script('FLUSH');
+    const fixture = fileURLToPath(new URL('../fixtures/glide-first-scripts.mjs', import.meta.url));
+    const child = spawn(process.execPath, [fixture, redis.server.host, String(redis.server.port)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code, output).toBe(0);
+    expect(output).not.toMatch(/NoScriptError|NOSCRIPT/);
   });
 });
