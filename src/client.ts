@@ -25,6 +25,8 @@ import { RSemaphore } from './primitives/semaphore.js';
 import { ReplicaSync } from './machinery/replication.js';
 import { adaptClient, type RedisAdapter } from './redis/adapter.js';
 import { LockScripts } from './redis/scripts.js';
+import { clientRecordKey } from './redis/keys.js';
+import { HolderRecord } from './machinery/holder-record.js';
 import { WaitQueues, type WaitSnapshot } from './machinery/waiting.js';
 import { clampedTimeout, monotonicNow } from './time.js';
 import { Watchdog, type Hold, type HoldSnapshot } from './machinery/watchdog.js';
@@ -100,6 +102,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       firstUse: () => {
         this.#warnIfEvictable();
       },
+      holderRecord: new HolderRecord(
+        scripts,
+        clientRecordKey(resolved.keyPrefix, resolved.clientId),
+        resolved.holderInfo,
+        track,
+      ),
       traffic: new Map(),
     };
     // Once the user's client has ended nothing can be sent: this client closes too (its own subscriber
@@ -242,6 +250,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
           },
         ),
       );
+      // The holder record goes with the holds (its failure changes nothing: it runs out by itself).
+      releases.push(this.#context.holderRecord.forget().catch(() => undefined));
       await this.#until(deadline, Promise.all(releases), () => true);
     }
     // Dropped by close(), or lost: a hold that the user's client took down with it ends other than by its

@@ -10,6 +10,7 @@ import type { RedisClient } from '../options.js';
 import type { AdminCommand, AdminReply } from '../redis/adapter.js';
 import { checkLockName } from '../options.js';
 import {
+  clientRecordKey,
   fairLockKeys,
   keySlot,
   latchKeys,
@@ -172,6 +173,8 @@ interface Snapshot {
   readonly permitQueue: readonly string[];
   readonly permitQueueLength: number;
   readonly permitDeadlines: ReadonlyMap<string, number>;
+  /** Holder records (lua/client/record.lua) by client id, of the holders without holder info of their own. */
+  readonly records: ReadonlyMap<string, string>;
   /** Read holds' remaining leases by field. */
   readonly readLeases: ReadonlyMap<string, number>;
 }
@@ -255,7 +258,7 @@ async function snapshot(target: AdminTarget, name: string): Promise<Snapshot> {
   const hash = hashOf(valueOf(replies[READS.hash]));
   const text = valueOf(replies[READS.value]);
   const legacyFence = valueOf(replies[READS.legacyFence]);
-  const base: Omit<Snapshot, 'readLeases'> = {
+  const base: Omit<Snapshot, 'readLeases' | 'records'> = {
     name,
     keys,
     nowMs: timeReply(valueOf(replies[READS.time])),
@@ -276,7 +279,29 @@ async function snapshot(target: AdminTarget, name: string): Promise<Snapshot> {
     permitQueueLength: integer(replies[READS.permitQueueLength]),
     permitDeadlines: new Map(scored<string>(replies[READS.permitDeadlines])),
   };
-  return { ...base, readLeases: await readLeases(target, base) };
+  const [leases, records] = await Promise.all([readLeases(target, base), holderRecords(target, base)]);
+  return { ...base, readLeases: leases, records };
+}
+
+/**
+ * The holder records of the lock clients whose holds have no holder info (a young plain-lock hold, a fixed
+ * lease): one GET per such client, each routed to its record's slot.
+ */
+async function holderRecords(
+  target: AdminTarget,
+  { hash, side }: Pick<Snapshot, 'hash' | 'side'>,
+): Promise<Map<string, string>> {
+  const records = new Map<string, string>();
+  const clients = new Set(parseHolders(hash, 0, new Map(), side).flatMap((h) => (h.who === null ? [h.clientId] : [])));
+  await Promise.all(
+    [...clients].map(async (clientId) => {
+      const key = clientRecordKey(target.prefix, clientId);
+      const [reply] = await transaction(target, key, [['GET', key]]);
+      const label = valueOf(reply);
+      if (typeof label === 'string') records.set(clientId, label);
+    }),
+  );
+  return records;
 }
 
 /**
@@ -370,7 +395,7 @@ function describe(
   notices: readonly string[] = [],
 ): LockInfo {
   const isLock = kind !== null && HASH_KINDS.has(kind);
-  const owners = isLock && s.type === 'hash' ? parseHolders(s.hash, s.nowMs, s.readLeases, s.side) : [];
+  const owners = isLock && s.type === 'hash' ? parseHolders(s.hash, s.nowMs, s.readLeases, s.side, s.records) : [];
   const exclusive = owners.find((holder) => holder.mode !== 'read');
   const untilDeadline = (score: number | undefined): number | null =>
     score === undefined ? null : Math.round(score - s.nowMs);

@@ -89,13 +89,14 @@ function parseInfo(value: string | undefined): { readonly sinceMs: number; reado
 
 /**
  * The holders of a lock hash, at server time `nowMs`; `leases` gives read holds' remaining leases by
- * field; `side` is the lock's hold key (holder info). Sorted by age, oldest first, holders without info last.
+ * field; `side` is the lock's hold key (holder info); `records` the holder records by client id. Sorted by age, oldest first, holders without info last.
  */
 export function parseHolders(
   hash: Readonly<Record<string, string>>,
   nowMs: number,
   leases: ReadonlyMap<string, number> = new Map(),
   side: Readonly<Record<string, string>> = {},
+  records: ReadonlyMap<string, string> = new Map(),
 ): Holder[] {
   const readWrite = hash['mode'] !== undefined;
   const holders: Holder[] = [];
@@ -104,16 +105,18 @@ export function parseHolders(
     const write = readWrite && field.endsWith(WRITE_SUFFIX);
     const id = write ? field.slice(0, -WRITE_SUFFIX.length) : field;
     const colon = id.lastIndexOf(':');
+    const clientId = colon === -1 ? id : id.slice(0, colon);
     const info = parseInfo(side[`${field}:info`] ?? hash[`${field}:info`]);
     holders.push({
       owner: field,
-      clientId: colon === -1 ? id : id.slice(0, colon),
+      clientId,
       flowId: colon === -1 ? '' : id.slice(colon + 1),
       mode: readWrite ? (write ? 'write' : 'read') : null,
       holdCount: Number(value),
       since: info ? new Date(info.sinceMs).toISOString() : null,
       heldMs: info ? Math.max(0, Math.round(nowMs - info.sinceMs)) : null,
-      who: info ? info.who : null,
+      // Without holder info of its own, its client's record says who (not since when).
+      who: info ? info.who : (records.get(clientId) ?? null),
       leaseMs: leases.get(field) ?? null,
     });
   }

@@ -40,6 +40,7 @@ import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js
 import { confirmedGrant, type ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
 import { abortableSleep, monotonicNow, settleBy, type Settled } from '../time.js';
+import type { HolderRecord } from '../machinery/holder-record.js';
 import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
 import type { ReleaseTraceContext } from '../diagnostics/channels.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
@@ -64,6 +65,8 @@ export interface LockContext {
   readonly replicaSync: ReplicaSync | undefined;
   /** Called before every acquire attempt; the client runs its one-time start-up checks on the first. */
   readonly firstUse: () => void;
+  /** Who this client is, for operators reading holds that have no holder info yet. */
+  readonly holderRecord: HolderRecord;
   /** Calls in flight per lock key, for the plain lock's lean acquires (see PlainProtocol). */
   readonly traffic: Map<string, number>;
 }
@@ -410,6 +413,7 @@ export class RLock {
     const { watchdog, watchdogTimeout, closeSignal, track } = this.#context;
     const lease = options.leaseTime === -1 ? watchdogTimeout : options.leaseTime;
     this.#context.firstUse();
+    this.#context.holderRecord.cover(lease);
     const sentAt = monotonicNow();
     const requestId = newRequestId();
     const { lockKey } = this.#protocol.keys;

@@ -182,6 +182,15 @@ function ownKeys(base: NameBase): Pick<LockKeys, 'holdKey' | 'fenceKey' | 'legac
 }
 
 /**
+ * A lock client's holder record (lua/client/record.lua): who owns the holds whose owner ids start with
+ * `clientId`, for `inspect`, `list` and `watch` while a hold has no holder info of its own. One short-lived
+ * key per live lock client.
+ */
+export function clientRecordKey(keyPrefix: string, clientId: string): string {
+  return `${keyPrefix}flowlock:client:${clientId}`;
+}
+
+/**
  * The keys of lock `name`. On Redis Cluster (`cluster`) the channel must share the lock's slot too, since
  * the release script names it in KEYS: Redisson's channel does when there is no prefix and the name has no
  * unbalanced braces (the cases where Redisson can share the lock); otherwise a slot-consistent variant is

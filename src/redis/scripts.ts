@@ -44,6 +44,8 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'count-down-latch/count-down': 3,
   'watchdog/renew': 'variadic',
   'admin/retire-legacy-fence': 2,
+  'client/record': 1,
+  'client/forget-record': 1,
 };
 
 export type AcquireReply =

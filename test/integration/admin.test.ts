@@ -21,7 +21,7 @@ import {
   type WatchOptions,
 } from '../../src/admin/index.js';
 import { escapeGlob, globToRegExp, isLockShaped } from '../../src/admin/shape.js';
-import { keySlot, lockKeys } from '../../src/redis/keys.js';
+import { clientRecordKey, keySlot, lockKeys } from '../../src/redis/keys.js';
 import {
   elapsedSince,
   isCluster,
@@ -175,6 +175,27 @@ describe('inspectLock', () => {
     const text = uniqueName('app');
     await redis.admin.set(text, 'hello');
     expect(await inspectLock(redis.client(), text)).toMatchObject({ type: 'string', kind: null, permits: null });
+  });
+
+  it('says who holds a young plain-lock hold and a fixed lease, from the client record; close() removes it', async () => {
+    const locks = redis.locks({ holderInfo: { app: 'young' } });
+    const young = uniqueName('young');
+    const fixed = uniqueName('fixed');
+    const lease = await locks.getLock(young).acquire();
+    const fixedLease = await locks.getLock(fixed).acquire({ leaseTime: 60_000 });
+    for (const name of [young, fixed]) {
+      const [owner] = (await inspectLock(redis.client(), name)).owners;
+      // No holder info of its own yet (a lean hold: its first renewal is 10 s away; a fixed lease: never).
+      expect(owner).toMatchObject({ clientId: locks.clientId, since: null, heldMs: null, who: label('young') });
+    }
+    const listed: (string | null | undefined)[] = [];
+    for await (const info of listLocks(redis.client(), { match: young })) listed.push(info.owners[0]?.who);
+    expect(listed).toEqual([label('young')]);
+    await lease.release();
+    await fixedLease.release();
+    await locks.close();
+    // The record goes with the client: one key per live lock client, none after close().
+    expect(await redis.admin.exists(clientRecordKey('', locks.clientId))).toBe(0);
   });
 
   it('shows no holder info when the lock client turned it off', async () => {
@@ -604,7 +625,8 @@ describe('watchLocks', () => {
     const { events, stop } = watch({ names: [name, other], intervalMs: 100 });
     const has = (predicate: (event: WatchEvent) => boolean) => () => events.some(predicate);
     await until(has((e) => e.type === 'held' && e.name === name && e.holder.who === label('watched')));
-    // A fresh plain-lock hold records its holder info and token at its first renewal (here 10 s away).
+    // A fresh plain-lock hold records its holder info and token at its first renewal (here 10 s away): who
+    // holds it comes from its client's holder record meanwhile, since when does not.
     const fresh = redis.locks({ holderInfo: { app: 'watched' } });
     const lease = await fresh.getLock(other).acquire();
     await until(has((e) => e.type === 'acquired' && e.name === other && e.holder.clientId === fresh.clientId));
@@ -628,7 +650,7 @@ describe('watchLocks', () => {
     expect(events.find((e) => e.type === 'acquired')).toMatchObject({
       kind: 'lock',
       fencingToken: null,
-      holder: { who: null, since: null },
+      holder: { who: label('watched'), since: null },
     });
     expect(events.filter((e) => e.type === 'expired')).toHaveLength(1);
     const found = events.find((e) => e.type === 'held');

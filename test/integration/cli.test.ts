@@ -822,9 +822,13 @@ describe('flowlock watch: holds shorter than --interval (issue 22, item 8)', () 
     await waitFor(() => watch.events.some((e) => e.name === name && e.type === 'released'), 'the release', 5000);
     const events = watch.events.filter((e) => e.name === name);
     expect(events.map((e) => e.type)).toEqual(['acquired', 'released']);
-    // The owner field; the holder info (host, pid, app) a plain lock's hold records at its first renewal,
-    // which a 300 ms hold does not live to see.
-    expect(events[0]?.holder).toMatchObject({ clientId: locks.clientId, who: null });
+    // The owner field, and who it is (host, pid, app) from its client's holder record: a plain lock's hold
+    // records holder info of its own only at its first renewal, which a 300 ms hold does not live to see.
+    expect(events[0]?.holder).toMatchObject({
+      clientId: locks.clientId,
+      who: label('brief'),
+      since: null,
+    });
     expect(events[1]?.owner).toBe(events[0]?.holder?.owner);
     watch.child.kill('SIGINT');
     expect(await watch.exited).toBe(0);

@@ -464,13 +464,20 @@ describe('quorum lock', () => {
     // Three of five nodes die with a call in flight (a quorum, 3, cannot be had without them): the call fails
     // for want of a connection, and so does its resend (GLIDE then marks the node down).
     // (DEBUG SLEEP holds each server still without stopping it, so that the kill below takes it at once.)
-    for (const i of [0, 1, 2]) admins[i]?.call('DEBUG', 'SLEEP', '5').catch(() => undefined);
+    // Connections of their own, never resent nor reconnected: the admin's would resend the sleep to the restarted
+    // server.
+    const sleepers = servers.slice(0, 3).map((server) => newRedis(server, { retryStrategy: () => null }));
+    for (const sleeper of sleepers) {
+      sleeper.on('error', () => undefined);
+      sleeper.call('DEBUG', 'SLEEP', '5').catch(() => undefined);
+    }
     await sleep(50);
     const failing = quorum.getLock(name).acquire({ waitTime: 300, leaseTime: 5000 });
     failing.catch(() => undefined); // awaited below
     await sleep(100);
     const restarted = servers.slice(0, 3);
     await Promise.all(restarted.map((server) => server.kill()));
+    for (const sleeper of sleepers) sleeper.disconnect();
     await expect(failing).rejects.toThrow();
     await Promise.all(restarted.map((server) => server.restart()));
     // The same clients answer again.
