@@ -238,9 +238,10 @@ describe('RLock: waiting', () => {
     const after = await commandCalls(redis.admin);
     const delta = (command: string): number => (after[command] ?? 0) - (before[command] ?? 0);
     // Two attempts (before and after subscribing; a third when a loaded machine confirms the subscription
-    // only after the 1 s bound of an unconfirmed wait), one subscribe, one unsubscribe; INFO is ours. The
+    // only after the 1 s bound of an unconfirmed wait), one subscribe, one unsubscribe; INFO is ours; and the
+    // new lock client's holder record (lua/client/record.lua), written once at its first acquire. The
     // script-internal commands of each attempt (EXISTS, HGET, HEXISTS, PTTL) count in commandstats too.
-    expect(delta('evalsha') + delta('eval')).toBeLessThanOrEqual(3);
+    expect(delta('evalsha') + delta('eval')).toBeLessThanOrEqual(3 + 1);
     // Classic pub/sub on a server, sharded pub/sub (SSUBSCRIBE) on a Redis 7 cluster.
     const subscriptions = delta('subscribe') + delta('unsubscribe') + delta('ssubscribe') + delta('sunsubscribe');
     expect(subscriptions).toBeLessThanOrEqual(2);
@@ -262,7 +263,10 @@ describe('RLock: waiting', () => {
     expect(delta('client|id')).toBeLessThanOrEqual(onGlide ? 3 : 0);
     const total = Object.keys(after).reduce((sum, command) => (upkeep(command) ? sum : sum + delta(command)), 0);
     const counted = Object.keys(after).filter((command) => !upkeep(command) && delta(command) !== 0);
-    expect(total, counted.map((command) => `${command}: ${delta(command)}`).join(', ')).toBeLessThanOrEqual(3 * 5 + 2);
+    // The holder record is one script call and its SET.
+    expect(total, counted.map((command) => `${command}: ${delta(command)}`).join(', ')).toBeLessThanOrEqual(
+      3 * 5 + 2 + 2,
+    );
     await lease.release();
   });
 
