@@ -503,12 +503,13 @@ async function observeScene(redis) {
       'holds()',
       `${hold.name} holdCount=${hold.holdCount} renewing=${hold.renewing} lease left ${Math.round(hold.leaseRemainingMs)} ms`,
     );
-    // What `flowlock inspect` shows: the owner at once; when and where the hold began once the watchdog's
-    // first renewal (a third of watchdogTimeout in) has written it beside the lock (not in Redisson's hash).
+    // What `flowlock inspect` shows: the owner and who it is (its lock client's holder record) at once; when
+    // the hold began once the watchdog's first renewal (a third of watchdogTimeout in) has written it beside
+    // the lock (not in Redisson's hash).
     const first = (await inspectLock(redis, 'demo:orders:42')).owners[0];
     log('admin', 'inspectLock', `${first?.owner} since ${first?.since} by ${first?.who}`);
     let holder = first;
-    for (let tries = 0; tries < 100 && !holder?.who; tries++) {
+    for (let tries = 0; tries < 100 && !holder?.since; tries++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
       [holder] = (await inspectLock(redis, 'demo:orders:42')).owners;
     }
@@ -520,9 +521,10 @@ async function observeScene(redis) {
     console.log();
     check(
       holder?.owner === hold.owner &&
+        /.+ pid \d+ \(demo\)$/.test(first?.who ?? '') &&
         /^\d{4}-\d\d-\d\dT/.test(holder.since ?? '') &&
         /.+ pid \d+ \(demo\)$/.test(holder.who ?? ''),
-      'the hold recorded when (server clock) and where (host, pid, app) it began',
+      'the hold recorded who holds it (host, pid, app) at once, and when (server clock) it began',
     );
     check(
       end?.reason === 'lost' && end.lossReason === 'renewal_rejected',
