@@ -482,7 +482,8 @@ async function uncontendedServerOps(adapter: Adapter, servers: Servers, key: str
 
 async function measure(library: Library, scenario: Exclude<ScenarioId, 'i'>, servers: Servers): Promise<Measurement> {
   const run = randomUUID().slice(0, 8);
-  const key = `bench:${scenario}:${library}:${run}`;
+  // `<library>/<run>`: a lock key containing "flowlock:" is refused (the library's own keys live there).
+  const key = `bench:${scenario}:${library}/${run}`;
   const watchdogMs = scenario === 'e' ? size.eWatchdog : WATCHDOG_MS;
   const adapter = createAdapter(
     library,
