@@ -13,7 +13,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LockPermissionError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import type { LockInfo } from '../../src/admin/index.js';
 import { aclLinesFor, grantedCommands, serverVersion } from '../support/acl-rules.js';
-import { clientKind } from '../support/clients.js';
+import { clientPackage } from '../support/clients.js';
 import {
   elapsedSince,
   everyNode,
@@ -280,15 +280,6 @@ describe('a permission taken away', () => {
 });
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-/** The package the command finds installed in this leg, as in cli.test.ts. */
-const ONLY_CLIENT =
-  clientKind === 'glide'
-    ? '@valkey/valkey-glide'
-    : clientKind.startsWith('node-redis')
-      ? 'redis'
-      : clientKind === 'iovalkey'
-        ? 'iovalkey'
-        : 'ioredis';
 const ONLY_CLIENT_HOOK = fileURLToPath(new URL('../fixtures/only-client.mjs', import.meta.url));
 
 /** `flowlock <args>` as the read-only user on the leg's server (every master as a seed on a cluster). */
@@ -302,7 +293,7 @@ function flowlock(args: readonly string[]): Promise<{ code: number | null; stdou
       NO_COLOR: '1',
       FLOWLOCK_REDIS_URL: '',
       REDIS_URL: '',
-      FLOWLOCK_TEST_ONLY_CLIENT: ONLY_CLIENT,
+      FLOWLOCK_TEST_ONLY_CLIENT: clientPackage,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

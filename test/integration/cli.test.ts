@@ -25,7 +25,7 @@ import {
   type Client,
   type Redis,
 } from '../support/fixture.js';
-import { clientKind } from '../support/clients.js';
+import { clientKind, clientPackage } from '../support/clients.js';
 import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
 
 const redis = useRedis();
@@ -57,15 +57,6 @@ function urls(): string[] {
   throw new Error('no sentinel here');
 }
 
-/** The package the command finds installed in this leg: the one of REDIS_CLIENT (by its npm name). */
-const ONLY_CLIENT =
-  clientKind === 'glide'
-    ? '@valkey/valkey-glide'
-    : clientKind.startsWith('node-redis')
-      ? 'redis'
-      : clientKind === 'iovalkey'
-        ? 'iovalkey'
-        : 'ioredis';
 const ONLY_CLIENT_HOOK = fileURLToPath(new URL('../fixtures/only-client.mjs', import.meta.url));
 
 function start(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): ChildProcess {
@@ -75,7 +66,7 @@ function start(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: r
       NO_COLOR: '1',
       FLOWLOCK_REDIS_URL: '',
       REDIS_URL: '',
-      FLOWLOCK_TEST_ONLY_CLIENT: ONLY_CLIENT,
+      FLOWLOCK_TEST_ONLY_CLIENT: clientPackage,
       ...env,
     },
     stdio: ['pipe', 'pipe', 'pipe'],

@@ -25,6 +25,16 @@ function kindFromEnv(): ClientKind {
 
 export const clientKind: ClientKind = kindFromEnv();
 
+/** The npm package of `clientKind`: what the CLI's tests leave installed (test/fixtures/only-client.mjs). */
+export const clientPackage =
+  clientKind === 'glide'
+    ? '@valkey/valkey-glide'
+    : clientKind.startsWith('node-redis')
+      ? 'redis'
+      : clientKind === 'iovalkey'
+        ? 'iovalkey'
+        : 'ioredis';
+
 // GLIDE's core logs every NOSCRIPT and every reconnect as a warning (thousands of lines in a run with faults):
 // its errors are enough to follow a failure.
 Logger.setLoggerConfig('error');
