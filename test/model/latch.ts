@@ -258,7 +258,8 @@ class AwaitCommand implements LatchCommand, InnerStep<LatchHarness> {
   }
 
   check(h: LatchHarness): boolean {
-    return !(h.world.actors[this.actor]?.busy ?? true);
+    const actor = h.world.actors[this.actor];
+    return actor !== undefined && !actor.busy && !actor.unadopted;
   }
 
   start(h: LatchHarness): void {

@@ -496,7 +496,7 @@ class AcquireCommand implements MultiCommand, InnerStep<MultiHarness> {
 
   check(h: MultiHarness): boolean {
     const actor = h.world.actors[this.actor];
-    if (!actor || actor.busy) return false;
+    if (!actor || actor.busy || actor.unadopted) return false;
     const holds = h.holdsOf(actor).length;
     // A second acquisition re-enters the first's flow; waiting unboundedly there could deadlock (the global
     // order holds per acquisition, not across nested ones), and withLock would take new members in a child.

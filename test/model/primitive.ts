@@ -148,6 +148,14 @@ export class PrimitiveActor<P> {
   get busy(): boolean {
     return this.last?.waiting ?? false;
   }
+
+  /**
+   * Its last call settled and the model has not taken in what it was told yet: a new call must not replace
+   * it (its grant would drop out of the model, a hold in Redis that no actor answers for).
+   */
+  get unadopted(): boolean {
+    return this.last?.outcome !== undefined && !this.last.adopted;
+  }
 }
 
 /** Two clients, six actors and the primitive named `name` on each client. */
@@ -294,10 +302,6 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
       async () => {
         adopt();
         state = { value: await read() };
-        // A call that settled while Redis was read is neither waiting nor adopted: judging this read without
-        // it would miss its grant (its reply may come in before a read sent earlier on another connection).
-        const unadopted = this.world.actors.find((a) => a.last?.outcome !== undefined && !a.last.adopted);
-        if (unadopted) return `${unadopted.name}'s ${String(unadopted.last)} settled during the read`;
         // A command queued for a reconnect (or resent after one) may still change Redis: a call that gave up
         // while its connection was down can run after the read (a killed connection, a dropped reply).
         for (const client of this.world.clients) {
@@ -308,6 +312,12 @@ export abstract class ModelHarness<P, W extends PrimitiveWorld<P>> implements Pr
           const down = client.closed ? undefined : await client.connection.unreachable();
           if (down) return `${client.label}'s connection is ${down}`;
         }
+        // A call that settled after adopt() (during the read or the connection checks, which await too) is
+        // neither waiting nor adopted: judging this read without it would miss its grant (its reply may come
+        // in before a read sent earlier on another connection). Checked after the last await, right before
+        // the judging, which awaits nothing.
+        const unadopted = this.world.actors.find((a) => a.unadopted);
+        if (unadopted) return `${unadopted.name}'s ${String(unadopted.last)} settled during the read`;
         return unstable(state.value);
       },
     );

@@ -309,7 +309,7 @@ class AcquireCommand implements RwCommand, InnerStep<RwHarness> {
   check(h: RwHarness): boolean {
     const actor = h.world.actors[this.actor];
     const job = actor && rwJob(actor);
-    return actor !== undefined && !actor.busy && !job?.live;
+    return actor !== undefined && !actor.busy && !actor.unadopted && !job?.live;
   }
 
   start(h: RwHarness): RwJob {

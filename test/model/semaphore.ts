@@ -431,7 +431,8 @@ export abstract class NewcomerCommand<P, S, H extends NewcomerHarness<P, S>, J e
   abstract toString(): string;
 
   check(h: H): boolean {
-    return !(h.world.actors[this.actor]?.busy ?? true);
+    const actor = h.world.actors[this.actor];
+    return actor !== undefined && !actor.busy && !actor.unadopted;
   }
 
   start(h: H): J {
