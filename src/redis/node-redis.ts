@@ -6,7 +6,17 @@
  * and put a 6.1+ `keyPrefix` before every key. `flowlock/admin`'s commands go raw (`sendCommand`) to one node's
  * connection, which no keyPrefix touches: their keys are the server's names already.
  */
-import { bySha, isRedirectionMessage, replicasIn, unprefixed, unprefixedKeys } from './shared.js';
+import {
+  bySha,
+  CheckedMaster,
+  identityOf,
+  isRedirectionMessage,
+  replicasIn,
+  unprefixed,
+  unprefixedKeys,
+  waitWithIdentity,
+  type WaitOutcome,
+} from './shared.js';
 import type {
   AdminCommand,
   AdminListener,
@@ -72,6 +82,7 @@ type TypeMapping = Readonly<Record<number, unknown>>;
 interface NodeClient extends PubSub, Emitter {
   readonly isOpen: boolean;
   readonly isReady?: boolean;
+  readonly socketEpoch?: number;
   readonly options?: {
     readonly socket?: { readonly host?: string; readonly port?: number; readonly path?: string };
     readonly database?: number;
@@ -141,6 +152,45 @@ const noop = (): void => undefined;
  */
 function reconnects(client: { readonly socketEpoch?: number } | undefined): number {
   return Math.max((client?.socketEpoch ?? 0) - 1, 0);
+}
+
+/** Raw commands on one connection, read with the default types whatever the user's mapping. */
+function sender(connection: NodeClient): (args: string[]) => Promise<unknown> {
+  return (args) => connection.sendCommand(args, { typeMapping: TEXT });
+}
+
+/** Numbers node-redis' connection objects, for the identity of a connection (see CheckedMaster). */
+const connectionNumbers = new WeakMap<object, number>();
+let lastConnectionNumber = 0;
+
+/** Which connection object, and its how-manieth connection: a new object or a reconnect labels differently. */
+function labelOf(connection: NodeClient): string {
+  let number = connectionNumbers.get(connection);
+  if (number === undefined) connectionNumbers.set(connection, (number = ++lastConnectionNumber));
+  return `${number}.${connection.socketEpoch ?? 0}`;
+}
+
+/**
+ * WAIT on a sentinel's master lease. The sentinel sends a call its connection cut off again on the next
+ * connection (or on a new master's), by running `use` again: the outcome is the last run's, with the identity
+ * of the connection it ran on.
+ */
+async function waitOnSentinel(
+  execute: <T>(isReadonly: boolean, use: (connection: NodeClient) => Promise<T>) => Promise<T>,
+  replicas: number,
+  timeoutMs: number,
+): Promise<WaitOutcome> {
+  let last: WaitOutcome | undefined;
+  try {
+    return await execute(false, async (connection) => {
+      last = await waitWithIdentity(sender(connection), replicas, timeoutMs, () => labelOf(connection));
+      // Thrown for the sentinel to send it again where it sees a closed connection.
+      if (last.failed) throw last.error;
+      return last;
+    });
+  } catch (error) {
+    return last ?? { identity: undefined, failed: true, error };
+  }
 }
 
 function toArgs(args: readonly ScriptArg[]): (string | Buffer)[] {
@@ -284,6 +334,12 @@ export class NodeRedisAdapter implements RedisAdapter {
    * A client is its own connection. A cluster's is the node client of the slot's master, the connection the
    * cluster used for the key's scripts (node-redis 6.2 would send a WAIT of the cluster itself to every
    * shard). A sentinel's commands go to its master lease (one unless the user raised `masterPoolSize`).
+   * Every WAIT is checked by the identity of its connection (CheckedMaster): a client or a cluster's node
+   * client rejects a written call its connection cut off but sends one still queued on the next connection,
+   * and a sentinel sends a call cut off by its connection again on the next one, all without an event a
+   * listener of ours would hear (a sentinel forwards its master connections' errors only with
+   * `passthroughClientErrorEvents`). The identity's label is the connection object and how often it
+   * connected, read when CLIENT ID comes back; the closes include the client's own count of reconnects.
    */
   masterConnection(key: string): MasterConnection | undefined {
     const client = this.#client;
@@ -291,39 +347,43 @@ export class NodeRedisAdapter implements RedisAdapter {
       const node = client.slots?.[keySlot(key)]?.master;
       if (!node || !client.nodeClient) return undefined;
       const nodeClient = client.nodeClient.bind(client);
-      return this.#remember(node, () => ({
-        get closes() {
-          return reconnects(node.client);
-        },
-        wait: async (replicas, timeoutMs) =>
-          Number(await (await nodeClient(node)).sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
-      }));
-    }
-    if (this.topology === 'sentinel') {
-      return this.#remember(client, () => {
-        let closes = 0;
-        const onError = (): void => {
-          closes++;
-        };
-        // Errors only: a sentinel reports topology changes on its first connect too, and MASTER_CHANGE
-        // for a reconnect to the same master, which a dropped connection announces by 'error' anyway.
-        this.#listen(client, 'error', onError);
-        return {
-          get closes() {
-            return closes;
-          },
-          wait: async (replicas, timeoutMs) =>
-            Number(await client.sendCommand(false, ['WAIT', String(replicas), String(timeoutMs)])),
-        };
+      return this.#remember(node, () => {
+        const on = async <T>(use: (connection: NodeClient) => Promise<T>): Promise<T> => use(await nodeClient(node));
+        return new CheckedMaster(
+          (replicas, timeoutMs) =>
+            on((connection) => waitWithIdentity(sender(connection), replicas, timeoutMs, () => labelOf(connection))),
+          () => on((connection) => identityOf(sender(connection), () => labelOf(connection))),
+          () => reconnects(node.client),
+        );
       });
     }
-    return this.#remember(client, () => ({
-      get closes() {
-        return reconnects(client);
-      },
-      wait: async (replicas, timeoutMs) =>
-        Number(await client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
-    }));
+    if (this.topology === 'sentinel' && client._execute) {
+      const execute = client._execute.bind(client);
+      return this.#remember(client, () => {
+        let errors = 0;
+        // With passthroughClientErrorEvents, a master connection's error: counted as a close.
+        this.#listen(client, 'error', () => {
+          errors++;
+        });
+        return new CheckedMaster(
+          (replicas, timeoutMs) => waitOnSentinel(execute, replicas, timeoutMs),
+          () =>
+            execute(false, (connection) => identityOf(sender(connection), () => labelOf(connection))).catch(
+              () => undefined,
+            ),
+          () => errors,
+        );
+      });
+    }
+    const self = client as unknown as NodeClient;
+    return this.#remember(client, () => {
+      const label = (): string => labelOf(self);
+      return new CheckedMaster(
+        (replicas, timeoutMs) => waitWithIdentity(sender(self), replicas, timeoutMs, label),
+        () => identityOf(sender(self), label),
+        () => reconnects(client),
+      );
+    });
   }
 
   /**

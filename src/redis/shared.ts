@@ -1,8 +1,9 @@
 /**
  * Helpers every adapter uses (ioredis.ts, node-redis.ts, glide.ts): the script runner's NOSCRIPT rule, the
- * Cluster redirections a client gives up on, and key prefixes. They live apart from adapter.ts, which picks
- * the adapter and so imports every adapter file.
+ * Cluster redirections a client gives up on, key prefixes, and the connection check under WAIT. They live
+ * apart from adapter.ts, which picks the adapter and so imports every adapter file.
  */
+import type { MasterConnection } from './seam.js';
 
 /**
  * Whether `error` is an ACL refusal: NOPERM for the command itself; inside a script, Redis 6.x and 7.0 say
@@ -103,4 +104,88 @@ export function replicasIn(clusterNodes: string): { readonly host: string; reado
 /** `keys` without the client's prefix. */
 export function unprefixedKeys(keys: readonly string[], prefix: string): string[] {
   return prefix === '' ? [...keys] : keys.map((key) => unprefixed(key, prefix));
+}
+
+/**
+ * What one WAIT came to, with the identity of the connection that answered the CLIENT ID sent right behind
+ * it (undefined when that failed): `failed` with WAIT's error, or WAIT's reply.
+ */
+export type WaitOutcome = { readonly identity: string | undefined } & (
+  { readonly failed: false; readonly acknowledged: unknown } | { readonly failed: true; readonly error: unknown }
+);
+
+/**
+ * Sends WAIT and CLIENT ID one behind the other on the connection of `send` (the client writes them in that
+ * order, and a connection answers in order): the id is of the connection that answered WAIT, or of a later
+ * one. `label`, read when the id comes back, adds what the client knows of that connection (which of its
+ * connection objects, how often it connected), for ids are unique per server process only.
+ */
+export async function waitWithIdentity(
+  send: (args: string[]) => Promise<unknown>,
+  replicas: number,
+  timeoutMs: number,
+  label: () => string = () => '',
+): Promise<WaitOutcome> {
+  const [waited, identity] = await Promise.allSettled([
+    send(['WAIT', String(replicas), String(timeoutMs)]),
+    identityOf(send, label),
+  ]);
+  const id = identity.status === 'fulfilled' ? identity.value : undefined;
+  return waited.status === 'fulfilled'
+    ? { identity: id, failed: false, acknowledged: waited.value }
+    : { identity: id, failed: true, error: waited.reason };
+}
+
+/** The identity of the connection of `send` (see waitWithIdentity); undefined when CLIENT ID failed. */
+export function identityOf(
+  send: (args: string[]) => Promise<unknown>,
+  label: () => string = () => '',
+): Promise<string | undefined> {
+  return send(['CLIENT', 'ID']).then(
+    (id) => `${label()}#${String(id)}`,
+    () => undefined,
+  );
+}
+
+/**
+ * The connection WAIT goes to, checked by its identity (CLIENT ID, and what the client knows of it): asked
+ * when this is made (before the first grant it confirms, on the same connection) and right behind every
+ * WAIT. A WAIT whose identity differs from the one before it ran on another connection than the grant may
+ * have: counted as a close, so the grant is not confirmed by it. Every client library may send a WAIT again on a new
+ * connection without a word (ioredis and node-redis' Sentinel resend a call cut off by its connection, and a
+ * call still queued goes out on the next connection), where it counts writes the connection never carried:
+ * none, so it answers at once. This cannot miss a reconnect the way an event can. A reconnect between the
+ * last identity and a grant counts too: that grant is refused, on the safe side. `reconnects`: how often the
+ * client says the connection closed (a count it keeps by itself), added to the closes.
+ */
+export class CheckedMaster implements MasterConnection {
+  #changes = 0;
+  #identity: Promise<string | undefined>;
+  readonly #wait: (replicas: number, timeoutMs: number) => Promise<WaitOutcome>;
+  readonly #reconnects: () => number;
+
+  constructor(
+    wait: (replicas: number, timeoutMs: number) => Promise<WaitOutcome>,
+    identify: () => Promise<string | undefined>,
+    reconnects: () => number = () => 0,
+  ) {
+    this.#wait = wait;
+    this.#reconnects = reconnects;
+    this.#identity = identify();
+  }
+
+  get closes(): number {
+    return this.#changes + this.#reconnects();
+  }
+
+  async wait(replicas: number, timeoutMs: number): Promise<number> {
+    const before = this.#identity;
+    const waited = this.#wait(replicas, timeoutMs);
+    // The next WAIT compares with the identity asked for behind this one, whether or not this one failed.
+    this.#identity = waited.then((outcome) => outcome.identity);
+    const [previous, outcome] = await Promise.all([before, waited]);
+    if (previous === undefined || outcome.identity === undefined || previous !== outcome.identity) this.#changes++;
+    if (outcome.failed) throw outcome.error;
+    return Number(outcome.acknowledged);
+  }
 }
