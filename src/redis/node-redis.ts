@@ -163,26 +163,34 @@ function sender(connection: NodeClient): (args: string[]) => Promise<unknown> {
 const connectionNumbers = new WeakMap<object, number>();
 let lastConnectionNumber = 0;
 
-/** Which connection object, and its how-manieth connection: a new object or a reconnect labels differently. */
+/**
+ * Which connection object answered: a cluster's node client or a sentinel's master client made anew (a
+ * failover) labels differently, whatever ids the new server hands out. Not its socket epoch: a reply to a
+ * call queued while it reconnected can come back before the epoch counts the new socket (the closes count
+ * the epochs instead).
+ */
 function labelOf(connection: NodeClient): string {
   let number = connectionNumbers.get(connection);
   if (number === undefined) connectionNumbers.set(connection, (number = ++lastConnectionNumber));
-  return `${number}.${connection.socketEpoch ?? 0}`;
+  return String(number);
 }
 
 /**
  * WAIT on a sentinel's master lease. The sentinel sends a call its connection cut off again on the next
- * connection (or on a new master's), by running `use` again: the outcome is the last run's, with the identity
- * of the connection it ran on.
+ * connection (or on a new master's), by running `use` again once the connection is ready: the outcome is the
+ * last run's, with the identity of the connection it ran on. `ready`: called with each connection a run
+ * goes out on.
  */
 async function waitOnSentinel(
   execute: <T>(isReadonly: boolean, use: (connection: NodeClient) => Promise<T>) => Promise<T>,
   replicas: number,
   timeoutMs: number,
+  ready: (connection: NodeClient) => void,
 ): Promise<WaitOutcome> {
   let last: WaitOutcome | undefined;
   try {
     return await execute(false, async (connection) => {
+      ready(connection);
       last = await waitWithIdentity(sender(connection), replicas, timeoutMs, () => labelOf(connection));
       // Thrown for the sentinel to send it again where it sees a closed connection.
       if (last.failed) throw last.error;
@@ -338,8 +346,8 @@ export class NodeRedisAdapter implements RedisAdapter {
    * client rejects a written call its connection cut off but sends one still queued on the next connection,
    * and a sentinel sends a call cut off by its connection again on the next one, all without an event a
    * listener of ours would hear (a sentinel forwards its master connections' errors only with
-   * `passthroughClientErrorEvents`). The identity's label is the connection object and how often it
-   * connected, read when CLIENT ID comes back; the closes include the client's own count of reconnects.
+   * `passthroughClientErrorEvents`). The identity's label is the connection object (see labelOf); the closes
+   * include the client's own count of reconnects (its socket epoch).
    */
   masterConnection(key: string): MasterConnection | undefined {
     const client = this.#client;
@@ -360,18 +368,27 @@ export class NodeRedisAdapter implements RedisAdapter {
     if (this.topology === 'sentinel' && client._execute) {
       const execute = client._execute.bind(client);
       return this.#remember(client, () => {
-        let errors = 0;
-        // With passthroughClientErrorEvents, a master connection's error: counted as a close.
+        // Closes the sentinel shows: its master connections' errors (with passthroughClientErrorEvents), and
+        // the reconnects of each master connection a WAIT went out on since it was last seen (a new one, after
+        // a failover, counts none: its identity differs).
+        let closes = 0;
         this.#listen(client, 'error', () => {
-          errors++;
+          closes++;
         });
+        const epochs = new WeakMap<NodeClient, number>();
+        const ready = (connection: NodeClient): void => {
+          const now = reconnects(connection);
+          closes += Math.max(now - (epochs.get(connection) ?? now), 0);
+          epochs.set(connection, now);
+        };
         return new CheckedMaster(
-          (replicas, timeoutMs) => waitOnSentinel(execute, replicas, timeoutMs),
+          (replicas, timeoutMs) => waitOnSentinel(execute, replicas, timeoutMs, ready),
           () =>
-            execute(false, (connection) => identityOf(sender(connection), () => labelOf(connection))).catch(
-              () => undefined,
-            ),
-          () => errors,
+            execute(false, (connection) => {
+              ready(connection);
+              return identityOf(sender(connection), () => labelOf(connection));
+            }).catch(() => undefined),
+          () => closes,
         );
       });
     }
