@@ -314,28 +314,21 @@ export class NodeRedisAdapter implements RedisAdapter {
     return (this.#client.isReady ?? true) ? 'ready' : 'connecting';
   }
 
-  /**
-   * Also, on a cluster, the calls node-redis had queued for a node it then dropped from its map (a failed
-   * master, at its next slot refresh): they were never written, and go to the slot's new master when sent
-   * again.
-   */
   isRedirection(error: unknown): boolean {
-    return (
-      isRedirectionMessage(error) ||
-      (this.topology === 'cluster' && error instanceof Error && error.message === 'Disconnects client')
-    );
+    return isRedirectionMessage(error);
   }
 
   /**
    * node-redis rejects the calls it had written when their connection closes (SocketClosedUnexpectedlyError)
-   * or times out (SocketTimeoutError): they may have run. Its Sentinel sends them again itself.
+   * or times out (SocketTimeoutError): they may have run. Its Sentinel sends them again itself. A cluster that
+   * drops a node from its map at a slot refresh (a failed master, a master left without slots) destroys its
+   * connection and rejects every call on it with "Disconnects client", those it had written included: they
+   * may have run too, and are no redirection (a script that is not idempotent must not be sent again).
    */
   isLostReply(error: unknown): boolean {
-    return (
-      this.topology !== 'sentinel' &&
-      error instanceof Error &&
-      /^(Socket closed unexpectedly|Socket timeout)/.test(error.message)
-    );
+    if (!(error instanceof Error)) return false;
+    if (this.topology === 'cluster' && error.message === 'Disconnects client') return true;
+    return this.topology !== 'sentinel' && /^(Socket closed unexpectedly|Socket timeout)/.test(error.message);
   }
 
   /**

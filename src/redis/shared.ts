@@ -26,18 +26,21 @@ export function errorClass(error: Error): string {
  * Whether `error` says the command got no answer from Redis, and how: `timeout` (the client's command
  * timeout: ioredis "Command timed out", node-redis' and GLIDE's TimeoutError) or `closed` (the connection is
  * closed or gave up: ioredis "Connection is closed." and MaxRetriesPerRequestError, node-redis'
- * ClientClosedError, ClientOfflineError and "Socket closed unexpectedly", GLIDE's ConnectionError and
- * ClosingError); undefined for anything else (a reply of the server's, a bug).
+ * ClientClosedError, ClientOfflineError, "Socket closed unexpectedly" and "Disconnects client" (a cluster
+ * dropped the node's connection), GLIDE's ConnectionError and ClosingError); undefined for anything else (a
+ * reply of the server's, a bug).
  */
 export function unansweredBy(error: unknown): 'timeout' | 'closed' | undefined {
   if (!(error instanceof Error)) return undefined;
   const name = errorClass(error);
   if (name === 'TimeoutError' || /^Command timed out|^Socket timeout/.test(error.message)) return 'timeout';
   if (
-    /^(ClientClosedError|ClientOfflineError|SocketClosedUnexpectedlyError|ConnectionError|ClosingError|MaxRetriesPerRequestError)$/.test(
+    /^(ClientClosedError|ClientOfflineError|SocketClosedUnexpectedlyError|DisconnectsClientError|ConnectionError|ClosingError|MaxRetriesPerRequestError)$/.test(
       name,
     ) ||
-    /^(Connection is closed|Stream isn't writeable|The client is closed|Socket closed unexpectedly)/.test(error.message)
+    /^(Connection is closed|Stream isn't writeable|The client is closed|Socket closed unexpectedly|Disconnects client)/.test(
+      error.message,
+    )
   ) {
     return 'closed';
   }
