@@ -8,6 +8,7 @@
 import { LockNotReplicatedError } from '../errors.js';
 import type { SyncReplicas } from '../options.js';
 import type { MasterConnection, RedisAdapter } from '../redis/adapter.js';
+import { isPermissionDenial } from '../redis/shared.js';
 
 /**
  * Where a grant's WAIT must go, and how often that connection had closed before the grant was sent
@@ -52,6 +53,8 @@ export class ReplicaSync {
     try {
       acknowledged = await connection.wait(this.replicas, this.#timeout);
     } catch (error) {
+      // An ACL refusal, of WAIT or of the CLIENT ID that checks its connection, is said as it is.
+      if (isPermissionDenial(error)) throw error;
       // A WAIT cut off by its connection closing (node-redis rejects it; ioredis would send it again on the
       // new connection, where it proves nothing): no replica is known to have the grant.
       if (connection.closes !== closes || this.#redis.isLostReply(error)) return 0;

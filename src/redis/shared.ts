@@ -111,17 +111,18 @@ export function unprefixedKeys(keys: readonly string[], prefix: string): string[
 
 /**
  * What one WAIT came to, with the identity of the connection that answered the CLIENT ID sent right behind
- * it (undefined when that failed): `failed` with WAIT's error, or WAIT's reply.
+ * it (undefined when that failed; `refusal`: the ACL refused CLIENT ID): `failed` with WAIT's error, or
+ * WAIT's reply.
  */
-export type WaitOutcome = { readonly identity: string | undefined } & (
+export type WaitOutcome = { readonly identity: string | undefined; readonly refusal?: Error } & (
   { readonly failed: false; readonly acknowledged: unknown } | { readonly failed: true; readonly error: unknown }
 );
 
 /**
  * Sends WAIT and CLIENT ID one behind the other on the connection of `send` (the client writes them in that
  * order, and a connection answers in order): the id is of the connection that answered WAIT, or of a later
- * one. `label`, read when the id comes back, adds what the client knows of that connection (which of its
- * connection objects, how often it connected), for ids are unique per server process only.
+ * one. `label`, read when the id comes back, adds what the client knows of that connection, for ids are
+ * unique per server process only.
  */
 export async function waitWithIdentity(
   send: (args: string[]) => Promise<unknown>,
@@ -133,33 +134,44 @@ export async function waitWithIdentity(
     send(['WAIT', String(replicas), String(timeoutMs)]),
     identityOf(send, label),
   ]);
-  const id = identity.status === 'fulfilled' ? identity.value : undefined;
+  // identityOf rejects only with the server's refusal, an Error (isPermissionDenial).
+  const known =
+    identity.status === 'fulfilled'
+      ? { identity: identity.value }
+      : { identity: undefined, refusal: identity.reason as Error };
   return waited.status === 'fulfilled'
-    ? { identity: id, failed: false, acknowledged: waited.value }
-    : { identity: id, failed: true, error: waited.reason };
+    ? { ...known, failed: false, acknowledged: waited.value }
+    : { ...known, failed: true, error: waited.reason };
 }
 
-/** The identity of the connection of `send` (see waitWithIdentity); undefined when CLIENT ID failed. */
+/**
+ * The identity of the connection of `send` (see waitWithIdentity); undefined when CLIENT ID failed, and
+ * rejected with the server's refusal when the ACL does not allow it (no grant can be confirmed then).
+ */
 export function identityOf(
   send: (args: string[]) => Promise<unknown>,
   label: () => string = () => '',
 ): Promise<string | undefined> {
   return send(['CLIENT', 'ID']).then(
     (id) => `${label()}#${String(id)}`,
-    () => undefined,
+    (error: unknown) => {
+      if (isPermissionDenial(error)) throw error;
+      return undefined;
+    },
   );
 }
 
 /**
  * The connection WAIT goes to, checked by its identity (CLIENT ID, and what the client knows of it): asked
  * when this is made (before the first grant it confirms, on the same connection) and right behind every
- * WAIT. A WAIT whose identity differs from the one before it ran on another connection than the grant may
- * have: counted as a close, so the grant is not confirmed by it. Every client library may send a WAIT again on a new
- * connection without a word (ioredis and node-redis' Sentinel resend a call cut off by its connection, and a
- * call still queued goes out on the next connection), where it counts writes the connection never carried:
- * none, so it answers at once. This cannot miss a reconnect the way an event can. A reconnect between the
- * last identity and a grant counts too: that grant is refused, on the safe side. `reconnects`: how often the
- * client says the connection closed (a count it keeps by itself), added to the closes.
+ * WAIT. A WAIT whose identity differs from the one before it may have run on another connection than the
+ * grant: counted as a close, so the grant is not confirmed by it. Every client library may send a WAIT again
+ * on a new connection without a word (ioredis and node-redis' Sentinel resend a call cut off by its
+ * connection, and a call still queued goes out on the next connection), where it counts writes the
+ * connection never carried: none, so it answers at once. This cannot miss a reconnect the way an event can.
+ * A reconnect between the last identity and a grant counts too: that grant is refused, on the safe side.
+ * `reconnects`: how often the client says the connection closed (a count it keeps), added to the closes. It
+ * needs `+client|id` in an ACL rule: refused, every WAIT fails with the refusal.
  */
 export class CheckedMaster implements MasterConnection {
   #changes = 0;
@@ -174,7 +186,8 @@ export class CheckedMaster implements MasterConnection {
   ) {
     this.#wait = wait;
     this.#reconnects = reconnects;
-    this.#identity = identify();
+    // A refusal is met again behind the first WAIT, and said then.
+    this.#identity = identify().catch(() => undefined);
   }
 
   get closes(): number {
@@ -189,6 +202,8 @@ export class CheckedMaster implements MasterConnection {
     const [previous, outcome] = await Promise.all([before, waited]);
     if (previous === undefined || outcome.identity === undefined || previous !== outcome.identity) this.#changes++;
     if (outcome.failed) throw outcome.error;
+    // Without CLIENT ID no WAIT confirms anything: the ACL's refusal is the caller's error, not a replica count.
+    if (outcome.refusal !== undefined) throw outcome.refusal;
     return Number(outcome.acknowledged);
   }
 }

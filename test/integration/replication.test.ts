@@ -172,6 +172,30 @@ describe('syncReplicas', () => {
     expect(await admin.exists(name)).toBe(0);
   });
 
+  it('says the ACL refusal when the user may not ask CLIENT ID (which checks WAIT), leaving no key', async () => {
+    const user = uniqueName('acl').replaceAll(':', '-');
+    await admin.call('ACL', 'SETUSER', user, 'on', '>pw', 'allkeys', '+@all', '-client|id');
+    try {
+      const connection = newTestClient(
+        { topology: 'standalone', host: master.host, port: master.port },
+        { username: user, password: 'pw' },
+      );
+      const locks = createLockClient(connection.client, { syncReplicas: { replicas: 1, timeout: 1000 } });
+      opened.push({ connection, locks });
+      const name = uniqueName('sync');
+      const error: unknown = await locks
+        .getLock(name)
+        .acquire()
+        .catch((e: unknown) => e);
+      // Not "0 of 1 replicas acknowledged", which would be untrue: the server's refusal.
+      expect(error).not.toBeInstanceOf(LockNotReplicatedError);
+      expect(String(error)).toMatch(/NOPERM|PermissionDenied/);
+      expect(await admin.exists(name)).toBe(0);
+    } finally {
+      await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+
   it('refuses a grant whose WAIT was cut off by a dropped connection, and leaves no key', async () => {
     const { locks, connection } = lockSetup({ syncReplicas: { replicas: 1, timeout: 2000 } });
     const name = uniqueName('sync');
