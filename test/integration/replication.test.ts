@@ -5,7 +5,13 @@
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
+import {
+  createLockClient,
+  LockNotReplicatedError,
+  LockPermissionError,
+  type LockClient,
+  type LockClientOptions,
+} from '../../src/index.js';
 import { newTestClient, sendCommand, type TestClient } from '../support/clients.js';
 import { elapsedSince, newRedis, uniqueName, until, type Redis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
@@ -187,9 +193,9 @@ describe('syncReplicas', () => {
         .getLock(name)
         .acquire()
         .catch((e: unknown) => e);
-      // Not "0 of 1 replicas acknowledged", which would be untrue: the server's refusal.
-      expect(error).not.toBeInstanceOf(LockNotReplicatedError);
-      expect(String(error)).toMatch(/NOPERM|PermissionDenied/);
+      // Not "0 of 1 replicas acknowledged", which would be untrue: the server's refusal, as every refusal.
+      expect(error).toBeInstanceOf(LockPermissionError);
+      expect(error).toMatchObject({ code: 'LOCK_PERMISSION_DENIED', lockName: name });
       expect(await admin.exists(name)).toBe(0);
     } finally {
       await admin.call('ACL', 'DELUSER', user);
