@@ -196,7 +196,12 @@ export class CheckedMaster implements MasterConnection {
 
   async wait(replicas: number, timeoutMs: number): Promise<number> {
     const before = this.#identity;
-    const waited = this.#wait(replicas, timeoutMs);
+    // A connection that could not even be had (a cluster's node client failing to connect) fails this WAIT only.
+    const waited = this.#wait(replicas, timeoutMs).catch((error: unknown): WaitOutcome => ({
+      identity: undefined,
+      failed: true,
+      error,
+    }));
     // The next WAIT compares with the identity asked for behind this one, whether or not this one failed.
     this.#identity = waited.then((outcome) => outcome.identity);
     const [previous, outcome] = await Promise.all([before, waited]);
