@@ -358,7 +358,9 @@ export class NodeRedisAdapter implements RedisAdapter {
         );
       });
     }
-    if (this.topology === 'sentinel' && client._execute) {
+    if (this.topology === 'sentinel') {
+      // node-redis 5 and 6 sentinels lend their master connection by _execute (as for flowlock/admin).
+      if (!client._execute) return undefined;
       const execute = client._execute.bind(client);
       return this.#remember(client, () => {
         // Closes the sentinel shows: its master connections' errors (with passthroughClientErrorEvents), and
