@@ -85,6 +85,8 @@ const integration = {
   scripts: 'seam cluster',
   semaphore: 'logic cluster',
   sentinel: 'client',
+  // Starts its own Cluster: a script call cut off when the client drops a node from its map (issue 38.5).
+  'cluster-resend': 'client',
   // Each library's script errors and INFO reply, read at the first refusal.
   'server-floor': 'client',
   shutdown: 'client',

@@ -5,9 +5,10 @@
  * can still be lost (the replica that had it is not the one promoted, or it fails too), so this narrows the
  * window and never closes it. Fencing tokens are what protect the resource.
  */
-import { LockNotReplicatedError } from '../errors.js';
+import { LockNotReplicatedError, LockPermissionError } from '../errors.js';
 import type { SyncReplicas } from '../options.js';
 import type { MasterConnection, RedisAdapter } from '../redis/adapter.js';
+import { isPermissionDenial } from '../redis/shared.js';
 
 /**
  * Where a grant's WAIT must go, and how often that connection had closed before the grant was sent
@@ -52,6 +53,8 @@ export class ReplicaSync {
     try {
       acknowledged = await connection.wait(this.replicas, this.#timeout);
     } catch (error) {
+      // An ACL refusal, of WAIT or of the CLIENT ID that checks its connection, is said as it is.
+      if (isPermissionDenial(error)) throw error;
       // A WAIT cut off by its connection closing (node-redis rejects it; ioredis would send it again on the
       // new connection, where it proves nothing): no replica is known to have the grant.
       if (connection.closes !== closes || this.#redis.isLostReply(error)) return 0;
@@ -64,7 +67,8 @@ export class ReplicaSync {
 /**
  * Sends a grant (`send`, the acquire script of a lock or a semaphore) and, with `syncReplicas`, confirms it by
  * WAIT on the connection that carried it: a grant too few replicas acknowledged, or whose WAIT failed, is
- * undone before this rejects (LockNotReplicatedError, or WAIT's error). Without it, the reply as it is.
+ * undone before this rejects (LockNotReplicatedError, LockPermissionError for an ACL refusal, or WAIT's
+ * error). Without it, the reply as it is.
  */
 export async function confirmedGrant<R>(
   replicaSync: ReplicaSync | undefined,
@@ -80,7 +84,8 @@ export async function confirmedGrant<R>(
     acknowledged = await replicaSync.acknowledged(ticket);
   } catch (error) {
     await undo();
-    throw error;
+    // WAIT, or the CLIENT ID that checks its connection, refused by the ACL: said as every refusal is.
+    throw isPermissionDenial(error) ? new LockPermissionError(name, error) : error;
   }
   if (acknowledged >= replicaSync.replicas) return reply;
   await undo();

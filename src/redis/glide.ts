@@ -5,7 +5,7 @@
  *
  * What GLIDE lacks, and how this file makes up for it:
  * - No connection events. The client's end is learnt from a ClosingError; its readiness from the last call's
- *   outcome; a reconnect under WAIT from the connection's CLIENT ID (see GlideMaster); lost subscriptions from
+ *   outcome; a reconnect under WAIT from the connection's CLIENT ID (see CheckedMaster in shared.ts); lost subscriptions from
  *   `getSubscriptions()` and the core's resubscription time (see GlideSubscriber).
  * - No `duplicate()`, and the message callback is fixed when a client is created: the library's subscriber
  *   is a client of its own, made by the user's `glideSubscriber` factory, or else from the creation config
@@ -49,7 +49,7 @@ import type {
   SubscriberEvents,
 } from './seam.js';
 import { keySlot } from './keys.js';
-import { bySha, replicasIn } from './shared.js';
+import { bySha, CheckedMaster, identityOf, replicasIn, waitWithIdentity } from './shared.js';
 import { monotonicNow } from '../time.js';
 
 type Client = GlideClient | GlideClusterClient;
@@ -149,7 +149,7 @@ export class GlideAdapter implements RedisAdapter {
   readonly #argument: string;
   readonly #createSubscriber: (pubsub: PubSubConfig) => Promise<Client>;
   /** MasterConnection per slot on a cluster (GLIDE shows no slot map), one on a standalone client. */
-  readonly #masters = new Map<number, GlideMaster>();
+  readonly #masters = new Map<number, CheckedMaster>();
   #onEnd: (() => void) | undefined;
   #ended = false;
   /**
@@ -246,7 +246,14 @@ export class GlideAdapter implements RedisAdapter {
     const slot = this.topology === 'cluster' ? keySlot(key) : 0;
     let master = this.#masters.get(slot);
     if (!master) {
-      master = new GlideMaster((args) => this.#send(args, this.topology === 'cluster' ? key : undefined));
+      // WAIT goes on the connection that carries the slot's scripts (GLIDE multiplexes every call to a node on
+      // one connection), and GLIDE tells no reconnect: the connection's identity tells it (CheckedMaster).
+      const send = (args: string[]): Promise<unknown> =>
+        this.#send(args, this.topology === 'cluster' ? key : undefined);
+      master = new CheckedMaster(
+        (replicas, timeoutMs) => waitWithIdentity(send, replicas, timeoutMs),
+        () => identityOf(send),
+      );
       this.#masters.set(slot, master);
     }
     return master;
@@ -337,47 +344,6 @@ function subscriberClient(create: (pubsub: PubSubConfig) => Promise<unknown>, pu
       if (!isGlide(client)) throw new TypeError('options.glideSubscriber must resolve to a GLIDE client');
       return client as Client;
     });
-}
-
-/**
- * WAIT for one slot's primary, sent on the connection that carries the slot's scripts (GLIDE multiplexes
- * every call to a node on one connection). GLIDE tells no reconnect, so this learns it from the connection's
- * CLIENT ID, asked when it is first used (before the grant, on the same connection) and after every WAIT
- * (behind it, on the same connection): a new id means a new connection, which the WAIT proved nothing on.
- */
-class GlideMaster implements MasterConnection {
-  #closes = 0;
-  #id: Promise<string | undefined>;
-  readonly #send: (args: GlideString[]) => Promise<GlideReturnType>;
-
-  constructor(send: (args: GlideString[]) => Promise<GlideReturnType>) {
-    this.#send = send;
-    this.#id = this.#clientId();
-  }
-
-  get closes(): number {
-    return this.#closes;
-  }
-
-  async wait(replicas: number, timeoutMs: number): Promise<number> {
-    const before = this.#id;
-    const waited = this.#send(['WAIT', String(replicas), String(timeoutMs)]);
-    // Awaited below, after the ids: a rejection meanwhile is not unhandled.
-    waited.catch(() => undefined);
-    // Sent right behind the WAIT, on the same connection: answered after it.
-    this.#id = this.#clientId();
-    const [previous, current] = await Promise.all([before, this.#id]);
-    // Counted whether or not the WAIT failed: the next WAIT compares with the id asked for after this one.
-    if (previous === undefined || current === undefined || previous !== current) this.#closes++;
-    return Number(await waited);
-  }
-
-  #clientId(): Promise<string | undefined> {
-    return this.#send(['CLIENT', 'ID']).then(
-      (id) => String(id as number),
-      () => undefined,
-    );
-  }
 }
 
 /**

@@ -4,7 +4,16 @@
  * first key; the library's subscriber is a duplicate of the client.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { bySha, isRedirectionMessage, replicasIn, unprefixed, unprefixedKeys } from './shared.js';
+import {
+  bySha,
+  CheckedMaster,
+  identityOf,
+  isRedirectionMessage,
+  replicasIn,
+  unprefixed,
+  unprefixedKeys,
+  waitWithIdentity,
+} from './shared.js';
 import type {
   AdminCommand,
   AdminListener,
@@ -57,7 +66,7 @@ export class IoredisAdapter implements RedisAdapter {
   readonly shardedPubSub: boolean;
   readonly #client: Client;
   /** Connections WAIT went to, with how often each closed (listeners removed by `dispose()`). */
-  readonly #connections = new Map<Redis, MasterConnection & { readonly listener: () => void }>();
+  readonly #connections = new Map<Redis, { readonly connection: MasterConnection; readonly listener: () => void }>();
   /** The user's client's 'end' listener (removed by `dispose()`). */
   #onEnd: (() => void) | undefined;
 
@@ -147,20 +156,22 @@ export class IoredisAdapter implements RedisAdapter {
     if (!known) {
       const node = connection;
       let closes = 0;
-      const created = {
-        get closes() {
-          return closes;
-        },
-        wait: (replicas: number, timeoutMs: number) => node.wait(replicas, timeoutMs),
-        listener: () => {
-          closes++;
-        },
+      const send = (args: string[]): Promise<unknown> => node.call(args[0] ?? '', ...args.slice(1));
+      // ioredis says every close ('close'), and sends a WAIT cut off by one again on the next connection; the
+      // connection's identity checks it all the same, as on every client library (CheckedMaster).
+      const checked = new CheckedMaster(
+        (replicas, timeoutMs) => waitWithIdentity(send, replicas, timeoutMs),
+        () => identityOf(send),
+        () => closes,
+      );
+      const listener = (): void => {
+        closes++;
       };
-      node.on('close', created.listener);
-      this.#connections.set(node, created);
-      known = created;
+      node.on('close', listener);
+      known = { connection: checked, listener };
+      this.#connections.set(node, known);
     }
-    return known;
+    return known.connection;
   }
 
   openSubscriber(mode: PubSubMode, events: SubscriberEvents): Subscriber {

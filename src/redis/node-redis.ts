@@ -6,7 +6,17 @@
  * and put a 6.1+ `keyPrefix` before every key. `flowlock/admin`'s commands go raw (`sendCommand`) to one node's
  * connection, which no keyPrefix touches: their keys are the server's names already.
  */
-import { bySha, isRedirectionMessage, replicasIn, unprefixed, unprefixedKeys } from './shared.js';
+import {
+  bySha,
+  CheckedMaster,
+  identityOf,
+  isRedirectionMessage,
+  replicasIn,
+  unprefixed,
+  unprefixedKeys,
+  waitWithIdentity,
+  type WaitOutcome,
+} from './shared.js';
 import type {
   AdminCommand,
   AdminListener,
@@ -72,6 +82,7 @@ type TypeMapping = Readonly<Record<number, unknown>>;
 interface NodeClient extends PubSub, Emitter {
   readonly isOpen: boolean;
   readonly isReady?: boolean;
+  readonly socketEpoch?: number;
   readonly options?: {
     readonly socket?: { readonly host?: string; readonly port?: number; readonly path?: string };
     readonly database?: number;
@@ -141,6 +152,53 @@ const noop = (): void => undefined;
  */
 function reconnects(client: { readonly socketEpoch?: number } | undefined): number {
   return Math.max((client?.socketEpoch ?? 0) - 1, 0);
+}
+
+/** Raw commands on one connection, read with the default types whatever the user's mapping. */
+function sender(connection: NodeClient): (args: string[]) => Promise<unknown> {
+  return (args) => connection.sendCommand(args, { typeMapping: TEXT });
+}
+
+/** Numbers node-redis' connection objects, for the identity of a connection (see CheckedMaster). */
+const connectionNumbers = new WeakMap<object, number>();
+let lastConnectionNumber = 0;
+
+/**
+ * Which connection object answered: a cluster's node client or a sentinel's master client made anew (a
+ * failover) labels differently, whatever ids the new server hands out. Not its socket epoch: a reply to a
+ * call queued while it reconnected can come back before the epoch counts the new socket (the closes count
+ * the epochs instead).
+ */
+function labelOf(connection: NodeClient): string {
+  let number = connectionNumbers.get(connection);
+  if (number === undefined) connectionNumbers.set(connection, (number = ++lastConnectionNumber));
+  return String(number);
+}
+
+/**
+ * WAIT on a sentinel's master lease. The sentinel sends a call its connection cut off again on the next
+ * connection (or on a new master's), by running `use` again once the connection is ready: the outcome is the
+ * last run's, with the identity of the connection it ran on. `ready`: called with each connection a run
+ * goes out on.
+ */
+async function waitOnSentinel(
+  execute: <T>(isReadonly: boolean, use: (connection: NodeClient) => Promise<T>) => Promise<T>,
+  replicas: number,
+  timeoutMs: number,
+  ready: (connection: NodeClient) => void,
+): Promise<WaitOutcome> {
+  let last: WaitOutcome | undefined;
+  try {
+    return await execute(false, async (connection) => {
+      ready(connection);
+      last = await waitWithIdentity(sender(connection), replicas, timeoutMs, () => labelOf(connection));
+      // Thrown for the sentinel to send it again where it sees a closed connection.
+      if (last.failed) throw last.error;
+      return last;
+    });
+  } catch (error) {
+    return last ?? { identity: undefined, failed: true, error };
+  }
 }
 
 function toArgs(args: readonly ScriptArg[]): (string | Buffer)[] {
@@ -256,34 +314,33 @@ export class NodeRedisAdapter implements RedisAdapter {
     return (this.#client.isReady ?? true) ? 'ready' : 'connecting';
   }
 
-  /**
-   * Also, on a cluster, the calls node-redis had queued for a node it then dropped from its map (a failed
-   * master, at its next slot refresh): they were never written, and go to the slot's new master when sent
-   * again.
-   */
   isRedirection(error: unknown): boolean {
-    return (
-      isRedirectionMessage(error) ||
-      (this.topology === 'cluster' && error instanceof Error && error.message === 'Disconnects client')
-    );
+    return isRedirectionMessage(error);
   }
 
   /**
    * node-redis rejects the calls it had written when their connection closes (SocketClosedUnexpectedlyError)
-   * or times out (SocketTimeoutError): they may have run. Its Sentinel sends them again itself.
+   * or times out (SocketTimeoutError): they may have run. Its Sentinel sends them again itself. A cluster that
+   * drops a node from its map at a slot refresh (a failed master, a master left without slots) destroys its
+   * connection and rejects every call on it with "Disconnects client", those it had written included: they
+   * may have run too, and are no redirection (a script that is not idempotent must not be sent again).
    */
   isLostReply(error: unknown): boolean {
-    return (
-      this.topology !== 'sentinel' &&
-      error instanceof Error &&
-      /^(Socket closed unexpectedly|Socket timeout)/.test(error.message)
-    );
+    if (!(error instanceof Error)) return false;
+    if (this.topology === 'cluster' && error.message === 'Disconnects client') return true;
+    return this.topology !== 'sentinel' && /^(Socket closed unexpectedly|Socket timeout)/.test(error.message);
   }
 
   /**
    * A client is its own connection. A cluster's is the node client of the slot's master, the connection the
    * cluster used for the key's scripts (node-redis 6.2 would send a WAIT of the cluster itself to every
    * shard). A sentinel's commands go to its master lease (one unless the user raised `masterPoolSize`).
+   * Every WAIT is checked by the identity of its connection (CheckedMaster): a client or a cluster's node
+   * client rejects a written call its connection cut off but sends one still queued on the next connection,
+   * and a sentinel sends a call cut off by its connection again on the next one, all without an event a
+   * listener of ours would hear (a sentinel forwards its master connections' errors only with
+   * `passthroughClientErrorEvents`). The identity's label is the connection object (see labelOf); the closes
+   * include the client's own count of reconnects (its socket epoch).
    */
   masterConnection(key: string): MasterConnection | undefined {
     const client = this.#client;
@@ -291,39 +348,54 @@ export class NodeRedisAdapter implements RedisAdapter {
       const node = client.slots?.[keySlot(key)]?.master;
       if (!node || !client.nodeClient) return undefined;
       const nodeClient = client.nodeClient.bind(client);
-      return this.#remember(node, () => ({
-        get closes() {
-          return reconnects(node.client);
-        },
-        wait: async (replicas, timeoutMs) =>
-          Number(await (await nodeClient(node)).sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
-      }));
-    }
-    if (this.topology === 'sentinel') {
-      return this.#remember(client, () => {
-        let closes = 0;
-        const onError = (): void => {
-          closes++;
-        };
-        // Errors only: a sentinel reports topology changes on its first connect too, and MASTER_CHANGE
-        // for a reconnect to the same master, which a dropped connection announces by 'error' anyway.
-        this.#listen(client, 'error', onError);
-        return {
-          get closes() {
-            return closes;
-          },
-          wait: async (replicas, timeoutMs) =>
-            Number(await client.sendCommand(false, ['WAIT', String(replicas), String(timeoutMs)])),
-        };
+      return this.#remember(node, () => {
+        const on = async <T>(use: (connection: NodeClient) => Promise<T>): Promise<T> => use(await nodeClient(node));
+        return new CheckedMaster(
+          (replicas, timeoutMs) =>
+            on((connection) => waitWithIdentity(sender(connection), replicas, timeoutMs, () => labelOf(connection))),
+          () => on((connection) => identityOf(sender(connection), () => labelOf(connection))),
+          () => reconnects(node.client),
+        );
       });
     }
-    return this.#remember(client, () => ({
-      get closes() {
-        return reconnects(client);
-      },
-      wait: async (replicas, timeoutMs) =>
-        Number(await client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
-    }));
+    if (this.topology === 'sentinel') {
+      // node-redis 5 and 6 sentinels lend their master connection by _execute (as for flowlock/admin).
+      if (!client._execute) return undefined;
+      const execute = client._execute.bind(client);
+      return this.#remember(client, () => {
+        // Closes the sentinel shows: its master connections' errors (with passthroughClientErrorEvents), and
+        // the reconnects of each master connection a WAIT went out on since it was last seen (a new one, after
+        // a failover, counts none: its identity differs).
+        let closes = 0;
+        this.#listen(client, 'error', () => {
+          closes++;
+        });
+        const epochs = new WeakMap<NodeClient, number>();
+        const ready = (connection: NodeClient): void => {
+          const now = reconnects(connection);
+          closes += Math.max(now - (epochs.get(connection) ?? now), 0);
+          epochs.set(connection, now);
+        };
+        return new CheckedMaster(
+          (replicas, timeoutMs) => waitOnSentinel(execute, replicas, timeoutMs, ready),
+          () =>
+            execute(false, (connection) => {
+              ready(connection);
+              return identityOf(sender(connection), () => labelOf(connection));
+            }).catch(() => undefined),
+          () => closes,
+        );
+      });
+    }
+    const self = client as unknown as NodeClient;
+    return this.#remember(client, () => {
+      const label = (): string => labelOf(self);
+      return new CheckedMaster(
+        (replicas, timeoutMs) => waitWithIdentity(sender(self), replicas, timeoutMs, label),
+        () => identityOf(sender(self), label),
+        () => reconnects(client),
+      );
+    });
   }
 
   /**

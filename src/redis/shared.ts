@@ -1,8 +1,9 @@
 /**
  * Helpers every adapter uses (ioredis.ts, node-redis.ts, glide.ts): the script runner's NOSCRIPT rule, the
- * Cluster redirections a client gives up on, and key prefixes. They live apart from adapter.ts, which picks
- * the adapter and so imports every adapter file.
+ * Cluster redirections a client gives up on, key prefixes, and the connection check under WAIT. They live
+ * apart from adapter.ts, which picks the adapter and so imports every adapter file.
  */
+import type { MasterConnection } from './seam.js';
 
 /**
  * Whether `error` is an ACL refusal: NOPERM for the command itself; inside a script, Redis 6.x and 7.0 say
@@ -25,18 +26,21 @@ export function errorClass(error: Error): string {
  * Whether `error` says the command got no answer from Redis, and how: `timeout` (the client's command
  * timeout: ioredis "Command timed out", node-redis' and GLIDE's TimeoutError) or `closed` (the connection is
  * closed or gave up: ioredis "Connection is closed." and MaxRetriesPerRequestError, node-redis'
- * ClientClosedError, ClientOfflineError and "Socket closed unexpectedly", GLIDE's ConnectionError and
- * ClosingError); undefined for anything else (a reply of the server's, a bug).
+ * ClientClosedError, ClientOfflineError, "Socket closed unexpectedly" and "Disconnects client" (a cluster
+ * dropped the node's connection), GLIDE's ConnectionError and ClosingError); undefined for anything else (a
+ * reply of the server's, a bug).
  */
 export function unansweredBy(error: unknown): 'timeout' | 'closed' | undefined {
   if (!(error instanceof Error)) return undefined;
   const name = errorClass(error);
   if (name === 'TimeoutError' || /^Command timed out|^Socket timeout/.test(error.message)) return 'timeout';
   if (
-    /^(ClientClosedError|ClientOfflineError|SocketClosedUnexpectedlyError|ConnectionError|ClosingError|MaxRetriesPerRequestError)$/.test(
+    /^(ClientClosedError|ClientOfflineError|SocketClosedUnexpectedlyError|DisconnectsClientError|ConnectionError|ClosingError|MaxRetriesPerRequestError)$/.test(
       name,
     ) ||
-    /^(Connection is closed|Stream isn't writeable|The client is closed|Socket closed unexpectedly)/.test(error.message)
+    /^(Connection is closed|Stream isn't writeable|The client is closed|Socket closed unexpectedly|Disconnects client)/.test(
+      error.message,
+    )
   ) {
     return 'closed';
   }
@@ -103,4 +107,108 @@ export function replicasIn(clusterNodes: string): { readonly host: string; reado
 /** `keys` without the client's prefix. */
 export function unprefixedKeys(keys: readonly string[], prefix: string): string[] {
   return prefix === '' ? [...keys] : keys.map((key) => unprefixed(key, prefix));
+}
+
+/**
+ * What one WAIT came to, with the identity of the connection that answered the CLIENT ID sent right behind
+ * it (undefined when that failed; `refusal`: the ACL refused CLIENT ID): `failed` with WAIT's error, or
+ * WAIT's reply.
+ */
+export type WaitOutcome = { readonly identity: string | undefined; readonly refusal?: Error } & (
+  { readonly failed: false; readonly acknowledged: unknown } | { readonly failed: true; readonly error: unknown }
+);
+
+/**
+ * Sends WAIT and CLIENT ID one behind the other on the connection of `send` (the client writes them in that
+ * order, and a connection answers in order): the id is of the connection that answered WAIT, or of a later
+ * one. `label`, read when the id comes back, adds what the client knows of that connection, for ids are
+ * unique per server process only.
+ */
+export async function waitWithIdentity(
+  send: (args: string[]) => Promise<unknown>,
+  replicas: number,
+  timeoutMs: number,
+  label: () => string = () => '',
+): Promise<WaitOutcome> {
+  const [waited, identity] = await Promise.allSettled([
+    send(['WAIT', String(replicas), String(timeoutMs)]),
+    identityOf(send, label),
+  ]);
+  // identityOf rejects only with the server's refusal, an Error (isPermissionDenial).
+  const known =
+    identity.status === 'fulfilled'
+      ? { identity: identity.value }
+      : { identity: undefined, refusal: identity.reason as Error };
+  return waited.status === 'fulfilled'
+    ? { ...known, failed: false, acknowledged: waited.value }
+    : { ...known, failed: true, error: waited.reason };
+}
+
+/**
+ * The identity of the connection of `send` (see waitWithIdentity); undefined when CLIENT ID failed, and
+ * rejected with the server's refusal when the ACL does not allow it (no grant can be confirmed then).
+ */
+export function identityOf(
+  send: (args: string[]) => Promise<unknown>,
+  label: () => string = () => '',
+): Promise<string | undefined> {
+  return send(['CLIENT', 'ID']).then(
+    (id) => `${label()}#${String(id)}`,
+    (error: unknown) => {
+      if (isPermissionDenial(error)) throw error;
+      return undefined;
+    },
+  );
+}
+
+/**
+ * The connection WAIT goes to, checked by its identity (CLIENT ID, and what the client knows of it): asked
+ * when this is made (before the first grant it confirms, on the same connection) and right behind every
+ * WAIT. A WAIT whose identity differs from the one before it may have run on another connection than the
+ * grant: counted as a close, so the grant is not confirmed by it. Every client library may send a WAIT again
+ * on a new connection without a word (ioredis and node-redis' Sentinel resend a call cut off by its
+ * connection, and a call still queued goes out on the next connection), where it counts writes the
+ * connection never carried: none, so it answers at once. This cannot miss a reconnect the way an event can.
+ * A reconnect between the last identity and a grant counts too: that grant is refused, on the safe side.
+ * `reconnects`: how often the client says the connection closed (a count it keeps), added to the closes. It
+ * needs `+client|id` in an ACL rule: refused, every WAIT fails with the refusal.
+ */
+export class CheckedMaster implements MasterConnection {
+  #changes = 0;
+  #identity: Promise<string | undefined>;
+  readonly #wait: (replicas: number, timeoutMs: number) => Promise<WaitOutcome>;
+  readonly #reconnects: () => number;
+
+  constructor(
+    wait: (replicas: number, timeoutMs: number) => Promise<WaitOutcome>,
+    identify: () => Promise<string | undefined>,
+    reconnects: () => number = () => 0,
+  ) {
+    this.#wait = wait;
+    this.#reconnects = reconnects;
+    // A refusal is met again behind the first WAIT, and said then.
+    this.#identity = identify().catch(() => undefined);
+  }
+
+  get closes(): number {
+    return this.#changes + this.#reconnects();
+  }
+
+  async wait(replicas: number, timeoutMs: number): Promise<number> {
+    const before = this.#identity;
+    // A connection that could not even be had (a cluster's node client failing to connect) fails this WAIT only.
+    const waited = this.#wait(replicas, timeoutMs).catch((error: unknown): WaitOutcome => ({
+      identity: undefined,
+      failed: true,
+      error,
+    }));
+    // The next WAIT compares with the identity asked for behind this one, whether or not this one failed.
+    this.#identity = waited.then((outcome) => outcome.identity);
+    const [previous, outcome] = await Promise.all([before, waited]);
+    if (previous === undefined || outcome.identity === undefined || previous !== outcome.identity) this.#changes++;
+    if (outcome.failed) throw outcome.error;
+    // Without CLIENT ID no WAIT confirms anything: the ACL's refusal is the caller's error, not a replica count.
+    if (outcome.refusal !== undefined) throw outcome.refusal;
+    return Number(outcome.acknowledged);
+  }
 }

@@ -215,6 +215,50 @@ describe('Redis Cluster', () => {
     }
   });
 
+  it('with syncReplicas, refuses a grant whose WAIT the dropped connection cut off, and leaves no key', async () => {
+    const seed = cluster.nodes[0]?.port ?? 0;
+    const name = uniqueName('cut-sync');
+    const owner = slotOwner(seed, keySlot(name));
+    const replicaPort = Number(
+      /:(\d+)@\S* slave /.exec(
+        redisCli(seed, 'cluster', 'nodes')
+          .split('\n')
+          .find((line) => line.includes(`slave ${owner.id}`)) ?? '',
+      )?.[1],
+    );
+    const replica = cluster.nodes.find((node) => node.port === replicaPort);
+    if (!replica) throw new Error(`no replica of ${owner.port}`);
+    const locks = locksOn({ syncReplicas: { replicas: 1, timeout: 3000 } });
+    await locks.getLock(name).withLock(() => undefined); // slots known, grants confirmed
+    // Paused (its link up): a WAIT on a connection that wrote nothing would answer 1 at once.
+    replica.pause();
+    try {
+      const acquiring = locks
+        .getLock(name)
+        .acquire()
+        .then(
+          (lease) => ({ lease }),
+          (error: unknown) => ({ error }),
+        );
+      // Granted, and WAIT blocked on the paused replica: the connection waiting in WAIT is cut.
+      let waiting: string | undefined;
+      await until(() => {
+        const line = redisCli(owner.port, 'client', 'list')
+          .split('\n')
+          .find((client) => /\bcmd=wait\b/.test(client));
+        waiting = /\bid=(\d+)\b/.exec(line ?? '')?.[1];
+        return waiting !== undefined;
+      }, 'WAIT sent');
+      redisCli(owner.port, 'client', 'kill', 'id', String(waiting));
+      const outcome = await acquiring;
+      if ('lease' in outcome) cleanup.push(() => outcome.lease.release());
+      expect(outcome).toMatchObject({ error: expect.any(LockNotReplicatedError) as unknown });
+      expect(redisCli(owner.port, 'exists', name)).toBe('0');
+    } finally {
+      replica.resume();
+    }
+  });
+
   it('a waiting client opens no connection per slot refresh of its subscriber', async () => {
     const holder = locksOn();
     const waiter = locksOn();

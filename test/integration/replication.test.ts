@@ -5,7 +5,13 @@
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLockClient, LockNotReplicatedError, type LockClient, type LockClientOptions } from '../../src/index.js';
+import {
+  createLockClient,
+  LockNotReplicatedError,
+  LockPermissionError,
+  type LockClient,
+  type LockClientOptions,
+} from '../../src/index.js';
 import { newTestClient, sendCommand, type TestClient } from '../support/clients.js';
 import { elapsedSince, newRedis, uniqueName, until, type Redis } from '../support/fixture.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
@@ -170,6 +176,30 @@ describe('syncReplicas', () => {
       await lock.unlock();
     });
     expect(await admin.exists(name)).toBe(0);
+  });
+
+  it('says the ACL refusal when the user may not ask CLIENT ID (which checks WAIT), leaving no key', async () => {
+    const user = uniqueName('acl').replaceAll(':', '-');
+    await admin.call('ACL', 'SETUSER', user, 'on', '>pw', 'allkeys', '+@all', '-client|id');
+    try {
+      const connection = newTestClient(
+        { topology: 'standalone', host: master.host, port: master.port },
+        { username: user, password: 'pw' },
+      );
+      const locks = createLockClient(connection.client, { syncReplicas: { replicas: 1, timeout: 1000 } });
+      opened.push({ connection, locks });
+      const name = uniqueName('sync');
+      const error: unknown = await locks
+        .getLock(name)
+        .acquire()
+        .catch((e: unknown) => e);
+      // Not "0 of 1 replicas acknowledged", which would be untrue: the server's refusal, as every refusal.
+      expect(error).toBeInstanceOf(LockPermissionError);
+      expect(error).toMatchObject({ code: 'LOCK_PERMISSION_DENIED', lockName: name });
+      expect(await admin.exists(name)).toBe(0);
+    } finally {
+      await admin.call('ACL', 'DELUSER', user);
+    }
   });
 
   it('refuses a grant whose WAIT was cut off by a dropped connection, and leaves no key', async () => {

@@ -19,7 +19,7 @@ import {
 } from '../../src/index.js';
 import { overlaps, type Section } from '../support/checkers.js';
 import { clientKind } from '../support/clients.js';
-import { newRedis, uniqueName } from '../support/fixture.js';
+import { newRedis, uniqueName, until } from '../support/fixture.js';
 import { recordFigures } from '../support/figures.js';
 import { startRedisSentinel, type TestSentinel } from '../support/redis-sentinel.js';
 
@@ -313,6 +313,48 @@ describe('T14: syncReplicas against the failover risk', () => {
       });
       expect(doubleGrants).toBe(0);
       expect(tokensRose).toBe(TRIALS);
+    });
+  }, 90_000);
+});
+
+describe('T14: syncReplicas when the connection drops mid-WAIT', () => {
+  it('refuses a grant whose WAIT the dropped connection cut off, and leaves no hold', async () => {
+    await withTopology(async (sentinel) => {
+      const synced = lockClient(sentinel, { syncReplicas: { replicas: 1, timeout: 3000 } });
+      const master = newRedis(sentinel.master);
+      cleanup.push(() => master.disconnect());
+      const name = uniqueName('t14');
+      // Connected, and grants confirmed while the replica acknowledges.
+      expect(await synced.getLock(`${name}:warm`).withLock(() => 'ok', { waitTime: 10_000 })).toBe('ok');
+      // Paused, not cut off: the master still counts the replica as connected, so a WAIT on a connection that
+      // wrote nothing (which a client sends again after a reconnect) answers 1 at once.
+      sentinel.replica.pause();
+      try {
+        const acquiring = synced
+          .getLock(name)
+          .acquire({ waitTime: 10_000 })
+          .then(
+            (lease) => ({ lease }),
+            (error: unknown) => ({ error }),
+          );
+        // Granted, and WAIT blocked on the paused replica: the lock client's connection waits in WAIT.
+        let waiting: string | undefined;
+        await until(async () => {
+          const clients = String(await master.client('LIST')).split('\n');
+          waiting = /\bid=(\d+)\b/.exec(clients.find((line) => /\bcmd=wait\b/.test(line)) ?? '')?.[1];
+          return waiting !== undefined;
+        }, 'WAIT sent');
+        await master.client('KILL', 'ID', String(waiting));
+        const outcome = await acquiring;
+        if ('lease' in outcome) cleanup.push(() => outcome.lease.release());
+        expect(outcome).toMatchObject({ error: expect.any(LockNotReplicatedError) as unknown });
+        // Undone on the master: nobody holds it.
+        expect(await master.exists(name)).toBe(0);
+      } finally {
+        sentinel.replica.resume();
+      }
+      // Grants are confirmed again once the replica is back.
+      expect(await synced.getLock(name).withLock(() => 'again', { waitTime: 10_000 })).toBe('again');
     });
   }, 90_000);
 });
