@@ -131,7 +131,8 @@ const SUBSCRIPTIONS_CHECK_MS = 100;
 
 /**
  * How often at most the subscriber asks its connections' CLIENT IDs: when GLIDE's core synchronised the
- * subscriptions (which it does every 3 s, for every client's subscribe, and after a reconnect).
+ * subscriptions (which it does every 3 s, for every client's subscribe, and after a reconnect). The 3 s sync
+ * bounds how late a reconnect that no check of the subscriptions saw is noticed.
  */
 const CONNECTION_CHECK_MS = 1000;
 
@@ -591,9 +592,10 @@ class GlideSubscriber implements Subscriber {
       this.#events.restored(true);
       return;
     }
-    // Our own subscribe calls move the sync time too: each such move costs one CLIENT ID round trip.
+    // The core syncs every 3 s, and for every subscribe call (ours too): while a channel is subscribed, one
+    // CLIENT ID round trip each time. With none, nothing can be missed; the ids are compared at the next sync.
     const syncedAt = syncTime(client);
-    if (syncedAt === this.#syncedAt) return;
+    if (syncedAt === this.#syncedAt || this.#confirmed.size === 0) return;
     // Left unseen until the next check: at most one CLIENT ID round trip per CONNECTION_CHECK_MS.
     if (performance.now() - this.#connectionCheckedAt < CONNECTION_CHECK_MS) return;
     this.#syncedAt = syncedAt;
