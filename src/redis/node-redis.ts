@@ -658,6 +658,11 @@ class NodeRedisSubscriber implements Subscriber {
   };
   /** Removes the listeners on the user's client. */
   readonly #cleanups: (() => void)[] = [];
+  /**
+   * Set when a sentinel's connection could not be opened (its master not found, or not reached): the next
+   * subscribe call opens one again, rather than fail until the sentinel's next MASTER_CHANGE.
+   */
+  #reopen: (() => Promise<PubSubConnection>) | undefined;
   /** Removes the listeners on the connection now. */
   #detach: () => void = noop;
   /** The master of a channel's slot, as the user's cluster knows it (node-redis 5 clusters only). */
@@ -670,7 +675,7 @@ class NodeRedisSubscriber implements Subscriber {
     this.#topology = topology;
     this.#events = events;
     if (topology === 'sentinel') {
-      this.#connected = sentinelMaster(client).then((master) => this.#openTo(master));
+      this.#connected = this.#openSentinel(client);
       const onChange = (event: { type?: unknown } | undefined): void => {
         if (event?.type === 'MASTER_CHANGE') this.#follow(client);
       };
@@ -694,6 +699,11 @@ class NodeRedisSubscriber implements Subscriber {
     if (fresh.length === 0) return;
     for (const channel of fresh) this.#channels.set(channel, this.#ownerOf?.(channel));
     try {
+      if (this.#reopen) {
+        const reopen = this.#reopen;
+        this.#reopen = undefined;
+        this.#connected = reopen();
+      }
       const connection = await this.#connected;
       if (this.#closed) return;
       await this.#subscribeOn(connection, fresh);
@@ -735,6 +745,8 @@ class NodeRedisSubscriber implements Subscriber {
    * while node-redis is still restoring the subscriptions.
    */
   #open(connection: PubSubConnection): Promise<PubSubConnection> {
+    // Closed while the sentinel's master was looked up: never connected.
+    if (this.#closed) return Promise.reject(new Error('the subscriber is closed'));
     const listeners: [string, Handler][] = [
       // An unhandled 'error' event would crash the process; errors reach us as failed subscribes and reconnects.
       ['error', noop],
@@ -763,11 +775,23 @@ class NodeRedisSubscriber implements Subscriber {
     this.#detach = () => {
       for (const [event, listener] of listeners) connection.off(event, listener);
     };
-    if (this.#closed) {
-      // Closed while the sentinel's master was looked up: never connected.
-      return Promise.reject(new Error('the subscriber is closed'));
-    }
     return connection.connect().then(() => connection);
+  }
+
+  /** Opens a connection to the sentinel's master now. */
+  #openSentinel(sentinel: NodeRedisLike): Promise<PubSubConnection> {
+    return this.#watchOpening(
+      sentinel,
+      sentinelMaster(sentinel).then((master) => this.#openTo(master)),
+    );
+  }
+
+  /** `opening`, a sentinel's connection being opened; if it fails, the next subscribe call opens one again. */
+  #watchOpening(sentinel: NodeRedisLike, opening: Promise<PubSubConnection>): Promise<PubSubConnection> {
+    opening.catch(() => {
+      if (this.#connected === opening && !this.#closed) this.#reopen = () => this.#openSentinel(sentinel);
+    });
+    return opening;
   }
 
   /** Opens a connection to a sentinel's master, a duplicate of the sentinel's client of it (TLS, credentials). */
@@ -779,31 +803,51 @@ class NodeRedisSubscriber implements Subscriber {
   /**
    * The sentinel announced a master: unless it is the one the connection is to (a sentinel announces its
    * reconnects to the same master too, which the connection handles itself), a new connection to it takes every
-   * channel over, and the old one is closed. Messages may have been lost meanwhile: reported lost, then restored.
+   * channel over, and the old one is closed. Messages may have been lost meanwhile: reported lost, then
+   * restored. A master not found keeps the connection there is.
    */
   #follow(sentinel: NodeRedisLike): void {
     const previous = this.#connected;
-    const switched = Promise.all([sentinelMaster(sentinel), previous.catch(() => undefined)]).then(
-      async ([master, current]) => {
-        if (this.#closed) throw new Error('the subscriber is closed');
-        if (current && this.#masterAddress === addressOf(master)) return current;
-        this.#events.lost();
-        this.#detach();
+    const switched = Promise.all([
+      sentinelMaster(sentinel).catch(() => undefined),
+      previous.catch(() => undefined),
+    ]).then(async ([master, current]) => {
+      if (this.#closed) {
+        // close() closes what this resolves to: nothing, so the connection now is closed here.
         if (current) closeConnection(current);
-        const connection = await this.#openTo(master);
-        const channels = [...this.#channels.keys()];
-        if (channels.length > 0) {
-          await this.#subscribeOn(connection, channels).catch((error: unknown) => {
-            // Not subscribed: asked for again at the restore below, as failed queues are.
-            for (const channel of channels) this.#channels.delete(channel);
-            throw error;
-          });
-        }
-        if (!this.#isClosed()) this.#events.restored(true);
-        return connection;
-      },
-    );
-    this.#connected = switched;
+        throw new Error('the subscriber is closed');
+      }
+      if (!master) {
+        if (current) return current;
+        throw new Error("the node-redis sentinel's master is not known");
+      }
+      if (current && this.#masterAddress === addressOf(master)) return current;
+      this.#events.lost();
+      this.#detach();
+      if (current) closeConnection(current);
+      // Subscribed nowhere until the new connection has them: a channel it could not take over is asked for
+      // again by the next subscribe call (its waiters' retry of a failed subscription).
+      const channels = [...this.#channels.keys()];
+      const forget = (): void => {
+        for (const channel of channels) this.#channels.delete(channel);
+      };
+      const connection = await this.#openTo(master).catch((error: unknown) => {
+        forget();
+        throw error;
+      });
+      const subscribed =
+        channels.length === 0 ||
+        (await this.#subscribeOn(connection, channels).then(
+          () => true,
+          () => {
+            forget();
+            return false;
+          },
+        ));
+      if (!this.#isClosed()) this.#events.restored(subscribed);
+      return connection;
+    });
+    this.#connected = this.#watchOpening(sentinel, switched);
     switched.catch(() => {
       if (!this.#closed) this.#events.restored(false);
     });
