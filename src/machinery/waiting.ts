@@ -52,8 +52,8 @@ export interface WaitSnapshot {
   readonly waiters: number;
   /**
    * Whether the channel is subscribed ('active'); 'pending' while it is being subscribed, or restored after
-   * the subscriber's connection went down; 'failed' when subscribing failed. Until it is active, waiters
-   * re-check every second.
+   * the subscriber's connection went down; 'failed' when subscribing failed (tried again at most once a second
+   * while waiters wait). Until it is active, waiters re-check every second.
    */
   readonly subscription: 'pending' | 'active' | 'failed';
 }
@@ -83,6 +83,8 @@ class ChannelQueue {
   holderExpiresAt = 0;
   /** Until the subscription is active a release could go unseen, so waits are bounded more tightly. */
   subscription: 'pending' | 'active' | 'failed' = 'pending';
+  /** Monotonic time of the last subscribe tried again after a failure (see WaitQueues.retry). */
+  retriedAt = -Infinity;
 
   /** Longest single wait while subscribed (sharded pub/sub can lose a subscription silently). */
   subscribedWaitMs = Infinity;
@@ -219,6 +221,7 @@ export class Waiter {
       this.#pendingWake = false;
       return Promise.resolve('woken');
     }
+    if (this.#queue.subscription === 'failed') this.#queues.retry(this.#channel, this.#queue);
     const bound = Math.min(
       timeoutMs,
       this.#queue.subscription === 'active' ? this.#queue.subscribedWaitMs : UNSUBSCRIBED_WAIT_MS,
@@ -398,8 +401,26 @@ export class WaitQueues {
     return waiter;
   }
 
-  /** Subscribes to the channels of `queue` (again, after its subscribe failed), and settles it. */
-  #subscribe(channel: string, queue: ChannelQueue): void {
+  /**
+   * A waiter parks on `queue`, whose subscribe failed: subscribe again, at most once per UNSUBSCRIBED_WAIT_MS
+   * (the waiters re-check as often meanwhile). Another failure wakes nobody (they would attempt and park again
+   * at once); success wakes them, as any subscription's does. A subscriber that failed for a moment (a GLIDE
+   * subscriber whose creation met a server down, issue 38) so serves its waiters again without their leaving.
+   */
+  retry(channel: string, queue: ChannelQueue): void {
+    if (this.#closed || this.#queues.get(channel) !== queue) return;
+    const now = monotonicNow();
+    if (now - queue.retriedAt < UNSUBSCRIBED_WAIT_MS) return;
+    queue.retriedAt = now;
+    queue.subscription = 'pending';
+    this.#subscribe(channel, queue, true);
+  }
+
+  /**
+   * Subscribes to the channels of `queue` (again, after its subscribe failed), and settles it; `quietly`: a
+   * failure wakes no waiter.
+   */
+  #subscribe(channel: string, queue: ChannelQueue, quietly = false): void {
     this.#pubsubMode()
       .then(async (mode) => {
         this.#mode = mode;
@@ -421,7 +442,8 @@ export class WaitQueues {
           this.#publish('subscribed', { channel });
         },
         (error: unknown) => {
-          queue.subscriptionSettled(false);
+          if (quietly) queue.subscription = 'failed';
+          else queue.subscriptionSettled(false);
           this.#publish('failed', { channel, error });
         },
       );

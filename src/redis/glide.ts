@@ -131,7 +131,8 @@ const SUBSCRIPTIONS_CHECK_MS = 100;
 
 /**
  * How often at most the subscriber asks its connections' CLIENT IDs: when GLIDE's core synchronised the
- * subscriptions (which it does every 3 s, for every client's subscribe, and after a reconnect).
+ * subscriptions (which it does every 3 s, for every client's subscribe, and after a reconnect). The 3 s sync
+ * bounds how late a reconnect that no check of the subscriptions saw is noticed.
  */
 const CONNECTION_CHECK_MS = 1000;
 
@@ -348,14 +349,22 @@ function subscriberClient(create: (pubsub: PubSubConfig) => Promise<unknown>, pu
 
 /**
  * The library's own GLIDE client for pub/sub, created with the message callback. GLIDE subscribes again by
- * itself after a reconnect; this reports, from `getSubscriptions()` every SUBSCRIPTIONS_CHECK_MS, a confirmed
- * channel missing on the server (`lost`) and its return (`restored`). A reconnect so short that no check saw
- * a channel missing may still have lost messages: it moves the core's last subscription sync time, which
- * this then follows up with the connections' CLIENT IDs (the sync time is the process's, and moves for every
- * GLIDE client's subscribe too; a new connection has a new id).
+ * itself after a reconnect and tells nobody; this reports, from `getSubscriptions()` every
+ * SUBSCRIPTIONS_CHECK_MS, a confirmed channel missing on the server (`lost`) and its return (`restored`). A
+ * reconnect that no check saw (short, or in a process too busy to run the checks) may still have lost
+ * messages: it moves the core's last subscription sync time, which this then follows up with the connections'
+ * CLIENT IDs, first asked before the client's first SUBSCRIBE (a new connection has a new id; the sync time is
+ * the process's, and moves for every GLIDE client's subscribe too). A creation that failed is tried again at
+ * the next subscribe call.
  */
 class GlideSubscriber implements Subscriber {
-  readonly #connection: Promise<Client>;
+  readonly #create: (pubsub: PubSubConfig) => Promise<unknown>;
+  readonly #pubsub: PubSubConfig;
+  /** The client, being created; created again at the next subscribe call once a creation failed. */
+  #connection: Promise<Client>;
+  #creationFailed = false;
+  /** The first look at the client's connections, before its first SUBSCRIBE. */
+  #baseline: Promise<void> | undefined;
   readonly #mode: PubSubMode;
   readonly #events: SubscriberEvents;
   /** Channels subscribed or being subscribed. */
@@ -366,32 +375,44 @@ class GlideSubscriber implements Subscriber {
   readonly #leaving = new Map<string, Promise<void>>();
   #timer: NodeJS.Timeout | undefined;
   #lost = false;
-  /** Subscribe and unsubscribe calls in flight: the core's sync time moves for them. */
-  #busy = 0;
   #syncedAt: string | undefined;
-  /** The CLIENT IDs of the subscriber's connections, as last seen, and when they were asked for. */
+  /**
+   * The CLIENT IDs of the subscriber's connections, as last seen (undefined: not known, the first look having
+   * failed), and when they were asked for.
+   */
   #connectionIds: string | undefined;
   #connectionCheckedAt = -Infinity;
   #checking = false;
   #closed = false;
 
   constructor(create: (pubsub: PubSubConfig) => Promise<unknown>, mode: PubSubMode, events: SubscriberEvents) {
+    this.#create = create;
     this.#mode = mode;
     this.#events = events;
-    // Called now: a factory that throws rejects the subscribe calls rather than this constructor.
-    this.#connection = subscriberClient(create, {
+    this.#pubsub = {
       channelsAndPatterns: {},
       callback: (message) => {
         if (!this.#closed) this.#events.message(String(message.channel), String(message.message));
       },
-    });
-    // A client created after close() is closed at once; a failed creation fails the subscribe calls.
-    this.#connection.then(
+    };
+    this.#connection = this.#created();
+  }
+
+  /** Creates the client (a factory that throws rejects the subscribe calls rather than this constructor). */
+  #created(): Promise<Client> {
+    const connection = subscriberClient(this.#create, this.#pubsub);
+    this.#baseline = undefined;
+    // A client created after close() is closed at once; a failed creation fails the subscribe calls until the
+    // next one, which creates the client again (a server down for a moment failed it for good, issue 38).
+    connection.then(
       (client) => {
         if (this.#closed) client.close();
       },
-      () => undefined,
+      () => {
+        if (this.#connection === connection) this.#creationFailed = true;
+      },
     );
+    return connection;
   }
 
   async subscribe(channels: readonly string[]): Promise<void> {
@@ -409,17 +430,30 @@ class GlideSubscriber implements Subscriber {
         if (leaving.length === 0) break;
         await Promise.allSettled(leaving);
       }
+      if (this.#creationFailed && !this.#closed) {
+        this.#creationFailed = false;
+        this.#connection = this.#created();
+      }
       const client = await this.#connection;
+      // The connections as they are before any SUBSCRIBE: a reconnect from then on changes an id, and moves
+      // the sync time past the one read here.
+      if (!this.#baseline) this.#syncedAt = syncTime(client);
+      this.#baseline ??= connectionIds(client, this.#mode).then(
+        (ids) => {
+          this.#connectionIds = ids;
+        },
+        () => undefined,
+      );
+      await this.#baseline;
       if (this.#closed) return;
-      await this.#call(client, () => {
-        // A channel unsubscribed while this call waited is no longer wanted: that UNSUBSCRIBE went to GLIDE
-        // first, and a SUBSCRIBE after it would leave the channel subscribed with no queue.
-        sent = fresh.filter((channel) => this.#channels.has(channel));
-        if (sent.length === 0) return Promise.resolve();
-        return this.#mode === 'sharded' && isClusterClient(client)
+      // A channel unsubscribed while this call waited is no longer wanted: that UNSUBSCRIBE went to GLIDE
+      // first, and a SUBSCRIBE after it would leave the channel subscribed with no queue.
+      sent = fresh.filter((channel) => this.#channels.has(channel));
+      if (sent.length > 0) {
+        await (this.#mode === 'sharded' && isClusterClient(client)
           ? client.ssubscribe(new Set(sent), SUBSCRIBE_TIMEOUT_MS)
-          : client.subscribe(new Set(sent), SUBSCRIBE_TIMEOUT_MS);
-      });
+          : client.subscribe(new Set(sent), SUBSCRIBE_TIMEOUT_MS));
+      }
     } catch (error) {
       // Asked for again by the next subscribe call.
       for (const channel of fresh) this.#channels.delete(channel);
@@ -445,9 +479,7 @@ class GlideSubscriber implements Subscriber {
   #withdraw(channels: readonly string[]): Promise<void> {
     for (const channel of channels) this.#confirmed.delete(channel);
     const done = this.#connection.then((client) =>
-      this.#closed
-        ? undefined
-        : this.#call(client, () => this.#unsubscribeOn(client, new Set(channels), SUBSCRIBE_TIMEOUT_MS)),
+      this.#closed ? undefined : this.#unsubscribeOn(client, new Set(channels), SUBSCRIBE_TIMEOUT_MS),
     );
     for (const channel of channels) this.#leaving.set(channel, done);
     // Registered first, so this runs before any subscribe that waits for `done` looks again.
@@ -491,26 +523,9 @@ class GlideSubscriber implements Subscriber {
     return this.#closed;
   }
 
-  /** A (un)subscribe call: the core's sync time it moves is ours, no sign of a reconnect. */
-  async #call(client: Client, command: () => Promise<void>): Promise<void> {
-    this.#busy++;
-    try {
-      await command();
-    } finally {
-      this.#busy--;
-      if (this.#busy === 0) this.#syncedAt = syncTime(client);
-    }
-  }
-
   /** Starts the subscription checks (once). */
   #watch(client: Client): void {
     if (this.#timer || this.#closed) return;
-    connectionIds(client, this.#mode).then(
-      (ids) => {
-        this.#connectionIds ??= ids;
-      },
-      () => undefined,
-    );
     this.#timer = setInterval(() => {
       if (this.#checking || this.#closed) return;
       this.#checking = true;
@@ -543,17 +558,19 @@ class GlideSubscriber implements Subscriber {
       this.#events.restored(true);
       return;
     }
+    // The core syncs every 3 s, and for every subscribe call (ours too): while a channel is subscribed, one
+    // CLIENT ID round trip each time. With none, nothing can be missed; the ids are compared at the next sync.
     const syncedAt = syncTime(client);
-    if (syncedAt === this.#syncedAt || this.#busy > 0) return;
+    if (syncedAt === this.#syncedAt || this.#confirmed.size === 0) return;
     // Left unseen until the next check: at most one CLIENT ID round trip per CONNECTION_CHECK_MS.
     if (performance.now() - this.#connectionCheckedAt < CONNECTION_CHECK_MS) return;
     this.#syncedAt = syncedAt;
     this.#connectionCheckedAt = performance.now();
     const ids = await connectionIds(client, this.#mode);
     if (this.#isClosed() || ids === this.#connectionIds) return;
-    const reconnected = this.#connectionIds !== undefined;
+    // A new connection (or the first look failed, with one dropped then): messages may have been lost.
     this.#connectionIds = ids;
-    if (reconnected) this.#events.restored(true);
+    this.#events.restored(true);
   }
 }
 

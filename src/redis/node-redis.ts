@@ -470,7 +470,7 @@ function textOf(reply: unknown): unknown {
  * Closes a connection of ours: at once if it is ready, else when its attempt to connect ends (in 'ready' or
  * 'error'). node-redis loses a socket that is still being opened when closed: it opens after all, for good.
  */
-function closeConnection(connection: NodeClient): void {
+function closeConnection(connection: Pick<NodeClient, 'isOpen' | 'isReady' | 'destroy' | 'on'>): void {
   const destroy = (): void => {
     if (connection.isOpen) connection.destroy();
   };
@@ -698,25 +698,45 @@ class NodeRedisNode implements AdminNode {
   }
 }
 
+/** The library's subscriber connection: a client, a cluster or a client of a sentinel's master. */
+type PubSubConnection = PubSub & Emitter & Pick<NodeClient, 'isOpen' | 'isReady' | 'connect' | 'destroy'>;
+
+/** A sentinel's master client as the sentinel uses it now (leased for a moment, to copy its address and options). */
+function sentinelMaster(sentinel: NodeRedisLike): Promise<NodeClient> {
+  if (!sentinel._execute) return Promise.reject(new Error('the node-redis sentinel shows no master client'));
+  return sentinel._execute(false, (master) => Promise.resolve(master));
+}
+
 /**
- * The library's subscriber: a duplicate of the user's client, cluster (with as few connections as it needs)
- * or sentinel, connected and closed here. A node-redis 5 sentinel cannot be duplicated: its subscriptions
- * then ride on the user's sentinel (which runs pub/sub on a connection of its own) and are removed by
- * listener. node-redis restores subscriptions itself after a reconnect; this reports the reconnect.
+ * The library's subscriber: a connection of its own, connected and closed here, whose reconnects it reports
+ * (node-redis restores the subscriptions itself). For a client, a duplicate; for a cluster, a duplicate with as
+ * few connections as it needs; for a sentinel, a client of the master the sentinel uses, followed to the new
+ * master on the sentinel's MASTER_CHANGE. Not a duplicate of the sentinel: a sentinel runs pub/sub on an
+ * inner connection whose reconnects it tells nobody of (a waiter slept through a release sent during a
+ * blip, issue 38), and node-redis 5's cannot be duplicated.
  */
 class NodeRedisSubscriber implements Subscriber {
-  readonly #connection: NodeRedisLike;
-  /** Whether the connection is ours (closed by close()), not the user's sentinel. */
-  readonly #owned: boolean;
-  readonly #connected: Promise<unknown>;
+  /** The connection now, once opened (a sentinel's master is looked up first). */
+  #connected: Promise<PubSubConnection>;
+  /** The address of the sentinel's master the connection is to. */
+  #masterAddress: string | undefined;
   readonly #mode: PubSubMode;
+  readonly #topology: RedisAdapter['topology'];
   readonly #events: SubscriberEvents;
   /** Subscribed channels, with the master of each one's slot when subscribed (sharded on a 5.x cluster). */
   readonly #channels = new Map<string, string | undefined>();
   readonly #listener: Listener = (message, channel) => {
     if (!this.#closed) this.#events.message(channel, message);
   };
+  /** Removes the listeners on the user's client. */
   readonly #cleanups: (() => void)[] = [];
+  /**
+   * Set when a sentinel's connection could not be opened (its master not found, or not reached): the next
+   * subscribe call opens one again, rather than fail until the sentinel's next MASTER_CHANGE.
+   */
+  #reopen: (() => Promise<PubSubConnection>) | undefined;
+  /** Removes the listeners on the connection now. */
+  #detach: () => void = noop;
   /** The master of a channel's slot, as the user's cluster knows it (node-redis 5 clusters only). */
   #ownerOf: ((channel: string) => string | undefined) | undefined;
   #restoreTimer: NodeJS.Timeout | undefined;
@@ -724,37 +744,23 @@ class NodeRedisSubscriber implements Subscriber {
 
   constructor(client: NodeRedisLike, topology: RedisAdapter['topology'], mode: PubSubMode, events: SubscriberEvents) {
     this.#mode = mode;
+    this.#topology = topology;
     this.#events = events;
-    if (typeof client.duplicate === 'function') {
+    if (topology === 'sentinel') {
+      this.#connected = this.#openSentinel(client);
+      const onChange = (event: { type?: unknown } | undefined): void => {
+        if (event?.type === 'MASTER_CHANGE') this.#follow(client);
+      };
+      client.on('topology-change', onChange);
+      this.#cleanups.push(() => client.off('topology-change', onChange));
+    } else if (typeof client.duplicate === 'function') {
       const connection = topology === 'cluster' ? client.duplicate({ minimizeConnections: true }) : client.duplicate();
-      this.#connection = connection;
-      this.#owned = true;
-      // An unhandled 'error' event would crash the process; errors reach us as failed subscribes.
-      this.#listen('error', noop);
-      this.#connected = connection.connect();
-      this.#connected.catch(noop);
+      this.#connected = this.#open(connection);
     } else {
-      this.#connection = client;
-      this.#owned = false;
-      this.#connected = Promise.resolve();
+      this.#connected = Promise.reject(new TypeError('the node-redis client cannot be duplicated'));
     }
-    // 'ready' after the first one means reconnected and resubscribed; the cluster's node events and a
-    // sentinel's topology changes may have lost messages, and are followed by node-redis' own restore.
-    let readyBefore = false;
-    this.#listen('ready', () => {
-      if (readyBefore) this.#restored(0);
-      readyBefore = true;
-    });
-    // A client or sentinel reconnecting has lost its subscriptions until its next 'ready'.
-    if (topology !== 'cluster') {
-      this.#listen('reconnecting', () => {
-        if (!this.#closed) this.#events.lost();
-      });
-    }
-    for (const event of ['node-reconnecting', 'sharded-channel-moved-error', 'sharded-shannel-moved-error']) {
-      this.#listen(event, () => this.#restored(RESTORE_DELAY_MS));
-    }
-    if (topology === 'sentinel') this.#listen('topology-change', () => this.#restored(RESTORE_DELAY_MS));
+    // Failures reach the subscribe calls.
+    this.#connected.catch(noop);
     if (topology === 'cluster' && mode === 'sharded' && typeof client.getNodeClientForKey !== 'function') {
       this.#followSlots(client);
     }
@@ -765,11 +771,14 @@ class NodeRedisSubscriber implements Subscriber {
     if (fresh.length === 0) return;
     for (const channel of fresh) this.#channels.set(channel, this.#ownerOf?.(channel));
     try {
-      await this.#connected;
+      if (this.#reopen) {
+        const reopen = this.#reopen;
+        this.#reopen = undefined;
+        this.#connected = reopen();
+      }
+      const connection = await this.#connected;
       if (this.#closed) return;
-      await (this.#mode === 'sharded'
-        ? this.#connection.sSubscribe(fresh, this.#listener)
-        : this.#connection.subscribe(fresh, this.#listener));
+      await this.#subscribeOn(connection, fresh);
     } catch (error) {
       // node-redis keeps a channel for its resubscription only once its SUBSCRIBE is answered: one whose
       // reply was lost with the connection is not restored. Asked for again by the next subscribe call.
@@ -781,10 +790,10 @@ class NodeRedisSubscriber implements Subscriber {
   async unsubscribe(channels: readonly string[]): Promise<void> {
     const known = channels.filter((channel) => this.#channels.delete(channel));
     if (known.length === 0 || this.#closed) return;
-    await this.#connected;
+    const connection = await this.#connected;
     await (this.#mode === 'sharded'
-      ? this.#connection.sUnsubscribe(known, this.#listener)
-      : this.#connection.unsubscribe(known, this.#listener));
+      ? connection.sUnsubscribe(known, this.#listener)
+      : connection.unsubscribe(known, this.#listener));
   }
 
   close(): void {
@@ -792,19 +801,133 @@ class NodeRedisSubscriber implements Subscriber {
     this.#closed = true;
     clearTimeout(this.#restoreTimer);
     for (const cleanup of this.#cleanups.splice(0)) cleanup();
-    if (this.#owned) {
-      closeConnection(this.#connection as unknown as NodeClient);
-    } else {
-      const channels = [...this.#channels.keys()];
-      this.#channels.clear();
-      if (channels.length > 0) {
-        const unsubscribe =
-          this.#mode === 'sharded'
-            ? this.#connection.sUnsubscribe(channels, this.#listener)
-            : this.#connection.unsubscribe(channels, this.#listener);
-        unsubscribe.catch(noop);
+    this.#detach();
+    this.#connected.then(closeConnection, noop);
+  }
+
+  #subscribeOn(connection: PubSubConnection, channels: string[]): Promise<unknown> {
+    return this.#mode === 'sharded'
+      ? connection.sSubscribe(channels, this.#listener)
+      : connection.subscribe(channels, this.#listener);
+  }
+
+  /**
+   * Listens to `connection`'s events, and connects it. 'ready' after its first one means reconnected and
+   * resubscribed; a client reconnecting has lost its subscriptions until then. A cluster's node events come
+   * while node-redis is still restoring the subscriptions.
+   */
+  #open(connection: PubSubConnection): Promise<PubSubConnection> {
+    // Closed while the sentinel's master was looked up: never connected.
+    if (this.#closed) return Promise.reject(new Error('the subscriber is closed'));
+    const listeners: [string, Handler][] = [
+      // An unhandled 'error' event would crash the process; errors reach us as failed subscribes and reconnects.
+      ['error', noop],
+    ];
+    let readyBefore = false;
+    listeners.push([
+      'ready',
+      () => {
+        if (readyBefore) this.#restored(0);
+        readyBefore = true;
+      },
+    ]);
+    if (this.#topology === 'cluster') {
+      for (const event of ['node-reconnecting', 'sharded-channel-moved-error', 'sharded-shannel-moved-error']) {
+        listeners.push([event, () => this.#restored(RESTORE_DELAY_MS)]);
       }
+    } else {
+      listeners.push([
+        'reconnecting',
+        () => {
+          if (!this.#closed) this.#events.lost();
+        },
+      ]);
     }
+    for (const [event, listener] of listeners) connection.on(event, listener);
+    this.#detach = () => {
+      for (const [event, listener] of listeners) connection.off(event, listener);
+    };
+    return connection.connect().then(() => connection);
+  }
+
+  /** Opens a connection to the sentinel's master now. */
+  #openSentinel(sentinel: NodeRedisLike): Promise<PubSubConnection> {
+    return this.#watchOpening(
+      sentinel,
+      sentinelMaster(sentinel).then((master) => this.#openTo(master)),
+    );
+  }
+
+  /** `opening`, a sentinel's connection being opened; if it fails, the next subscribe call opens one again. */
+  #watchOpening(sentinel: NodeRedisLike, opening: Promise<PubSubConnection>): Promise<PubSubConnection> {
+    opening.catch(() => {
+      if (this.#connected === opening && !this.#closed) this.#reopen = () => this.#openSentinel(sentinel);
+    });
+    return opening;
+  }
+
+  /** Opens a connection to a sentinel's master, a duplicate of the sentinel's client of it (TLS, credentials). */
+  #openTo(master: NodeClient): Promise<PubSubConnection> {
+    this.#masterAddress = addressOf(master);
+    return this.#open(master.duplicate({ keyPrefix: undefined }));
+  }
+
+  /**
+   * The sentinel announced a master: unless it is the one the connection is to (a sentinel announces its
+   * reconnects to the same master too, which the connection handles itself), a new connection to it takes every
+   * channel over, and the old one is closed. Messages may have been lost meanwhile: reported lost, then
+   * restored. A master not found keeps the connection there is.
+   */
+  #follow(sentinel: NodeRedisLike): void {
+    const previous = this.#connected;
+    const switched = Promise.all([
+      sentinelMaster(sentinel).catch(() => undefined),
+      previous.catch(() => undefined),
+    ]).then(async ([master, current]) => {
+      if (this.#closed) {
+        // close() closes what this resolves to: nothing, so the connection now is closed here.
+        if (current) closeConnection(current);
+        throw new Error('the subscriber is closed');
+      }
+      if (!master) {
+        if (current) return current;
+        throw new Error("the node-redis sentinel's master is not known");
+      }
+      if (current && this.#masterAddress === addressOf(master)) return current;
+      this.#events.lost();
+      this.#detach();
+      if (current) closeConnection(current);
+      // Subscribed nowhere until the new connection has them: a channel it could not take over is asked for
+      // again by the next subscribe call (its waiters' retry of a failed subscription).
+      const channels = [...this.#channels.keys()];
+      const forget = (): void => {
+        for (const channel of channels) this.#channels.delete(channel);
+      };
+      const connection = await this.#openTo(master).catch((error: unknown) => {
+        forget();
+        throw error;
+      });
+      const subscribed =
+        channels.length === 0 ||
+        (await this.#subscribeOn(connection, channels).then(
+          () => true,
+          () => {
+            forget();
+            return false;
+          },
+        ));
+      if (!this.#isClosed()) this.#events.restored(subscribed);
+      return connection;
+    });
+    this.#connected = this.#watchOpening(sentinel, switched);
+    switched.catch(() => {
+      if (!this.#closed) this.#events.restored(false);
+    });
+  }
+
+  /** Read through a call: TypeScript would keep a check made before an await narrowed after it. */
+  #isClosed(): boolean {
+    return this.#closed;
   }
 
   /**
@@ -840,8 +963,8 @@ class NodeRedisSubscriber implements Subscriber {
       }
       if (moved.length === 0) return;
       for (const channel of moved) this.#channels.delete(channel);
-      this.#connection
-        .sUnsubscribe(moved, this.#listener)
+      this.#connected
+        .then((connection) => connection.sUnsubscribe(moved, this.#listener))
         .catch(noop)
         .then(() => this.subscribe(moved))
         .then(
@@ -851,11 +974,5 @@ class NodeRedisSubscriber implements Subscriber {
     }, SLOT_MOVE_CHECK_MS);
     timer.unref();
     this.#cleanups.push(() => clearInterval(timer));
-  }
-
-  #listen(event: string, listener: Handler): void {
-    const connection = this.#connection;
-    connection.on(event, listener);
-    this.#cleanups.push(() => connection.off(event, listener));
   }
 }

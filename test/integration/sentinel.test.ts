@@ -19,7 +19,7 @@ import {
 } from '../../src/index.js';
 import { overlaps, type Section } from '../support/checkers.js';
 import { clientKind } from '../support/clients.js';
-import { newRedis, uniqueName, until } from '../support/fixture.js';
+import { commandCalls, newRedis, uniqueName, until, untilQuiet } from '../support/fixture.js';
 import { recordFigures } from '../support/figures.js';
 import { startRedisSentinel, type TestSentinel } from '../support/redis-sentinel.js';
 
@@ -355,6 +355,95 @@ describe('T14: syncReplicas when the connection drops mid-WAIT', () => {
       }
       // Grants are confirmed again once the replica is back.
       expect(await synced.getLock(name).withLock(() => 'again', { waitTime: 10_000 })).toBe('again');
+    });
+  }, 90_000);
+});
+
+describe('T15: waiting through a blip of the subscriber connection', () => {
+  it('a release sent while the subscriber reconnects is not slept through (issue 38.3)', async () => {
+    // node-redis' sentinel resubscribed on its own pub/sub connection without a word, and a waiter slept until
+    // its deadline with the lock free. The kill and the release go in one pipeline: the server has sent the
+    // release before the subscriber could reconnect, so only the notice of the reconnect can wake the waiter.
+    const sentinel = started();
+    const locks = lockClient();
+    const master = newRedis(await sentinel.currentMaster());
+    master.on('error', () => undefined);
+    cleanup.push(() => master.quit().catch(() => master.disconnect()));
+    for (let round = 0; round < 3; round++) {
+      const name = uniqueName('t14-blip');
+      const channel = `redisson_lock__channel:{${name}}`;
+      await master.hset(name, 'foreign:1', '1');
+      await master.pexpire(name, 30_000);
+      let acquiredAt = 0;
+      const waiting = locks.getLock(name).withLock(
+        () => {
+          acquiredAt = performance.now();
+        },
+        { waitTime: 10_000 },
+      );
+      waiting.catch(() => undefined); // awaited below
+      await expect
+        .poll(async () => Number(((await master.pubsub('NUMSUB', channel)) as [string, string])[1]), {
+          timeout: 10_000,
+          interval: 20,
+        })
+        .toBe(1);
+      const releasedAt = performance.now();
+      await master.pipeline().client('KILL', 'TYPE', 'pubsub').del(name).publish(channel, '0').exec();
+      await waiting;
+      // A reconnect's re-check comes within a second or so; the deadline is 10 s away.
+      expect(acquiredAt - releasedAt).toBeLessThan(3000);
+    }
+  }, 60_000);
+
+  it('a waiter parked through a failover is woken by the release on the new master', async () => {
+    // The subscriber's connection is to the master: it follows the sentinel's MASTER_CHANGE to the new one.
+    await withTopology(async (sentinel) => {
+      const locks = lockClient(sentinel);
+      const master = newRedis(sentinel.master);
+      master.on('error', () => undefined); // it is killed below
+      cleanup.push(() => master.disconnect());
+      const name = uniqueName('t14-follow');
+      const channel = `redisson_lock__channel:{${name}}`;
+      await master.hset(name, 'foreign:1', '1');
+      await master.pexpire(name, 60_000);
+      // Replicated before the master dies, so that the hold survives the failover.
+      await master.wait(1, 5000);
+      let acquiredAt = 0;
+      const waiting = locks.getLock(name).withLock(
+        () => {
+          acquiredAt = performance.now();
+        },
+        { waitTime: 60_000 },
+      );
+      waiting.catch(() => undefined); // awaited below
+      await until(() => locks.waits().some((w) => w.subscription === 'active'), 'the waiter subscribed');
+      await sentinel.master.kill();
+      const promoted = newRedis(await sentinel.waitForFailover(sentinel.master.port, 30_000));
+      promoted.on('error', () => undefined);
+      cleanup.push(() => promoted.quit().catch(() => promoted.disconnect()));
+      await expect
+        .poll(async () => Number(((await promoted.pubsub('NUMSUB', channel)) as [string, string])[1]), {
+          timeout: 20_000,
+          interval: 50,
+        })
+        .toBe(1);
+      await until(() => locks.waits().some((w) => w.subscription === 'active'), 'the waiter subscribed again');
+      // Parked on the subscription after the re-check that the move caused (the hold is still there): no
+      // script call for 1.5 s, where a wait that is not subscribed re-checks every second.
+      const scriptCalls = async (): Promise<number> => {
+        const calls = await commandCalls(promoted);
+        return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+      };
+      const before = await untilQuiet(scriptCalls, 'script calls');
+      await sleep(1500);
+      expect(await scriptCalls()).toBe(before);
+      expect(acquiredAt).toBe(0);
+      const releasedAt = performance.now();
+      await promoted.pipeline().del(name).publish(channel, '0').exec();
+      await waiting;
+      // Woken by the message.
+      expect(acquiredAt - releasedAt).toBeLessThan(2000);
     });
   }, 90_000);
 });

@@ -3,11 +3,15 @@
 // connection dropped under a waiter (GLIDE subscribes again without a word: the adapter must notice that a
 // release may have been missed), and a flushed script cache (GLIDE's error says NoScriptError, not
 // NOSCRIPT). The shard channel's slot migration under a GLIDE waiter is in clients.test.ts.
+import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { GlideClient, ProtocolVersion } from '@valkey/valkey-glide';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import type { GlidePubSubConfig, LockClient } from '../../../src/index.js';
 import { lockKeys } from '../../../src/redis/keys.js';
 import { onGlide } from '../../support/clients.js';
-import { commandCalls, everyNode, onCluster, uniqueName, useRedis } from '../../support/fixture.js';
+import { commandCalls, everyNode, onCluster, uniqueName, until, untilQuiet, useRedis } from '../../support/fixture.js';
+import { TcpProxy } from '../../support/proxy.js';
 
 const redis = useRedis();
 
@@ -22,6 +26,44 @@ function blockServer(ms: number): Promise<unknown> {
     'if (n[1] - t[1]) * 1000000 + (n[2] - t[2]) > tonumber(ARGV[1]) * 1000 then break end end return 1';
   // On a cluster: every node, the lock's master among them.
   return Promise.all(everyNode(redis.admin).map((node) => node.eval(script, 0, ms).catch(() => undefined)));
+}
+
+/** A GLIDE subscriber client on `port` of this host, as a user's `glideSubscriber` factory makes it. */
+function subscriberOn(port: number, pubsub: GlidePubSubConfig): Promise<GlideClient> {
+  return GlideClient.createClient({
+    addresses: [{ host: '127.0.0.1', port }],
+    protocol: ProtocolVersion.RESP3,
+    requestTimeout: 10_000,
+    pubsubSubscriptions: pubsub,
+  });
+}
+
+/** A port nothing listens on (now). */
+async function closedPort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A lock held by a foreign owner for 30 s: only a release message (or a re-check) lets a waiter in soon. */
+async function holdForeign(name: string): Promise<void> {
+  await redis.admin.hset(name, 'foreign:1', '1');
+  await redis.admin.pexpire(name, 30_000);
+}
+
+/** Waits for `name` with `locks`, and tells when it got it. */
+function waitFor(locks: LockClient, name: string): { acquiredAt: () => number; done: Promise<void> } {
+  let acquiredAt = 0;
+  const done = locks.getLock(name).withLock(
+    () => {
+      acquiredAt = performance.now();
+    },
+    { waitTime: 20_000 },
+  );
+  done.catch(() => undefined); // awaited by the caller
+  return { acquiredAt: () => acquiredAt, done };
 }
 
 describe.runIf(onGlide)('GLIDE faults', () => {
@@ -98,4 +140,81 @@ describe.runIf(onGlide)('GLIDE faults', () => {
     expect(await evalCalls()).toBe(evalsAfter);
     expect(await redis.admin.exists(name)).toBe(0);
   });
+
+  it.skipIf(onCluster)(
+    'a subscriber connection dropped before its first look at it, in a busy process, still wakes the waiter (issue 38.3)',
+    async () => {
+      // The latch test missed a zero beside a CPU hog: the connection dropped between the SUBSCRIBE and the
+      // subscriber's first CLIENT ID, which then named the new connection, and no check of the subscriptions ran
+      // while GLIDE resubscribed. Here that CLIENT ID is answered only after the drop, and the process is kept busy
+      // meanwhile. The subscriber alone goes through the proxy.
+      const proxy = await TcpProxy.start(redis.server.port);
+      onTestFinished(() => proxy.close());
+      const locks = redis.locks({ glideSubscriber: (pubsub) => subscriberOn(proxy.port, pubsub) });
+      const name = uniqueName('glide-first-look');
+      const channel = lockKeys('', name, false).channel;
+      await holdForeign(name);
+      const look = proxy.holdReplyTo(/CLIENT\r\n\$2\r\nID/i);
+      const waiter = waitFor(locks, name);
+      await look.held;
+      // Whatever goes before that look (the SUBSCRIBE, the waiter's attempt after it) has had its moment.
+      await sleep(300);
+      const releasedAt = performance.now();
+      await redis.admin.pipeline().client('KILL', 'TYPE', 'pubsub').del(name).publish(channel, '0').exec();
+      // A busy process: no timer of the subscriber runs while GLIDE's core reconnects and resubscribes.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 4500);
+      await waiter.done;
+      // 4.5 s of it blocked (GLIDE's core resubscribes within its 3 s reconciliation); the deadline is about 20 s away.
+      expect(waiter.acquiredAt() - releasedAt).toBeLessThan(9000);
+      look.letGo();
+      // Again on a subscriber that has looked: the drop, unseen by the checks, changed the connection's id.
+      const next = uniqueName('glide-first-look');
+      await holdForeign(next);
+      const second = waitFor(locks, next);
+      await until(() => locks.waits().some((w) => w.name === next && w.subscription === 'active'), 'subscribed');
+      await sleep(300);
+      const secondRelease = performance.now();
+      const nextChannel = lockKeys('', next, false).channel;
+      await redis.admin.pipeline().client('KILL', 'TYPE', 'pubsub').del(next).publish(nextChannel, '0').exec();
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 4500);
+      await second.done;
+      expect(second.acquiredAt() - secondRelease).toBeLessThan(9000);
+    },
+    60_000,
+  );
+
+  it.skipIf(onCluster)(
+    'a subscriber whose creation failed once is created again: its waiter is then woken by pub/sub (issue 38.5)',
+    async () => {
+      // The first creation meets a server that is not there (GLIDE's own ConnectionError); later ones reach it.
+      const down = await closedPort();
+      let creations = 0;
+      const locks = redis.locks({
+        glideSubscriber: (pubsub) => subscriberOn(creations++ === 0 ? down : redis.server.port, pubsub),
+      });
+      const name = uniqueName('glide-creation');
+      const channel = lockKeys('', name, false).channel;
+      await holdForeign(name);
+      const waiter = waitFor(locks, name);
+      await until(() => creations >= 1, 'the first creation');
+      // Subscribed after all, on a client created again, without the waiter leaving.
+      await until(() => locks.waits().some((w) => w.subscription === 'active'), 'the waiter subscribed', 8000);
+      expect(creations).toBe(2);
+      // Parked on the subscription, not re-checking each second (the lease has 30 s to run).
+      const scriptCalls = async (): Promise<number> => {
+        const calls = await commandCalls(redis.admin);
+        return (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
+      };
+      // The attempt that the subscription's settling caused is over once the count stays put.
+      const before = await untilQuiet(scriptCalls, 'script calls');
+      await sleep(1500);
+      expect((await scriptCalls()) - before).toBe(0);
+      const releasedAt = performance.now();
+      await redis.admin.pipeline().del(name).publish(channel, '0').exec();
+      await waiter.done;
+      // Woken by the message (the lease would have kept it out for 30 s).
+      expect(waiter.acquiredAt() - releasedAt).toBeLessThan(2000);
+    },
+    30_000,
+  );
 });
