@@ -1,4 +1,4 @@
-// `npm run docs:browser`: the built docs site (`npm run docs:build` first) in a real browser. Serves
+// `npm run docs:browser`: the built docs site (built first when missing) in a real browser. Serves
 // docs/.vitepress/dist/ on a loopback port and drives Debian's `chromium` (or CHROMIUM_PATH) through
 // playwright-core: the home page renders, the local search finds "fair lock", every sidebar link answers 200
 // with a non-empty page, and no page logs a console error. Screenshots of the home page and of a primitive's
@@ -13,9 +13,11 @@ const root = join(import.meta.dirname, '..');
 const site = join(root, 'docs', '.vitepress', 'dist');
 const results = join(root, '.docs-results');
 
+// On a fresh clone (no site built yet) it builds the site first, so that the script works by itself; CI runs
+// `npm run docs:build` just before, and a site already built is checked as it is.
 if (!existsSync(join(site, 'index.html'))) {
-  console.error('docs:browser needs the built site: run `npm run docs:build` first');
-  process.exit(1);
+  console.log('docs:browser: no built site in docs/.vitepress/dist/: running npm run docs:build first');
+  execFileSync('npm', ['run', 'docs:build'], { cwd: root, stdio: 'inherit' });
 }
 
 function findChromium() {
