@@ -73,6 +73,7 @@ export default defineConfig({
           { text: 'The flowlock command', link: '/operations/cli' },
           { text: 'What stays in Redis', link: '/operations/redis-data' },
           { text: 'Security: ACL and TLS', link: '/operations/security' },
+          { text: 'TLS with a private CA', link: '/operations/tls' },
           { text: 'What the package ships', link: '/operations/package' },
         ],
       },
