@@ -15,7 +15,19 @@ export default defineConfig({
   title: 'flowlock',
   description:
     'Reentrant distributed locks on Redis for Node.js: Redisson RLock semantics, pub/sub waiting, watchdog leases, async-flow ownership, fencing tokens.',
-  head: [['link', { rel: 'icon', type: 'image/svg+xml', href: '/favicon.svg' }]],
+  head: [
+    ['link', { rel: 'icon', type: 'image/svg+xml', href: '/favicon.svg' }],
+    // Code blocks wrap long lines instead of scrolling sideways: at 1280 px the column holds about 75
+    // characters, and the samples (formatted at 120, with comments that say why) are read, not scrolled.
+    // `npm run docs:browser` checks that no code block of the site scrolls.
+    [
+      'style',
+      {},
+      ".vp-doc [class*='language-'] pre, .vp-doc [class*='language-'] code { white-space: pre-wrap; " +
+        'overflow-wrap: anywhere; } ' +
+        ".vp-doc [class*='language-'] code { width: auto; }",
+    ],
+  ],
   cleanUrls: false,
   lastUpdated: false,
   // The local search index is one chunk of about 1 MB: expected, not a problem to warn about.
