@@ -4,7 +4,7 @@
 // Each run must end by itself (connections closed, no timers left): a run still going after 20 s fails.
 import { type ChildProcess } from 'node:child_process';
 import { execFileSync, spawn as spawnChild } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -29,6 +29,7 @@ import {
 } from '../support/fixture.js';
 import { clientKind, clientPackage } from '../support/clients.js';
 import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
+import { codeBlocks, root } from '../../scripts/docs-code.mjs';
 
 const redis = useRedis();
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -1082,6 +1083,28 @@ describe.skipIf(onCluster)('flowlock: TLS, passwords and what the errors say (is
     const trusted = await flowlock(['--url', url, 'list'], { [caVariable]: ca() });
     expect(trusted.stderr).not.toMatch(/^flowlock:/m);
     expect(trusted.code).toBe(0);
+  });
+
+  it(`runs the TLS page's ${clientPackage} sample as written, with the private CA in code`, async () => {
+    const block = codeBlocks().find(
+      (candidate) => candidate.file === 'docs/operations/tls.md' && candidate.code.includes(`from '${clientPackage}'`),
+    );
+    if (!block) throw new Error(`docs/operations/tls.md has no sample for ${clientPackage}`);
+    // A module of this package, so that `flowlock` resolves to dist/ (as the docs tests run theirs).
+    mkdirSync(join(root, '.scratch'), { recursive: true });
+    const file = join(root, '.scratch', `${uniqueName('tls-sample').replace(/:/g, '-')}.mts`);
+    writeFileSync(file, block.code);
+    cleanup.push(() => rmSync(file, { force: true }));
+    const child = spawnChild(process.execPath, ['--no-warnings', file], {
+      env: { ...process.env, REDIS_URL: `rediss://localhost:${tlsServer.port}`, REDIS_CA_FILE: ca() },
+    });
+    cleanup.push(() => child.kill('SIGKILL'));
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    expect(output).toBe('held over TLS\n');
+    expect(code).toBe(0);
   });
 
   it('says a rediss:// URL reached a port without TLS', async () => {
