@@ -1,7 +1,9 @@
-// `npm run docs:browser`: the built docs site (`npm run docs:build` first) in a real browser. Serves
+// `npm run docs:browser`: the built docs site (built first when missing) in a real browser. Serves
 // docs/.vitepress/dist/ on a loopback port and drives Debian's `chromium` (or CHROMIUM_PATH) through
-// playwright-core: the home page renders, the local search finds "fair lock", every sidebar link answers 200
-// with a non-empty page, and no page logs a console error. Screenshots of the home page and of a primitive's
+// playwright-core: the home page renders with an install line and a connection sample per client library
+// (code-group tabs, also on Getting started), the local search finds "fair lock", every sidebar link answers
+// 200 with a non-empty page, no code block of any of those pages scrolls sideways at 1280 px, and no page
+// logs a console error. Screenshots of the home page and of a primitive's
 // page go to .docs-results/ (CI output).
 import { execFileSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdirSync, statSync } from 'node:fs';
@@ -13,9 +15,11 @@ const root = join(import.meta.dirname, '..');
 const site = join(root, 'docs', '.vitepress', 'dist');
 const results = join(root, '.docs-results');
 
+// On a fresh clone (no site built yet) it builds the site first, so that the script works by itself; CI runs
+// `npm run docs:build` just before, and a site already built is checked as it is.
 if (!existsSync(join(site, 'index.html'))) {
-  console.error('docs:browser needs the built site: run `npm run docs:build` first');
-  process.exit(1);
+  console.log('docs:browser: no built site in docs/.vitepress/dist/: running npm run docs:build first');
+  execFileSync('npm', ['run', 'docs:build'], { cwd: root, stdio: 'inherit' });
 }
 
 function findChromium() {
@@ -65,6 +69,59 @@ function serve() {
 }
 
 const failures = [];
+
+/** The code blocks of the page that scroll sideways: a line too long for the column (at most 3, shortened). */
+function overflowingCode(page) {
+  return page.locator('.vp-doc div[class*="language-"] pre').evaluateAll((blocks) =>
+    blocks
+      .filter((pre) => pre.scrollWidth > pre.clientWidth + 1)
+      .slice(0, 3)
+      .map((pre) => {
+        const lines = [...pre.querySelectorAll('.line')].map((line) => line.textContent ?? '');
+        const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+        return `${pre.scrollWidth - pre.clientWidth} px too wide: ${JSON.stringify(longest.slice(0, 60))}…`;
+      }),
+  );
+}
+
+/** The client libraries whose install line and connection sample the site must show, by tab label. */
+const CLIENT_TABS = [
+  { tab: 'ioredis', install: 'npm install flowlock ioredis', connect: "from 'ioredis'" },
+  { tab: 'node-redis', install: 'npm install flowlock redis', connect: "from 'redis'" },
+  { tab: 'iovalkey', install: 'npm install flowlock iovalkey', connect: "from 'iovalkey'" },
+  { tab: 'Valkey GLIDE', install: 'npm install flowlock @valkey/valkey-glide', connect: "from '@valkey/valkey-glide'" },
+];
+
+/**
+ * Clicks each client's tab in every code group of the page and checks that the install line and the
+ * connection sample show (visible, not only in the DOM).
+ */
+async function checkClientTabs(page, path) {
+  const groups = page.locator('.vp-code-group');
+  const count = await groups.count();
+  const seen = new Map(CLIENT_TABS.map((client) => [client.tab, { install: false, connect: false }]));
+  for (let g = 0; g < count; g++) {
+    const group = groups.nth(g);
+    for (const client of CLIENT_TABS) {
+      const label = group.locator('.tabs label', { hasText: new RegExp(`^${client.tab}$`) });
+      if ((await label.count()) === 0) continue;
+      await label.first().click();
+      const shown = (await group.locator('div[class*="language-"].active').first().textContent()) ?? '';
+      const found = seen.get(client.tab);
+      if (shown.includes(client.install)) found.install = true;
+      if (shown.includes(client.connect) && shown.includes('createLockClient')) found.connect = true;
+    }
+  }
+  const missing = [...seen].flatMap(([tab, found]) => [
+    ...(found.install ? [] : [`${tab} install line`]),
+    ...(found.connect ? [] : [`${tab} connection sample`]),
+  ]);
+  if (missing.length) fail(`${path}: no tab shows ${missing.join(', ')}`);
+  else
+    ok(
+      `${path}: an install line and a connection sample for each client (${CLIENT_TABS.map((c) => c.tab).join(', ')})`,
+    );
+}
 const fail = (message) => {
   failures.push(message);
   console.error(`✖ ${message}`);
@@ -107,6 +164,9 @@ try {
   if (features < 3) fail(`home page: ${features} feature cards`);
   else ok(`home page renders (hero "${hero}", ${features} feature cards)`);
   await page.screenshot({ path: join(results, 'home.png'), fullPage: true });
+  await checkClientTabs(page, '/');
+  const homeOverflow = await overflowingCode(page);
+  if (homeOverflow.length) fail(`/: code scrolls sideways at 1280 px: ${homeOverflow.join('; ')}`);
 
   // Dark mode: the appearance switch toggles the `dark` class on <html>.
   const wasDark = await page.evaluate(() => document.documentElement.classList.contains('dark'));
@@ -139,6 +199,7 @@ try {
     ),
   ];
   if (links.length < 20) fail(`the sidebar has ${links.length} links`);
+  const before = failures.length;
   for (const href of links) {
     const url = new URL(href, `${base}${current}`);
     if (url.origin !== base) continue;
@@ -156,8 +217,16 @@ try {
     if (status !== 200) fail(`${url.pathname}: HTTP ${status}`);
     else if (text.length < 50) fail(`${url.pathname}: ${text.length} characters of content`);
     else if ((await page.title()).startsWith('404')) fail(`${url.pathname}: a 404 page`);
+    const overflow = await overflowingCode(page);
+    if (overflow.length) fail(`${url.pathname}: code scrolls sideways at 1280 px: ${overflow.join('; ')}`);
+    if (url.pathname === '/guide/getting-started.html') await checkClientTabs(page, url.pathname);
   }
-  ok(`${links.length} sidebar links resolve with content`);
+  if (failures.length === before) {
+    ok(`${links.length} sidebar links resolve with content, and no code block among them scrolls sideways`);
+  }
+  for (const page of ['/operations/tls.html', '/operations/redis-data.html', '/guide/flows.html']) {
+    if (!links.some((href) => new URL(href, `${base}/guide/`).pathname === page)) fail(`the sidebar lacks ${page}`);
+  }
 
   // The benchmark charts (benchmarks/charts/*.svg, through the docs/benchmarks/charts link) are drawn.
   current = '/benchmarks/results.html';

@@ -15,7 +15,19 @@ export default defineConfig({
   title: 'flowlock',
   description:
     'Reentrant distributed locks on Redis for Node.js: Redisson RLock semantics, pub/sub waiting, watchdog leases, async-flow ownership, fencing tokens.',
-  head: [['link', { rel: 'icon', type: 'image/svg+xml', href: '/favicon.svg' }]],
+  head: [
+    ['link', { rel: 'icon', type: 'image/svg+xml', href: '/favicon.svg' }],
+    // Code blocks wrap long lines instead of scrolling sideways: at 1280 px the column holds about 75
+    // characters, and the samples (formatted at 120, with comments that say why) are read, not scrolled.
+    // `npm run docs:browser` checks that no code block of the site scrolls.
+    [
+      'style',
+      {},
+      ".vp-doc [class*='language-'] pre, .vp-doc [class*='language-'] code { white-space: pre-wrap; " +
+        'overflow-wrap: anywhere; } ' +
+        ".vp-doc [class*='language-'] code { width: auto; }",
+    ],
+  ],
   cleanUrls: false,
   lastUpdated: false,
   // The local search index is one chunk of about 1 MB: expected, not a problem to warn about.
@@ -73,6 +85,7 @@ export default defineConfig({
           { text: 'The flowlock command', link: '/operations/cli' },
           { text: 'What stays in Redis', link: '/operations/redis-data' },
           { text: 'Security: ACL and TLS', link: '/operations/security' },
+          { text: 'TLS with a private CA', link: '/operations/tls' },
           { text: 'What the package ships', link: '/operations/package' },
         ],
       },

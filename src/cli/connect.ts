@@ -4,10 +4,12 @@
  * dependencies): a standalone client, or a Cluster client when `--cluster` says so or the server reports
  * `cluster_enabled:1`. The password comes from the URL or from REDISCLI_AUTH (as for redis-cli), never from a
  * flag, which `ps` and shell history would show. Connections fail fast instead of reconnecting: a command
- * that cannot reach Redis ends with an error.
+ * that cannot reach Redis ends with an error, which says what went wrong where the library does not
+ * (connection refused, a TLS mismatch or an untrusted certificate: ./diagnose.ts; where the password goes).
  */
 import type { RedisClient } from '../options.js';
 import { refusalOf } from '../admin/target.js';
+import { authHint, diagnose, tcpProbe } from './diagnose.js';
 import { CliError } from './errors.js';
 
 /** The packages the command can use, in the order it tries them. */
@@ -76,6 +78,11 @@ async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promi
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** A refused connection: nothing listens at the address. */
+function refusal(what: string): CliError {
+  return new CliError(1, `${what}: connection refused (is Redis listening there?)`);
 }
 
 /** A connection failure as the command reports it: `what`, and the library's reason. */
@@ -262,6 +269,11 @@ function glide(named: (key: string) => unknown): ClientLibrary {
     what: string,
   ): Promise<Opened> => {
     let client: GlideLike;
+    // GLIDE retries a refused connection until its timeout and then says only that it timed out: where
+    // nothing listens at any address, the command says so at once.
+    const addresses = settings['addresses'] as readonly { host: string; port: number }[];
+    const probes = await Promise.all(addresses.map((address) => tcpProbe({ ...address, tls: false }, timeoutMs)));
+    if (probes.every((probe) => probe === 'refused')) throw refusal(what);
     try {
       client = await withTimeout(Class.createClient(settings), timeoutMs, what);
     } catch (error) {
@@ -365,6 +377,44 @@ export async function connect(settings: ConnectionSettings): Promise<Connection>
   const [first] = endpoints;
   if (!first) throw new CliError(2, 'no --url');
   const library = await loadLibrary();
+  try {
+    return await open(library, endpoints, settings);
+  } catch (error) {
+    throw await explained(error, library.name, first, settings);
+  }
+}
+
+/**
+ * A failure to connect, with what the library left unsaid: where the password goes (NOAUTH, WRONGPASS), and
+ * otherwise what a probe of the first address finds (refused, a TLS mismatch, an untrusted certificate).
+ */
+async function explained(
+  error: unknown,
+  library: string,
+  endpoint: Endpoint,
+  settings: ConnectionSettings,
+): Promise<unknown> {
+  if (error instanceof CliError && error.exitCode !== 1) return error;
+  const what = `connecting to ${endpoint.host}:${endpoint.port}`;
+  const message = error instanceof Error ? error.message : String(error);
+  // The library's own errors after it connected (the INFO read here) come without saying where.
+  const text = error instanceof CliError ? message : `${what}: ${message}`;
+  const auth = authHint(message);
+  if (auth !== undefined) return new CliError(1, `${text} (${auth})`);
+  const finding = await diagnose(endpoint, library, settings.env, Math.min(settings.timeoutMs, 1000));
+  if (finding.refused) return refusal(what);
+  if (finding.hint !== undefined) return new CliError(1, `${text.replace(/\.$/, '')}; ${finding.hint}`);
+  return error instanceof CliError ? error : new CliError(1, text);
+}
+
+/** Connects as the settings say (connect() explains a failure). */
+async function open(
+  library: ClientLibrary,
+  endpoints: readonly Endpoint[],
+  settings: ConnectionSettings,
+): Promise<Connection> {
+  const [first] = endpoints;
+  if (!first) throw new CliError(2, 'no --url');
   const { timeoutMs } = settings;
   const notices: string[] = [];
   if (!settings.cluster) {

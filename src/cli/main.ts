@@ -310,7 +310,13 @@ run(process.argv.slice(2))
     },
     (error: unknown) => {
       const code = exitCodeOf(error);
-      process.stderr.write(`flowlock: ${escaped(error instanceof Error ? error.message : String(error))}\n`);
+      // One line: a library's own line breaks (GLIDE ends its messages with one) become spaces rather than
+      // `\u000a`; any other control character is escaped, so that nothing in a message can forge output.
+      const message = (error instanceof Error ? error.message : String(error))
+        .replace(/\s*[\r\n]+\s*(?=\))/g, '')
+        .replace(/\s*[\r\n]+\s*/g, ' ')
+        .trim();
+      process.stderr.write(`flowlock: ${escaped(message)}\n`);
       if (code === 2) process.stderr.write('Run flowlock --help for usage.\n');
       process.exitCode = code;
     },

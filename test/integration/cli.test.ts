@@ -2,9 +2,11 @@
 // 3-master Cluster under REDIS_TOPOLOGY=cluster): its output and exit code for each command, with locks held by
 // lock clients of REDIS_CLIENT, by Redisson's layout written directly, and by every primitive of the family.
 // Each run must end by itself (connections closed, no timers left): a run still going after 20 s fails.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn as spawnChild } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +29,7 @@ import {
 } from '../support/fixture.js';
 import { clientKind, clientPackage } from '../support/clients.js';
 import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
+import { codeBlocks, root } from '../../scripts/docs-code.mjs';
 
 const redis = useRedis();
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -60,7 +63,7 @@ function urls(): string[] {
 const ONLY_CLIENT_HOOK = fileURLToPath(new URL('../fixtures/only-client.mjs', import.meta.url));
 
 function start(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): ChildProcess {
-  const child = spawn(process.execPath, ['--import', ONLY_CLIENT_HOOK, ...nodeArgs, CLI, ...args], {
+  const child = spawnChild(process.execPath, ['--import', ONLY_CLIENT_HOOK, ...nodeArgs, CLI, ...args], {
     env: {
       ...process.env,
       NO_COLOR: '1',
@@ -513,11 +516,14 @@ describe('flowlock: usage, help and errors', () => {
     expect(await flowlock(['--version'])).toMatchObject({ code: 0, stdout: `${manifest.version}\n` });
   });
 
-  it('exits 1 when Redis cannot be reached, within the timeout', async () => {
+  it('says "connection refused" at once when nothing listens (exit 1), GLIDE too', async () => {
     const port = await freePort();
-    const run = await flowlock(['--url', `redis://127.0.0.1:${port}`, '--timeout', '1s', 'doctor']);
+    // A timeout far above the bound: the refusal must not wait for it (GLIDE alone would retry until then).
+    const run = await flowlock(['--url', `redis://127.0.0.1:${port}`, '--timeout', '15s', 'doctor']);
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/^flowlock: .*(ECONNREFUSED|no answer)/);
+    expect(run.stderr).toBe(
+      `flowlock: connecting to 127.0.0.1:${port}: connection refused (is Redis listening there?)\n`,
+    );
     expect(run.ms).toBeLessThan(10_000);
   });
 
@@ -545,7 +551,7 @@ describe('flowlock: usage, help and errors', () => {
       "const esm = await import('./dist/admin.js'); const cjs = createRequire(import.meta.url)('./dist/admin.cjs');" +
       "if (typeof esm.inspectLock !== 'function' || typeof cjs.listLocks !== 'function') process.exit(3);" +
       'console.log(JSON.stringify(seen));';
-    const child = spawn(process.execPath, ['--input-type=module', '-e', probe], {
+    const child = spawnChild(process.execPath, ['--input-type=module', '-e', probe], {
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
     });
     let stdout = '';
@@ -972,5 +978,157 @@ describe.skipIf(onCluster)('flowlock where the server blocks commands (issue 36,
         "flowlock's floor, Redis 6.0 (Valkey 7.2): the lock scripts use commands it does not have (locks would " +
         'fail with UnsupportedServerError)',
     );
+  });
+});
+
+/** A CA and a server certificate it signed (for localhost and 127.0.0.1), made by openssl in `dir`. */
+function makeCertificates(dir: string): void {
+  const openssl = (...args: string[]): void => {
+    execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+  };
+  const ca = ['-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=flowlock-cli-test-ca'];
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', ...ca);
+  openssl(
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'server.key',
+    '-out',
+    'server.csr',
+    '-subj',
+    '/CN=localhost',
+  );
+  // An end-entity certificate (rustls, under GLIDE, refuses a CA certificate used as a server's).
+  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n');
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'san.ext',
+  );
+}
+
+describe.skipIf(onCluster)('flowlock: TLS, passwords and what the errors say (issue 39, item 4)', () => {
+  let dir: string;
+  let tlsServer: LocalRedis;
+  let authServer: LocalRedis;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'flowlock-cli-tls-'));
+    makeCertificates(dir);
+    const tlsPort = await freePort();
+    tlsServer = await startRedisServer(
+      [
+        '--port',
+        '0',
+        '--tls-port',
+        String(tlsPort),
+        '--tls-cert-file',
+        join(dir, 'server.crt'),
+        '--tls-key-file',
+        join(dir, 'server.key'),
+        '--tls-ca-cert-file',
+        join(dir, 'ca.crt'),
+        '--tls-auth-clients',
+        'no',
+      ],
+      { port: tlsPort, tls: true },
+    );
+    // The password is set once the server is up (startRedisServer's readiness check connects without one).
+    authServer = await startRedisServer();
+    execFileSync('redis-cli', ['-p', String(authServer.port), 'CONFIG', 'SET', 'requirepass', 'cli-secret']);
+  }, 60_000);
+  afterAll(async () => {
+    await tlsServer.stop();
+    await authServer.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const ca = (): string => join(dir, 'ca.crt');
+  /** Where this leg's client library takes a private CA from, and the variable it ignores. */
+  const caVariable = clientKind === 'glide' ? 'SSL_CERT_FILE' : 'NODE_EXTRA_CA_CERTS';
+  const otherVariable = clientKind === 'glide' ? 'NODE_EXTRA_CA_CERTS' : 'SSL_CERT_FILE';
+
+  it('says to use rediss:// when a redis:// URL reaches a TLS port', async () => {
+    const run = await flowlock(['--url', `redis://127.0.0.1:${tlsServer.port}`, '--timeout', '2s', 'list']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `^flowlock: connecting to 127\\.0\\.0\\.1:${tlsServer.port}: .*; the server speaks TLS on this port: use a rediss:// URL\n$`,
+      ),
+    );
+  });
+
+  it(`says the certificate is not trusted and names ${caVariable}, then connects with it`, async () => {
+    const url = `rediss://localhost:${tlsServer.port}`;
+    const untrusted = await flowlock(['--url', url, '--timeout', '2s', 'list'], { [otherVariable]: ca() });
+    expect(untrusted.code).toBe(1);
+    expect(untrusted.stderr).toMatch(/; TLS: the server's certificate is not trusted \(SELF_SIGNED_CERT_IN_CHAIN\); /);
+    expect(untrusted.stderr).toContain(`${caVariable}=/path/to/ca.pem`);
+    expect(untrusted.stderr).not.toContain('\\u000a');
+    expect(untrusted.stderr.trimEnd().split('\n')).toHaveLength(1);
+
+    const trusted = await flowlock(['--url', url, 'list'], { [caVariable]: ca() });
+    expect(trusted.stderr).not.toMatch(/^flowlock:/m);
+    expect(trusted.code).toBe(0);
+  });
+
+  it(`runs the TLS page's ${clientPackage} sample as written, with the private CA in code`, async () => {
+    const block = codeBlocks().find(
+      (candidate) => candidate.file === 'docs/operations/tls.md' && candidate.code.includes(`from '${clientPackage}'`),
+    );
+    if (!block) throw new Error(`docs/operations/tls.md has no sample for ${clientPackage}`);
+    // A module of this package, so that `flowlock` resolves to dist/ (as the docs tests run theirs).
+    mkdirSync(join(root, '.scratch'), { recursive: true });
+    const file = join(root, '.scratch', `${uniqueName('tls-sample').replace(/:/g, '-')}.mts`);
+    writeFileSync(file, block.code);
+    cleanup.push(() => rmSync(file, { force: true }));
+    const child = spawnChild(process.execPath, ['--no-warnings', file], {
+      env: { ...process.env, REDIS_URL: `rediss://localhost:${tlsServer.port}`, REDIS_CA_FILE: ca() },
+    });
+    cleanup.push(() => child.kill('SIGKILL'));
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    expect(output).toBe('held over TLS\n');
+    expect(code).toBe(0);
+  });
+
+  it('says a rediss:// URL reached a port without TLS', async () => {
+    const [, plain = ''] = urls();
+    const run = await flowlock(['--url', plain.replace('redis://', 'rediss://'), '--timeout', '2s', 'list']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(
+      /; TLS: no handshake on this port \(.*\): for a port without TLS, use a redis:\/\/ URL\n$/,
+    );
+  });
+
+  it('says where the password goes on NOAUTH (URL or REDISCLI_AUTH), and takes it from either', async () => {
+    const url = `redis://127.0.0.1:${authServer.port}`;
+    const run = await flowlock(['--url', url, 'list']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^flowlock: connecting to 127\.0\.0\.1:\d+: .*NOAUTH.* \(the server wants a password: /);
+    expect(run.stderr).toContain('redis://:password@host:port');
+    expect(run.stderr).toContain('REDISCLI_AUTH');
+    expect(run.stderr).not.toContain('\\u000a');
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
+    const wrong = await flowlock(['--url', url, 'list'], { REDISCLI_AUTH: 'not-it' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/(WRONGPASS.*was refused|NOAUTH.*wants a password)/);
+    expect((await flowlock(['--url', url, 'list'], { REDISCLI_AUTH: 'cli-secret' })).code).toBe(0);
+    expect((await flowlock(['--url', `redis://:cli-secret@127.0.0.1:${authServer.port}`, 'list'])).code).toBe(0);
   });
 });
