@@ -83,8 +83,10 @@ if lean and not held and not legacyExists then
     token = now
     redis.call('SET', fenceKey, token)
   end
-  redis.call('HSET', lockKey, caller, 1)
-  redis.call('PEXPIRE', lockKey, leaseMs)
+  -- Arguments as the strings they came in: redis.call formats a Lua number with snprintf (about 1.5 k
+  -- instructions each); only the token, which has no string, is passed as a number.
+  redis.call('HSET', lockKey, caller, '1')
+  redis.call('PEXPIRE', lockKey, ARGV[1])
   if holdKeyExists then redis.call('DEL', holdKey) end
   if token == now then return token end
   return {1, token, 1, 1, now}

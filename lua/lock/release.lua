@@ -50,7 +50,8 @@ local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 -- else). The last hold is dropped without a decrement: the lock is free. Its reply is the woken count alone,
 -- an integer (a table reply costs the server more than the rest).
 if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[5]) == '1' then
-  if redis.call('SET', requestKey, '0 1', 'PX', memoMs, 'NX') then
+  -- memoMs as the string it came in (redis.call formats a Lua number with snprintf).
+  if redis.call('SET', requestKey, '0 1', 'PX', ARGV[1], 'NX') then
     redis.call('DEL', lockKey, holdKey)
     return redis.call(publish, channel, '0')
   end
