@@ -36,7 +36,7 @@ let request = 0;
 type Send = (source: { sha1: string; source: string }, keys: string[], args: (string | number)[]) => Promise<unknown>;
 async function cycle(send: Send): Promise<void> {
   const id = `r${request++}`;
-  await send(acquire, acquireKeys, [30_000, id, '', '0', owner]);
+  await send(acquire, acquireKeys, [30_000, id, '', owner]);
   await send(
     release,
     [keys.lockKey, keys.channel, keys.holdKey, keys.releaseMemoPrefix + id],
@@ -54,7 +54,7 @@ beforeAll(async () => {
   glide = await GlideClient.createClient({ addresses: [{ host: server.host, port: server.port }] });
   viaGlide = adaptClient(glide, 'redis');
   // Load the scripts once, so that every measured call is an EVALSHA.
-  await viaIoredis.evalScript(acquire, acquireKeys, [1, 'warm', '', '0', owner], true);
+  await viaIoredis.evalScript(acquire, acquireKeys, [1, 'warm', '', owner], true);
   await viaIoredis.evalScript(
     release,
     [keys.lockKey, keys.channel, keys.holdKey, `${keys.releaseMemoPrefix}warm`],

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import { Redis as ValkeyRedis } from 'iovalkey';
 import { createClient } from 'redis';
 import { GlideClient } from '@valkey/valkey-glide';
 import { createLockClient, type LockClientOptions, type RLock } from 'flowlock';
@@ -68,6 +69,7 @@ export const LIBRARIES = [
 export const VARIANTS = [
   'flowlock-withlock',
   'flowlock-node-redis',
+  'flowlock-iovalkey',
   'flowlock-glide',
   'flowlock-fair',
   'flowlock-rwlock',
@@ -85,7 +87,14 @@ export const VARIANTS = [
  * REDISSON-PROTOCOLS.md gives that lock's scripts, and nothing of ours (no fencing token, holder info, flows,
  * watchdog or lease bookkeeping).
  */
-export const FLOORS = ['fifo-ticket-floor', 'fifo-ticket-floor-confirmed', 'rlock-layout-floor'] as const;
+export const FLOORS = [
+  'fifo-ticket-floor',
+  'fifo-ticket-floor-confirmed',
+  'rlock-layout-floor',
+  'rlock-layout-floor-node-redis',
+  'rlock-layout-floor-iovalkey',
+  'rlock-layout-floor-glide',
+] as const;
 export type Library = (typeof LIBRARIES)[number] | (typeof VARIANTS)[number] | (typeof FLOORS)[number];
 /** (h): the semaphores; `redis-semaphore` is its `Semaphore` there (its `Mutex` elsewhere). */
 export const SEMAPHORES: readonly Library[] = [
@@ -118,11 +127,6 @@ export const AUTO_RENEWING: readonly Library[] = [
 type BaselineRedis = Redis & { compareAndDelete(key: string, token: string): Promise<number> };
 /** The baseline polls like the simplest spin lock (redis-semaphore's default retry interval). */
 const BASELINE_RETRY_MS = 10;
-
-type LayoutRedis = Redis & {
-  layoutAcquire(key: string, leaseMs: number, owner: string): Promise<number | null>;
-  layoutRelease(key: string, channel: string, memo: string, owner: string, memoMs: number): Promise<number>;
-};
 
 /** The floor's draw: KEYS ticket, serving. A ticket, and the number served now ({ticket, serving}). */
 const DRAW_TICKET = `
@@ -213,8 +217,54 @@ function fifoTicketFloor(url: string, confirm: boolean, permits = 1): Adapter {
   };
 }
 
+/** How a wire floor sends a script on its client: SCRIPT LOAD once, then EVALSHA (keys, arguments). */
+interface ScriptSender {
+  load(source: string): Promise<string>;
+  evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/**
+ * The floor of Redisson's RLock wire (LAYOUT_ACQUIRE and LAYOUT_RELEASE, floors.ts) on the client `connect`
+ * makes: take (retrying every BASELINE_RETRY_MS while held) and release with a fresh unlock memo.
+ */
+function wireFloor(library: Library, watchdogMs: number, connect: () => Promise<ScriptSender>): Adapter {
+  const ready = connect().then(async (sender) => ({
+    sender,
+    take: await sender.load(LAYOUT_ACQUIRE),
+    give: await sender.load(LAYOUT_RELEASE),
+  }));
+  const client = randomUUID();
+  let thread = 0;
+  return {
+    name: library,
+    redisKey: sameKey,
+    async acquire(key, leaseMs = watchdogMs) {
+      const { sender, take, give } = await ready;
+      const owner = `${client}:${++thread}`;
+      while ((await sender.evalsha(take, [key], [String(leaseMs), owner])) !== null) await sleep(BASELINE_RETRY_MS);
+      return () =>
+        sender.evalsha(
+          give,
+          [key, `redisson_lock__channel:{${key}}`, `redisson_unlock_latch:{${key}}:${randomUUID()}`],
+          [owner, '30000'],
+        );
+    },
+    async close() {
+      await (await ready).sender.close();
+    },
+  };
+}
+
 function redisFor(url: string): Redis {
   const redis = new Redis(url, { enableAutoPipelining: false });
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+/** iovalkey (ioredis' fork), as flowlock-iovalkey and its wire floor use it. */
+function valkeyFor(url: string): ValkeyRedis {
+  const redis = new ValkeyRedis(url, { enableAutoPipelining: false });
   redis.on('error', () => undefined);
   return redis;
 }
@@ -280,9 +330,10 @@ export function createAdapter(
     }
     case 'flowlock':
     case 'flowlock-withlock':
+    case 'flowlock-iovalkey':
     case 'flowlock-fair':
     case 'flowlock-rwlock': {
-      const redis = redisFor(url);
+      const redis = library === 'flowlock-iovalkey' ? valkeyFor(url) : redisFor(url);
       const locks = createLockClient(redis, { watchdogTimeout: watchdogMs, ...lockOptions });
       const take = async (lock: RLock, leaseMs: number | undefined): Promise<Release> => {
         const lease = await lock.acquire(leaseMs === undefined ? {} : { leaseTime: leaseMs });
@@ -310,32 +361,45 @@ export function createAdapter(
         },
       };
     }
-    case 'rlock-layout-floor': {
-      const redis = redisFor(url) as LayoutRedis;
-      redis.defineCommand('layoutAcquire', { numberOfKeys: 1, lua: LAYOUT_ACQUIRE });
-      redis.defineCommand('layoutRelease', { numberOfKeys: 3, lua: LAYOUT_RELEASE });
-      const client = randomUUID();
-      let thread = 0;
-      return {
-        name: library,
-        redisKey: sameKey,
-        async acquire(key, leaseMs = watchdogMs) {
-          const owner = `${client}:${++thread}`;
-          while ((await redis.layoutAcquire(key, leaseMs, owner)) !== null) await sleep(BASELINE_RETRY_MS);
-          return () =>
-            redis.layoutRelease(
-              key,
-              `redisson_lock__channel:{${key}}`,
-              `redisson_unlock_latch:{${key}}:${randomUUID()}`,
-              owner,
-              30_000,
-            );
-        },
-        async close() {
-          await redis.quit();
-        },
-      };
-    }
+    case 'rlock-layout-floor':
+    case 'rlock-layout-floor-iovalkey':
+      return wireFloor(library, watchdogMs, () => {
+        const redis = library === 'rlock-layout-floor' ? redisFor(url) : valkeyFor(url);
+        return Promise.resolve({
+          load: async (source) => String(await redis.script('LOAD', source)),
+          evalsha: (sha1, keys, args) => redis.evalsha(sha1, keys.length, ...keys, ...args),
+          async close() {
+            await redis.quit();
+          },
+        });
+      });
+    case 'rlock-layout-floor-node-redis':
+      return wireFloor(library, watchdogMs, async () => {
+        const redis = createClient({ url });
+        redis.on('error', () => undefined);
+        await redis.connect();
+        return {
+          load: (source) => redis.scriptLoad(source),
+          evalsha: (sha1, keys, args) => redis.evalSha(sha1, { keys, arguments: args }),
+          close() {
+            redis.destroy();
+            return Promise.resolve();
+          },
+        };
+      });
+    case 'rlock-layout-floor-glide':
+      return wireFloor(library, watchdogMs, async () => {
+        const { hostname, port } = new URL(url);
+        const glide = await GlideClient.createClient({ addresses: [{ host: hostname, port: Number(port || 6379) }] });
+        return {
+          load: async (source) => (await glide.customCommand(['SCRIPT', 'LOAD', source])) as string,
+          evalsha: (sha1, keys, args) => glide.customCommand(['EVALSHA', sha1, String(keys.length), ...keys, ...args]),
+          close() {
+            glide.close();
+            return Promise.resolve();
+          },
+        };
+      });
     case 'fifo-ticket-floor':
     case 'fifo-ticket-floor-confirmed':
       return fifoTicketFloor(url, library === 'fifo-ticket-floor-confirmed');

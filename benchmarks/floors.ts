@@ -35,3 +35,15 @@ redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], 0)
 redis.call('SET', KEYS[3], 1, 'PX', ARGV[2])
 return 1`;
+
+/**
+ * The RLock wire's floor of each flowlock variant of scenario (a): the same scripts driven by the client that
+ * variant runs on (issue 41 judges flowlock on a client against the wire on that same client).
+ */
+export const WIRE_FLOORS = {
+  flowlock: 'rlock-layout-floor',
+  'flowlock-withlock': 'rlock-layout-floor',
+  'flowlock-node-redis': 'rlock-layout-floor-node-redis',
+  'flowlock-iovalkey': 'rlock-layout-floor-iovalkey',
+  'flowlock-glide': 'rlock-layout-floor-glide',
+} as const;

@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { percentile } from '../test/support/checkers.ts';
+import { WIRE_FLOORS } from './floors.ts';
 
 export type ScenarioId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h' | 'i';
 
@@ -76,6 +77,7 @@ function nameIn(scenario: ScenarioId, library: string): string {
   if (library === 'flowlock-withlock') return 'flowlock (withLock)';
   if (library === 'flowlock-node-redis') return 'flowlock (node-redis 6)';
   if (library === 'flowlock-glide') return 'flowlock (Valkey GLIDE)';
+  if (library === 'flowlock-iovalkey') return 'flowlock (iovalkey)';
   if (library === 'flowlock-otel-off') return 'flowlock, no subscriber';
   if (library === 'flowlock-otel-api') return 'flowlock + instrumentation, no SDK';
   if (library === 'flowlock-otel-sdk') return 'flowlock + instrumentation + SDK';
@@ -93,6 +95,8 @@ function nameIn(scenario: ScenarioId, library: string): string {
   }
   if (library === 'set-nx-baseline' && scenario === 'a') return 'SET NX + compare-and-delete (the floor)';
   if (library === 'rlock-layout-floor') return 'RLock layout, nothing else (the floor of the wire)';
+  if (library.startsWith('rlock-layout-floor-'))
+    return `RLock wire floor on ${library.slice('rlock-layout-floor-'.length)} (goal 2's floor)`;
   if (scenario !== 'f' && scenario !== 'g') return library;
   if (library === 'flowlock') return 'flowlock RLock';
   if (library === 'flowlock-fair') return 'flowlock fair lock';
@@ -270,7 +274,17 @@ export function paired(
 const ratioOf = (ours: number, theirs: number): number => ours / theirs;
 
 /** The goals of the benchmark issue, as ratios measured in this run. */
-function goals(all: readonly Measurement[]): string[] {
+/**
+ * Server instructions per uncontended cycle (callgrind on the lock server, `scripts/bench-cycle.mjs
+ * --instructions`): flowlock's acquire()/release(), its withLock(), and the RLock wire's floor.
+ */
+export interface CycleInstructions {
+  readonly flowlock: number;
+  readonly withLock: number;
+  readonly wire: number;
+}
+
+function goals(all: readonly Measurement[], instructions?: CycleInstructions): string[] {
   const find = (scenario: ScenarioId, library: string): Measurement | undefined =>
     all.find((m) => m.scenario === scenario && m.library === library);
   const peers = (scenario: ScenarioId): Measurement[] =>
@@ -279,7 +293,7 @@ function goals(all: readonly Measurement[]): string[] {
         m.scenario === scenario &&
         !m.library.startsWith('flowlock') &&
         m.library !== 'set-nx-baseline' &&
-        m.library !== 'rlock-layout-floor' &&
+        !m.library.startsWith('rlock-layout-floor') &&
         !m.library.startsWith('fifo-ticket-floor'),
     );
   const bestPeerWait = (scenario: ScenarioId): number =>
@@ -333,6 +347,50 @@ function goals(all: readonly Measurement[]): string[] {
         ),
       );
     }
+  }
+  // Issue 41, goals 1 and 2: the same cycle against Redisson's RLock wire (its acquire and release scripts,
+  // floors.ts) driven by the same client in the same rounds: on ioredis wall ≤ 1.10 ×, client and server CPU
+  // ≤ 1.15 × (acquire()/release() and withLock()); on node-redis 6, iovalkey and GLIDE each figure ≤ 1.15 ×.
+  for (const [library, how, client, bounds] of [
+    ['flowlock', 'acquire() + release()', 'ioredis', [1.1, 1.15, 1.15]],
+    ['flowlock-withlock', 'withLock()', 'ioredis', [1.1, 1.15, 1.15]],
+    ['flowlock-node-redis', 'acquire() + release()', 'node-redis 6', [1.15, 1.15, 1.15]],
+    ['flowlock-iovalkey', 'acquire() + release()', 'iovalkey', [1.15, 1.15, 1.15]],
+    ['flowlock-glide', 'acquire() + release()', 'GLIDE', [1.15, 1.15, 1.15]],
+  ] as const) {
+    const ours = find('a', library);
+    const wire = find('a', WIRE_FLOORS[library]);
+    if (!ours || !wire) continue;
+    const goal = library.startsWith('flowlock-') && library !== 'flowlock-withlock' ? 2 : 1;
+    (['wallUsPerAcquisition', 'clientCpuUsPerAcquisition', 'serverCpuUsPerAcquisition'] as const).forEach((key, i) => {
+      const what = ['wall time', 'client CPU', 'server CPU'][i];
+      const ratio = paired(ours, wire, key, ratioOf);
+      const bound = bounds[i] ?? NaN;
+      out.push(
+        line(
+          `(41.${goal}) ${how} on ${client}, ${what} per cycle ≤ ${bound} × the RLock wire's on the same client: ${fmt(ratio, 2)} × (${fmt(ours[key])} vs ${fmt(wire[key])} µs)`,
+          ratio <= bound,
+        ),
+      );
+    });
+  }
+  if (instructions) {
+    for (const [how, ours] of [
+      ['acquire() + release()', instructions.flowlock],
+      ['withLock()', instructions.withLock],
+    ] as const) {
+      const ratio = ours / instructions.wire;
+      out.push(
+        line(
+          `(41.1) ${how}, server instructions per cycle (callgrind) ≤ 1.3 × the RLock wire's: ${fmt(ratio, 2)} × (${fmt(ours / 1000, 1)}k vs ${fmt(instructions.wire / 1000, 1)}k)`,
+          ratio <= 1.3,
+        ),
+      );
+    }
+  } else {
+    out.push(
+      line("(41.1) server instructions per cycle (callgrind) ≤ 1.3 × the RLock wire's (no valgrind)", undefined),
+    );
   }
   const d = find('d', 'flowlock');
   if (d) {
@@ -587,7 +645,12 @@ function goals(all: readonly Measurement[]): string[] {
 export function writeReport(
   outDir: string,
   measurements: readonly Measurement[],
-  meta: { quick: boolean; redisVersion: string; sizes: Record<string, number> },
+  meta: {
+    quick: boolean;
+    redisVersion: string;
+    sizes: Record<string, number>;
+    instructions?: CycleInstructions | undefined;
+  },
 ): string {
   mkdirSync(join(outDir, 'charts'), { recursive: true });
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
@@ -608,7 +671,7 @@ export function writeReport(
     '',
     '## Goals',
     '',
-    ...goals(measurements),
+    ...goals(measurements, meta.instructions),
     '',
   ];
   for (const scenario of Object.keys(SCENARIOS) as ScenarioId[]) {

@@ -43,7 +43,7 @@ import {
   type Library,
 } from './adapters.ts';
 import { contend, SEMAPHORE_PERMITS, type ContendedSection } from './contend.ts';
-import { writeReport, type Measurement, type ScenarioId } from './report.ts';
+import { writeReport, type CycleInstructions, type Measurement, type ScenarioId } from './report.ts';
 
 const argv = process.argv.slice(2);
 const option = (name: string): string | undefined =>
@@ -800,12 +800,34 @@ function fieldOf(scenario: ScenarioId): readonly Library[] {
       'flowlock-withlock',
       'rlock-layout-floor',
       'flowlock-node-redis',
+      'rlock-layout-floor-node-redis',
+      'flowlock-iovalkey',
+      'rlock-layout-floor-iovalkey',
       'flowlock-glide',
+      'rlock-layout-floor-glide',
       ...LIBRARIES.slice(1),
     ];
   }
   if (scenario === 'c') return ['flowlock', 'flowlock-node-redis', 'flowlock-glide', ...LIBRARIES.slice(1)];
   return LIBRARIES;
+}
+
+/**
+ * Issue 41's load-independent figure: server instructions per uncontended cycle, flowlock against the RLock
+ * wire, counted by callgrind on a redis-server of its own (`scripts/bench-cycle.mjs --instructions`).
+ * Undefined (the goal line says not measured) without valgrind.
+ */
+function cycleInstructions(): CycleInstructions | undefined {
+  if (spawnSync('valgrind', ['--version']).status !== 0) return undefined;
+  const counted = spawnSync(
+    process.execPath,
+    ['scripts/bench-cycle.mjs', '--instructions', '--json', `--cycles=${quick ? 300 : 2000}`],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  if (counted.status !== 0) throw new Error('scripts/bench-cycle.mjs --instructions failed');
+  const figures = JSON.parse(counted.stdout.trim().split('\n').at(-1) ?? '') as CycleInstructions;
+  console.error(`  a server instructions per cycle: ${JSON.stringify(figures)}`);
+  return figures;
 }
 
 // Rounds per scenario outside --quick (the others run once). The short uncontended scenarios run in rounds,
@@ -849,7 +871,8 @@ try {
     ...(scenarios.some((s) => 'fg'.includes(s)) && sizeFg),
     ...(scenarios.includes('h') && { ...sizeH, hPermits: SEMAPHORE_PERMITS }),
   };
-  const file = writeReport(outDir, measurements, { quick, redisVersion, sizes });
+  const instructions = scenarios.includes('a') ? cycleInstructions() : undefined;
+  const file = writeReport(outDir, measurements, { quick, redisVersion, sizes, instructions });
   console.log(`\nwrote ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   if (peerTimerErrors > 0) console.log(`(${peerTimerErrors} exceptions thrown from node-redisson timers were ignored)`);
   // Timings are reported, never asserted; mutual exclusion is: ours must show no overlap, no lost update,

@@ -1,5 +1,5 @@
 /**
- * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info] [--instructions]`: the uncontended lock +
+ * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info] [--instructions [--json]]`: the uncontended lock +
  * unlock cycle of flowlock's RLock against `SET NX PX` + a Lua compare-and-delete, interleaved rounds on
  * one throwaway redis-server and one ioredis connection each, with the floor of Redisson's RLock wire beside
  * (the bench's `rlock-layout-floor` scripts: a hash, a lease, the release message and an unlock memo). Per cycle: wall time, this process's CPU
@@ -8,7 +8,8 @@
  * that two layouts are compared by the same script; `--no-holder-info` turns holder info off.
  * `--instructions` runs the server under valgrind's callgrind instead and reports the instructions it
  * executes per cycle (user space; the kernel's share is the same two round trips for both): a count that a
- * loaded machine does not blur, for comparing scripts while other work runs (needs `valgrind`).
+ * loaded machine does not blur, for comparing scripts while other work runs (needs `valgrind`); it counts
+ * `withLock` too, and `--json` prints the four counts as one JSON line (`npm run bench` reads it).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -83,6 +84,7 @@ const flowlock = () =>
     await lock.lock();
     await lock.unlock();
   });
+const withLock = () => lock.withLock(() => undefined);
 const layoutOwner = randomUUID();
 const layout = async (i) => {
   await redis.layoutAcquire('bench:cycle:rlock', 30_000, `${layoutOwner}:${i}`);
@@ -121,14 +123,19 @@ async function countInstructions(cycle) {
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 if (instructions) {
   // Deterministic: one warm-up pass each, then one counted pass each.
-  for (const cycle of [flowlock, layout, baseline]) for (let i = 0; i < 300; i++) await cycle(i);
+  for (const cycle of [flowlock, withLock, layout, baseline]) for (let i = 0; i < 300; i++) await cycle(i);
   const ours = await countInstructions(flowlock);
+  const scoped = await countInstructions(withLock);
   const wire = await countInstructions(layout);
   const theirs = await countInstructions(baseline);
-  console.log(`${dist}: server instructions per cycle (callgrind, ${cycles} cycles)`);
-  console.log(
-    `flowlock ${ours.toFixed(0).padStart(8)}   RLock wire ${wire.toFixed(0).padStart(8)}   SET NX + CAD ${theirs.toFixed(0).padStart(8)}   ${(ours / theirs).toFixed(2)}x (the wire ${(wire / theirs).toFixed(2)}x)`,
-  );
+  if (argv.includes('--json')) {
+    console.log(JSON.stringify({ flowlock: ours, withLock: scoped, wire, setNx: theirs }));
+  } else {
+    console.log(`${dist}: server instructions per cycle (callgrind, ${cycles} cycles)`);
+    console.log(
+      `flowlock ${ours.toFixed(0).padStart(8)} (withLock ${scoped.toFixed(0)})   RLock wire ${wire.toFixed(0).padStart(8)}   SET NX + CAD ${theirs.toFixed(0).padStart(8)}   ${(ours / wire).toFixed(2)}x the wire (withLock ${(scoped / wire).toFixed(2)}x; the wire ${(wire / theirs).toFixed(2)}x SET NX)`,
+    );
+  }
 } else {
   const kinds = [
     ['flowlock', flowlock],

@@ -21,6 +21,8 @@
   ARGV[5..n] owners  owner ids of the calling flow, then of its ancestors, nearest first
 
   Returns
+    woken                    the uncontended release (mode "one" or "all", owners[1]'s single hold): the
+                             lock is free; woken = subscribers that got the release message (an integer)
     {remaining, ownerIndex}  remaining hold count of that owner; ownerIndex 1-based
     {0, ownerIndex, woken}   the lock is free; woken = subscribers that got the release message
     {-1, 0}                  no owner of the chain holds the lock (or, for "undo" and "purge", none
@@ -43,18 +45,21 @@ local mode = ARGV[2]
 local undoId = ARGV[3]
 local publish = ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
--- The last hold is dropped without a decrement: the lock is free.
+-- The uncontended cycle's release first, inline, before anything else of the script is built: the calling
+-- flow's own single hold, released for the first time (releaseHold below does the same, and everything
+-- else). The last hold is dropped without a decrement: the lock is free. Its reply is the woken count alone,
+-- an integer (a table reply costs the server more than the rest).
+if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[5]) == '1' then
+  -- memoMs as the string it came in (redis.call formats a Lua number with snprintf).
+  if redis.call('SET', requestKey, '0 1', 'PX', ARGV[1], 'NX') then
+    redis.call('DEL', lockKey, holdKey)
+    return redis.call(publish, channel, '0')
+  end
+end
+
 local function dropLast()
   redis.call('DEL', lockKey, holdKey)
   return redis.call(publish, channel, '0')
-end
-
--- The uncontended cycle's release first, before anything else of the script is built: the calling flow's
--- own single hold, released for the first time (releaseHold below does the same, and everything else).
-if (mode == 'one' or mode == 'all') and redis.call('HGET', lockKey, ARGV[5]) == '1' then
-  if redis.call('SET', requestKey, '0 1', 'PX', memoMs, 'NX') then
-    return {0, 1, dropLast()}
-  end
 end
 
 --- @include "release-hold"

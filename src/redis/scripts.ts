@@ -156,9 +156,13 @@ export function integerAt(reply: unknown, index: number): number {
 
 /**
  * Decodes the reply every acquire script gives: {1, token, holdCount, ownerIndex[, grantedAt]}, {0, pttl} or
- * {2}.
+ * {2}; or lock/acquire.lua's lean grant, the token alone (an integer), which is also the grant's clock.
  */
 export function acquireReply(reply: unknown): AcquireReply {
+  if (!Array.isArray(reply)) {
+    const token = integerAt([reply], 0);
+    return { acquired: true, token: BigInt(token), holdCount: 1, ownerIndex: 0, grantedAt: String(token) };
+  }
   const kind = integerAt(reply, 0);
   if (kind === 1) {
     // A decimal string (a Buffer with some clients' return_buffers): its text either way.
@@ -175,8 +179,12 @@ export function acquireReply(reply: unknown): AcquireReply {
   return { acquired: false, pttl: integerAt(reply, 1) };
 }
 
-/** Decodes the reply every release script gives: {remaining, ownerIndex[, woken]}. */
+/**
+ * Decodes the reply every release script gives: {remaining, ownerIndex[, woken]}; or lock/release.lua's
+ * uncontended release, the woken count alone (an integer): the first owner's last hold, freed.
+ */
 export function releaseReply(reply: unknown): ReleaseReply {
+  if (!Array.isArray(reply)) return { remaining: 0, ownerIndex: 0, woken: integerAt([reply], 0) };
   const woken = (reply as unknown[]).length > 2 ? integerAt(reply, 2) : 0;
   return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
 }
@@ -314,7 +322,7 @@ export class LockScripts {
     }
   }
 
-  /** `lean`: see lock/acquire.lua (ARGV[4]); the caller vouches for it. */
+  /** `lean`: see lock/acquire.lua (ARGV[2]); the caller vouches for it. */
   async acquire(
     keys: LockKeys,
     leaseMs: number,
@@ -326,7 +334,8 @@ export class LockScripts {
       await this.run(
         'lock/acquire',
         [keys.lockKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey],
-        [leaseMs, requestId, this.holderInfo, lean ? '1' : '0', ...owners],
+        // A lean call: "~<requestId>" and no holder label (lock/acquire.lua's ARGV).
+        lean ? [leaseMs, `~${requestId}`, ...owners] : [leaseMs, requestId, this.holderInfo, ...owners],
       ),
     );
   }

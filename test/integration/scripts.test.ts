@@ -136,6 +136,32 @@ describe('idempotency: a resent command does not count twice', () => {
     expect(await redis.admin.hgetall(keys.lockKey)).toEqual({ 'c:1': '1' });
   });
 
+  it("lean fast paths: the grant's token is the server clock in µs and its grantedAt; a counter ahead of the clock wins", async () => {
+    const scripts = new LockScripts(redis.adapter());
+    const keys = lockKeys('', uniqueName(), onCluster);
+    const [seconds] = (await redis.admin.time()) as [string | number, string | number];
+    const grant = await scripts.acquire(keys, 10_000, randomUUID(), ['c:1'], true);
+    if (!grant.acquired) throw new Error('not granted');
+    // The integer reply: a token of 16 digits (no exponent form, no digit lost), the clock of the grant.
+    expect(grant).toMatchObject({ holdCount: 1, ownerIndex: 0, grantedAt: String(grant.token) });
+    expect(grant.token / 1_000_000n).toBeGreaterThanOrEqual(BigInt(seconds));
+    expect(await redis.admin.get(keys.fenceKey)).toBe(String(grant.token));
+    expect(await redis.admin.pttl(keys.lockKey)).toBeGreaterThan(9_000);
+    // The uncontended release's integer reply: freed, by the first owner, nobody subscribed.
+    expect(await scripts.release(keys, 'one', ['c:1'])).toEqual({ remaining: 0, ownerIndex: 0, woken: 0 });
+    expect(await redis.admin.exists(keys.lockKey)).toBe(0);
+    // A counter ahead of the clock (grants within a microsecond, a clock stepped back): counter + 1, and the
+    // grant's clock apart.
+    const ahead = grant.token + 10n ** 12n;
+    await redis.admin.set(keys.fenceKey, String(ahead));
+    const next = await scripts.acquire(keys, 10_000, randomUUID(), ['c:2'], true);
+    if (!next.acquired) throw new Error('not granted');
+    expect(next.token).toBe(ahead + 1n);
+    expect(BigInt(next.grantedAt ?? '0')).toBeGreaterThanOrEqual(grant.token);
+    expect(BigInt(next.grantedAt ?? '0')).toBeLessThan(ahead);
+    expect(await redis.admin.get(keys.fenceKey)).toBe(String(ahead + 1n));
+  });
+
   it('lean acquire over a hold its owner gave up: one hold, and the given-up side fields are gone', async () => {
     const scripts = new LockScripts(redis.adapter());
     const keys = lockKeys('', uniqueName(), onCluster);
