@@ -12,11 +12,11 @@
  */
 import type { ClientEvent, LockKind } from './lock-client.ts';
 
-export type FaultKind = 'partition' | 'pause' | 'kill' | 'redis-restart';
+export type FaultKind = 'partition' | 'pause' | 'kill' | 'redis-restart' | 'failover';
 
 export interface Fault {
   readonly kind: FaultKind;
-  /** The client it hit (all but redis-restart). */
+  /** The client it hit (all but redis-restart and failover, which hit every client). */
   readonly client?: string;
   readonly start: number;
   end: number;
@@ -131,7 +131,7 @@ function causeOf(first: Hold, faults: readonly Fault[]): FaultKind | 'unexplaine
   for (const f of faults) {
     const during = f.start <= first.end && f.end >= first.start;
     if (!during) continue;
-    if (f.kind === 'redis-restart') return f.kind;
+    if (f.kind === 'redis-restart' || f.kind === 'failover') return f.kind;
     if (f.client === first.client) return f.kind;
   }
   return 'unexplained';

@@ -17,8 +17,10 @@ export type LockKind = 'plain' | 'fair' | 'write';
 
 export interface ClientConfig {
   readonly id: string;
-  readonly redisHost: string;
-  readonly redisPort: number;
+  /** A standalone Redis, or the Sentinels of `mymaster`. */
+  readonly redis: { readonly host: string; readonly port: number } | { readonly sentinels: readonly { host: string; port: number }[] };
+  /** The lock client's `syncReplicas` (Sentinel): WAIT for this many replicas after each grant. */
+  readonly syncReplicas?: { readonly replicas: number; readonly timeout: number };
   readonly pgHost: string;
   readonly pgPort: number;
   readonly schema: string;
@@ -75,9 +77,13 @@ process.on('message', (message: { type: string }) => {
 
 // A command timeout, as a service on a network that can fail needs: without it a command sent into a pulled
 // cable waits for TCP to give up (minutes).
+// Through Sentinel: the client listens to the Sentinels for a failover (failoverDetector: a master cut off
+// answers nothing, and the connection to it would otherwise wait for TCP to give up), and a master demoted to
+// a replica answers READONLY, after which the client asks the Sentinels again.
 const redis = new Redis({
-  host: config.redisHost,
-  port: config.redisPort,
+  ...('sentinels' in config.redis
+    ? { sentinels: [...config.redis.sentinels], name: 'mymaster', sentinelRetryStrategy: () => 100, sentinelCommandTimeout: 500, failoverDetector: true, reconnectOnError: (e: Error) => e.message.startsWith('READONLY') }
+    : { host: config.redis.host, port: config.redis.port }),
   commandTimeout: 1_000,
   connectTimeout: 1_000,
   retryStrategy: () => 100,
@@ -85,7 +91,10 @@ const redis = new Redis({
 redis.on('error', () => {
   // Connection errors while partitioned or while Redis restarts: the commands' own rejections tell.
 });
-const locks = createLockClient(redis, { watchdogTimeout: config.watchdogTimeout });
+const locks = createLockClient(redis, {
+  watchdogTimeout: config.watchdogTimeout,
+  ...(config.syncReplicas ? { syncReplicas: config.syncReplicas } : {}),
+});
 const db = await PgConnection.connect({ host: config.pgHost, port: config.pgPort, user: 'postgres', database: 'test' });
 await db.query(`SET search_path TO ${config.schema}`);
 

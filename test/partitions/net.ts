@@ -151,6 +151,20 @@ export class TestNet {
   }
 
   /**
+   * Cuts `a` off from `b` and back (a blackhole route for the other's address in each namespace: packets
+   * between them are dropped, both ways, while each still reaches everyone else).
+   */
+  cut(a: Host, b: Host): void {
+    ip('-n', a.ns, 'route', 'add', 'blackhole', `${b.redisAddress}/32`);
+    ip('-n', b.ns, 'route', 'add', 'blackhole', `${a.redisAddress}/32`);
+  }
+
+  uncut(a: Host, b: Host): void {
+    ip('-n', a.ns, 'route', 'del', 'blackhole', `${b.redisAddress}/32`);
+    ip('-n', b.ns, 'route', 'del', 'blackhole', `${a.redisAddress}/32`);
+  }
+
+  /**
    * Runs `command` inside `host`'s namespace. `ip netns exec` execs the command in its own process, so the
    * child's pid is the command's: SIGSTOP and SIGKILL reach it.
    */

@@ -9,7 +9,8 @@
  * at the moment it chooses to. Everything the run creates (namespaces, links, the schema flp<id>) is removed
  * after it, and what a killed run left behind is removed before it.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -146,6 +147,7 @@ class Run {
   readonly events: ClientEvent[] = [];
   readonly faults: Fault[] = [];
   readonly clients = new Map<string, Client>();
+  readonly stderr: string[] = [];
   readonly #waiters: { match: (e: ClientEvent) => boolean; resolve: (e: ClientEvent) => void }[] = [];
   #serial = 0;
 
@@ -153,14 +155,16 @@ class Run {
     readonly name: string,
     readonly resources: readonly { readonly name: string; readonly kind: LockKind }[],
     readonly timing: Timing,
+    readonly redis: ClientConfig['redis'],
+    readonly syncReplicas?: ClientConfig['syncReplicas'],
   ) {}
 
   start(host: Host): Client {
     const id = `${host.name}.${this.#serial++}`;
     const config: ClientConfig = {
       id,
-      redisHost: redisHost.redisAddress,
-      redisPort: 6379,
+      redis: this.redis,
+      ...(this.syncReplicas ? { syncReplicas: this.syncReplicas } : {}),
       pgHost: net.dbGateway,
       pgPort: 5432,
       schema,
@@ -170,9 +174,12 @@ class Run {
       waitTime: 3_000,
     };
     const child = net.spawn(host, process.execPath, ['--no-warnings', join(import.meta.dirname, 'lock-client.ts'), JSON.stringify(config)], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
       cwd: root,
     });
+    // A client's stderr goes with the history (ioredis prints its Sentinel connections' errors there while
+    // they are cut off): .vitest-results/partitions-<scenario>.stderr.
+    child.stderr?.on('data', (chunk: Buffer) => this.stderr.push(`${id}: ${chunk.toString()}`));
     child.on('message', (e: ClientEvent) => {
       this.events.push(e);
       for (const w of [...this.#waiters]) {
@@ -220,6 +227,7 @@ class Run {
     // The history itself, for whoever reads a failure: one JSON line per event or fault.
     const history = [...this.faults.map((f) => ({ fault: f })), ...this.events].map((x) => JSON.stringify(x)).join('\n');
     writeFileSync(join(root, '.vitest-results', `partitions-${this.name}.jsonl`), `${history}\n`);
+    writeFileSync(join(root, '.vitest-results', `partitions-${this.name}.stderr`), this.stderr.join(''));
     figures.push(result.figures);
     writeFigures();
     return result;
@@ -233,11 +241,18 @@ interface Timing {
   readonly computeMs: number;
 }
 
-async function scenario(name: string, timing: Timing, body: (run: Run) => Promise<void>): Promise<ReturnType<typeof check>> {
+async function scenario(
+  name: string,
+  timing: Timing,
+  body: (run: Run) => Promise<void>,
+  sentinel?: { sentinels: { host: string; port: number }[]; syncReplicas?: ClientConfig['syncReplicas'] },
+): Promise<ReturnType<typeof check>> {
   const resources = (['plain', 'fair', 'write'] as const).map((kind) => ({ name: `${name}:${kind}`, kind }));
   for (const r of resources) await db.query('INSERT INTO fenced_resource (name) VALUES ($1)', [r.name]);
-  await admin.flushall();
-  const run = new Run(name, resources, timing);
+  if (!sentinel) await admin.flushall();
+  const run = sentinel
+    ? new Run(name, resources, timing, { sentinels: sentinel.sentinels }, sentinel.syncReplicas)
+    : new Run(name, resources, timing, { host: redisHost.redisAddress, port: 6379 });
   for (const host of clientHosts) run.start(host);
   try {
     await Promise.all([...run.clients.values()].map((c) => run.next((e) => e.client === c.id && e.type === 'ready', 20_000)));
@@ -257,6 +272,128 @@ function nextGrant(run: Run, watchdog?: boolean, timeoutMs = 10_000): Promise<Cl
 }
 
 const SHORT: Timing = { leaseTime: LEASE, workMs: 50, computeMs: 0 };
+
+/**
+ * Three boxes, each with a redis-server and a Sentinel (quorum 2, down after 1 s): box 0's server is the
+ * master at start, the others replicate it.
+ */
+class SentinelBoxes {
+  readonly boxes: Host[];
+  readonly #dir = mkdtempSync(join(tmpdir(), 'flowlock-partitions-'));
+  readonly #admins: Redis[] = [];
+
+  constructor(tag: string) {
+    this.boxes = [0, 1, 2].map((i) => net.addHost(`${tag}${i}`, false));
+    const master = this.boxes[0]!.redisAddress;
+    this.boxes.forEach((box, i) => {
+      net.spawn(
+        box,
+        'redis-server',
+        ['--port', '6379', '--bind', box.redisAddress, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--repl-timeout', '5', '--dir', this.#dir,
+          ...(i === 0 ? [] : ['--replicaof', master, '6379'])],
+        { stdio: 'ignore' },
+      );
+      const conf = join(this.#dir, `sentinel-${box.name}.conf`);
+      writeFileSync(
+        conf,
+        [
+          `port 26379`,
+          `bind ${box.redisAddress}`,
+          'protected-mode no',
+          `dir ${this.#dir}`,
+          `sentinel monitor mymaster ${master} 6379 2`,
+          'sentinel down-after-milliseconds mymaster 1000',
+          'sentinel failover-timeout mymaster 3000',
+          'sentinel parallel-syncs mymaster 1',
+          '',
+        ].join('\n'),
+      );
+      net.spawn(box, 'redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
+    });
+  }
+
+  get sentinels(): { host: string; port: number }[] {
+    return this.boxes.map((b) => ({ host: b.redisAddress, port: 26379 }));
+  }
+
+  #admin(host: string, port: number): Redis {
+    const r = new Redis({ host, port, commandTimeout: 1_000, retryStrategy: () => 200, lazyConnect: true, enableOfflineQueue: true });
+    r.on('error', () => {});
+    this.#admins.push(r);
+    return r;
+  }
+
+  /** The master `box`'s Sentinel names, or undefined while it does not answer. */
+  async masterBy(box: number): Promise<string | undefined> {
+    const r = this.#admins[box] ?? this.#admin(this.boxes[box]!.redisAddress, 26379);
+    try {
+      const reply = (await r.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[] | null;
+      return reply?.[0];
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Waits until `check` holds (polling every 100 ms), `timeoutMs` at most. */
+  async until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+    const deadline = now() + timeoutMs;
+    while (!(await check())) {
+      if (now() > deadline) throw new Error(`Sentinel: ${what} did not happen within ${timeoutMs} ms`);
+      await sleep(100);
+    }
+  }
+
+  /** Every Sentinel knows both replicas (so a failover can happen). */
+  async ready(): Promise<void> {
+    for (let i = 0; i < 3; i++) this.#admin(this.boxes[i]!.redisAddress, 26379);
+    await this.until(
+      'every Sentinel seeing two replicas and two other Sentinels',
+      async () => {
+        for (const r of this.#admins.slice(0, 3)) {
+          try {
+            const master = (await r.call('SENTINEL', 'master', 'mymaster')) as string[];
+            const field = (k: string): string | undefined => master[master.indexOf(k) + 1];
+            if (field('num-slaves') !== '2' || field('num-other-sentinels') !== '2') return false;
+          } catch {
+            return false;
+          }
+        }
+        return true;
+      },
+      20_000,
+    );
+    // And both replicas in sync (a replica still loading the master's snapshot acknowledges no WAIT).
+    const master = this.#admin(this.boxes[0]!.redisAddress, 6379);
+    await this.until('both replicas online', async () => ((await master.info('replication').catch(() => '')).match(/state=online/g) ?? []).length === 2, 20_000);
+  }
+
+  stop(): void {
+    for (const r of this.#admins) r.disconnect();
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The split brain: box 0 (the master and one Sentinel) and client 0 on one side, boxes 1 and 2 (two
+ * Sentinels, a majority) and clients 1 and 2 on the other; the Sentinels of the majority promote a replica,
+ * while client 0 goes on locking on the old master. Healed after `splitMs`.
+ */
+async function splitBrain(run: Run, cluster: SentinelBoxes, splitMs: number): Promise<void> {
+  const [b0, b1, b2] = cluster.boxes as [Host, Host, Host];
+  const [c0, c1, c2] = clientHosts as [Host, Host, Host];
+  const cuts: [Host, Host][] = [[b0, b1], [b0, b2], [b0, c1], [b0, c2], [c0, b1], [c0, b2]];
+  await sleep(1_500);
+  const fault: Fault = { kind: 'failover', start: now(), end: Infinity };
+  run.faults.push(fault);
+  for (const [a, b] of cuts) net.cut(a, b);
+  await cluster.until('a failover on the majority side', async () => (await cluster.masterBy(1)) !== b0.redisAddress, 15_000);
+  await sleep(splitMs);
+  for (const [a, b] of cuts) net.uncut(a, b);
+  // Healed: the old master learns the new configuration from its Sentinel and becomes a replica.
+  await cluster.until('the old master following the new one', async () => (await cluster.masterBy(0)) !== b0.redisAddress, 15_000);
+  fault.end = now() + LEASE;
+  await sleep(2_000);
+}
 
 describe('partitions, pauses, kills and restarts, checked from the history and the database', () => {
   it('no faults: no overlap, every write accepted in token order, no lost update', async () => {
@@ -360,6 +497,39 @@ describe('partitions, pauses, kills and restarts, checked from the history and t
     });
     expect(result.problems).toEqual([]);
     expect(result.overlaps.every((o) => o.cause === 'redis-restart')).toBe(true);
+  });
+
+  it('a Sentinel split brain: overlaps without syncReplicas, each around the failover; fencing keeps token order', async () => {
+    // Expected: while the old master serves client 0 and the promoted replica serves clients 1 and 2, both
+    // sides grant the same locks: overlaps, all during the failover's window; tokens (server clock floor)
+    // interleave, so the database accepts writes of both sides in token order and refuses those that arrive
+    // behind a newer token; no lost update, no out-of-order write.
+    const cluster = new SentinelBoxes('s');
+    try {
+      await cluster.ready();
+      const result = await scenario('split-brain', SHORT, (run) => splitBrain(run, cluster, 4_000), { sentinels: cluster.sentinels });
+      expect(result.problems).toEqual([]);
+      expect(result.overlaps.every((o) => o.cause === 'failover')).toBe(true);
+    } finally {
+      cluster.stop();
+    }
+  });
+
+  it('the same split brain with syncReplicas: 1: the cut-off master cannot confirm a grant', async () => {
+    // Expected: client 0's grants on the old master fail (no replica acknowledges them), so overlaps drop to
+    // those whose grant was replicated just before the cut; fencing as before.
+    const cluster = new SentinelBoxes('w');
+    try {
+      await cluster.ready();
+      const result = await scenario('split-brain-sync', SHORT, (run) => splitBrain(run, cluster, 4_000), {
+        sentinels: cluster.sentinels,
+        syncReplicas: { replicas: 1, timeout: 200 },
+      });
+      expect(result.problems).toEqual([]);
+      expect(result.overlaps.every((o) => o.cause === 'failover')).toBe(true);
+    } finally {
+      cluster.stop();
+    }
   });
 
   it('the Guarantees page shows the recipe this suite runs', () => {
