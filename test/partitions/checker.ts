@@ -209,7 +209,9 @@ export function check(
   const margins = faults
     .filter((f) => f.kind === 'partition' && f.serverExpiry !== undefined)
     .map((fault) => {
-      const hold = holds.find((h) => h.client === fault.client && h.res === fault.res && h.start <= fault.start && h.end >= fault.start);
+      const hold = holds.find(
+        (h) => h.client === fault.client && h.res === fault.res && h.start <= fault.start && h.end >= fault.start,
+      );
       const marginMs = hold?.lostAt === undefined ? undefined : fault.serverExpiry! - hold.lostAt;
       return { fault, marginMs };
     });

@@ -18,7 +18,9 @@ export type LockKind = 'plain' | 'fair' | 'write';
 export interface ClientConfig {
   readonly id: string;
   /** A standalone Redis, or the Sentinels of `mymaster`. */
-  readonly redis: { readonly host: string; readonly port: number } | { readonly sentinels: readonly { host: string; port: number }[] };
+  readonly redis:
+    | { readonly host: string; readonly port: number }
+    | { readonly sentinels: readonly { host: string; port: number }[] };
   /** The lock client's `syncReplicas` (Sentinel): WAIT for this many replicas after each grant. */
   readonly syncReplicas?: { readonly replicas: number; readonly timeout: number };
   readonly pgHost: string;
@@ -68,7 +70,9 @@ const send = (event: Omit<ClientEvent, 'client' | 't'>): void => {
   process.send?.({ client: config.id, t: now(), ...event });
 };
 const code = (error: unknown): string =>
-  error instanceof Error ? ((error as Error & { code?: string }).code ?? error.name) + `: ${error.message}` : String(error);
+  error instanceof Error
+    ? ((error as Error & { code?: string }).code ?? error.name) + `: ${error.message}`
+    : String(error);
 
 let stopping = false;
 process.on('message', (message: { type: string }) => {
@@ -82,7 +86,14 @@ process.on('message', (message: { type: string }) => {
 // a replica answers READONLY, after which the client asks the Sentinels again.
 const redis = new Redis({
   ...('sentinels' in config.redis
-    ? { sentinels: [...config.redis.sentinels], name: 'mymaster', sentinelRetryStrategy: () => 100, sentinelCommandTimeout: 500, failoverDetector: true, reconnectOnError: (e: Error) => e.message.startsWith('READONLY') }
+    ? {
+        sentinels: [...config.redis.sentinels],
+        name: 'mymaster',
+        sentinelRetryStrategy: () => 100,
+        sentinelCommandTimeout: 500,
+        failoverDetector: true,
+        reconnectOnError: (e: Error) => e.message.startsWith('READONLY'),
+      }
     : { host: config.redis.host, port: config.redis.port }),
   commandTimeout: 1_000,
   connectTimeout: 1_000,
@@ -99,7 +110,11 @@ const db = await PgConnection.connect({ host: config.pgHost, port: config.pgPort
 await db.query(`SET search_path TO ${config.schema}`);
 
 const lockOf = (name: string, kind: LockKind): RLock =>
-  kind === 'plain' ? locks.getLock(name) : kind === 'fair' ? locks.getFairLock(name) : locks.getReadWriteLock(name).writeLock();
+  kind === 'plain'
+    ? locks.getLock(name)
+    : kind === 'fair'
+      ? locks.getFairLock(name)
+      : locks.getReadWriteLock(name).writeLock();
 
 /** `value`, after `ms` of synchronous work. */
 function compute(value: string, ms: number): string {
@@ -134,7 +149,10 @@ for (let i = 0; !stopping; i++) {
   else lease.signal.addEventListener('abort', onLost, { once: true });
 
   // The work: a read of the resource that takes workMs at the database (a read-modify-write's read).
-  await db.query('SELECT value, pg_sleep($2) FROM fenced_resource WHERE name = $1', [resource.name, config.workMs / 1000]);
+  await db.query('SELECT value, pg_sleep($2) FROM fenced_resource WHERE name = $1', [
+    resource.name,
+    config.workMs / 1000,
+  ]);
   // The check a careful holder makes; a pause between it and the write is what fencing is for.
   if (!lease.signal.aborted) {
     const value = compute(`${config.id}:${i}`, config.computeMs);

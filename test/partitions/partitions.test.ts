@@ -44,7 +44,20 @@ function startRedis(): ChildProcess {
   const child = net.spawn(
     redisHost,
     'redis-server',
-    ['--port', '6379', '--bind', redisHost.redisAddress, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--dir', '/tmp'],
+    [
+      '--port',
+      '6379',
+      '--bind',
+      redisHost.redisAddress,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--protected-mode',
+      'no',
+      '--dir',
+      '/tmp',
+    ],
     { stdio: 'ignore' },
   );
   return child;
@@ -69,7 +82,13 @@ beforeAll(async () => {
   redisHost = net.addHost('redis', false);
   clientHosts = Array.from({ length: CLIENTS }, (_, i) => net.addHost(`c${i}`, true));
   redisProcess = startRedis();
-  admin = new Redis({ host: redisHost.redisAddress, port: 6379, commandTimeout: 1_000, retryStrategy: () => 100, lazyConnect: true });
+  admin = new Redis({
+    host: redisHost.redisAddress,
+    port: 6379,
+    commandTimeout: 1_000,
+    retryStrategy: () => 100,
+    lazyConnect: true,
+  });
   admin.on('error', () => {});
   await admin.connect().catch(() => {});
   await waitForRedis();
@@ -173,10 +192,15 @@ class Run {
       ...this.timing,
       waitTime: 3_000,
     };
-    const child = net.spawn(host, process.execPath, ['--no-warnings', join(import.meta.dirname, 'lock-client.ts'), JSON.stringify(config)], {
-      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
-      cwd: root,
-    });
+    const child = net.spawn(
+      host,
+      process.execPath,
+      ['--no-warnings', join(import.meta.dirname, 'lock-client.ts'), JSON.stringify(config)],
+      {
+        stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+        cwd: root,
+      },
+    );
     // A client's stderr goes with the history (ioredis prints its Sentinel connections' errors there while
     // they are cut off): .vitest-results/partitions-<scenario>.stderr.
     child.stderr?.on('data', (chunk: Buffer) => this.stderr.push(`${id}: ${chunk.toString()}`));
@@ -209,7 +233,8 @@ class Run {
 
   /** Stops every client (each finishes its iteration and closes) and waits for them to exit. */
   async stop(): Promise<void> {
-    for (const c of this.clients.values()) if (c.child.exitCode === null && c.child.connected) c.child.send({ type: 'stop' });
+    for (const c of this.clients.values())
+      if (c.child.exitCode === null && c.child.connected) c.child.send({ type: 'stop' });
     await Promise.race([Promise.all([...this.clients.values()].map((c) => c.exited)), sleep(15_000)]);
     for (const c of this.clients.values()) if (c.child.exitCode === null) c.child.kill('SIGKILL');
   }
@@ -218,14 +243,21 @@ class Run {
     const rows = await db.query('SELECT seq, name, token FROM accepted WHERE name = ANY($1::text[]) ORDER BY seq', [
       `{${this.resources.map((r) => r.name).join(',')}}`,
     ]);
-    const accepted: AcceptedRow[] = rows.rows.map((r) => ({ seq: Number(r['seq']), name: r['name']!, token: BigInt(r['token']!) }));
+    const accepted: AcceptedRow[] = rows.rows.map((r) => ({
+      seq: Number(r['seq']),
+      name: r['name']!,
+      token: BigInt(r['token']!),
+    }));
     const counterRows = await db.query('SELECT name, writes FROM fenced_resource WHERE name = ANY($1::text[])', [
       `{${this.resources.map((r) => r.name).join(',')}}`,
     ]);
     const counters = new Map(counterRows.rows.map((r) => [r['name']!, Number(r['writes'])]));
     const result = check(this.name, this.clients.size, this.events, this.faults, accepted, counters);
     // The history itself, for whoever reads a failure: one JSON line per event or fault.
-    const history = [...this.faults.map((f) => ({ fault: f })), ...this.events].map((x) => JSON.stringify(x)).join('\n');
+    mkdirSync(join(root, '.vitest-results'), { recursive: true });
+    const history = [...this.faults.map((f) => ({ fault: f })), ...this.events]
+      .map((x) => JSON.stringify(x))
+      .join('\n');
     writeFileSync(join(root, '.vitest-results', `partitions-${this.name}.jsonl`), `${history}\n`);
     writeFileSync(join(root, '.vitest-results', `partitions-${this.name}.stderr`), this.stderr.join(''));
     figures.push(result.figures);
@@ -255,7 +287,9 @@ async function scenario(
     : new Run(name, resources, timing, { host: redisHost.redisAddress, port: 6379 });
   for (const host of clientHosts) run.start(host);
   try {
-    await Promise.all([...run.clients.values()].map((c) => run.next((e) => e.client === c.id && e.type === 'ready', 20_000)));
+    await Promise.all(
+      [...run.clients.values()].map((c) => run.next((e) => e.client === c.id && e.type === 'ready', 20_000)),
+    );
     await body(run);
   } finally {
     await run.stop();
@@ -266,7 +300,10 @@ async function scenario(
 /** The next grant to a client that is still running (in watchdog mode when `watchdog`), `timeoutMs` at most. */
 function nextGrant(run: Run, watchdog?: boolean, timeoutMs = 10_000): Promise<ClientEvent> {
   return run.next(
-    (e) => e.type === 'ok' && (watchdog === undefined || e.watchdog === watchdog) && run.clients.get(e.client)?.child.exitCode === null,
+    (e) =>
+      e.type === 'ok' &&
+      (watchdog === undefined || e.watchdog === watchdog) &&
+      run.clients.get(e.client)?.child.exitCode === null,
     timeoutMs,
   );
 }
@@ -289,8 +326,23 @@ class SentinelBoxes {
       net.spawn(
         box,
         'redis-server',
-        ['--port', '6379', '--bind', box.redisAddress, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--repl-timeout', '5', '--dir', this.#dir,
-          ...(i === 0 ? [] : ['--replicaof', master, '6379'])],
+        [
+          '--port',
+          '6379',
+          '--bind',
+          box.redisAddress,
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--protected-mode',
+          'no',
+          '--repl-timeout',
+          '5',
+          '--dir',
+          this.#dir,
+          ...(i === 0 ? [] : ['--replicaof', master, '6379']),
+        ],
         { stdio: 'ignore' },
       );
       const conf = join(this.#dir, `sentinel-${box.name}.conf`);
@@ -317,7 +369,14 @@ class SentinelBoxes {
   }
 
   #admin(host: string, port: number): Redis {
-    const r = new Redis({ host, port, commandTimeout: 1_000, retryStrategy: () => 200, lazyConnect: true, enableOfflineQueue: true });
+    const r = new Redis({
+      host,
+      port,
+      commandTimeout: 1_000,
+      retryStrategy: () => 200,
+      lazyConnect: true,
+      enableOfflineQueue: true,
+    });
     r.on('error', () => {});
     this.#admins.push(r);
     return r;
@@ -364,7 +423,11 @@ class SentinelBoxes {
     );
     // And both replicas in sync (a replica still loading the master's snapshot acknowledges no WAIT).
     const master = this.#admin(this.boxes[0]!.redisAddress, 6379);
-    await this.until('both replicas online', async () => ((await master.info('replication').catch(() => '')).match(/state=online/g) ?? []).length === 2, 20_000);
+    await this.until(
+      'both replicas online',
+      async () => ((await master.info('replication').catch(() => '')).match(/state=online/g) ?? []).length === 2,
+      20_000,
+    );
   }
 
   stop(): void {
@@ -381,16 +444,31 @@ class SentinelBoxes {
 async function splitBrain(run: Run, cluster: SentinelBoxes, splitMs: number): Promise<void> {
   const [b0, b1, b2] = cluster.boxes as [Host, Host, Host];
   const [c0, c1, c2] = clientHosts as [Host, Host, Host];
-  const cuts: [Host, Host][] = [[b0, b1], [b0, b2], [b0, c1], [b0, c2], [c0, b1], [c0, b2]];
+  const cuts: [Host, Host][] = [
+    [b0, b1],
+    [b0, b2],
+    [b0, c1],
+    [b0, c2],
+    [c0, b1],
+    [c0, b2],
+  ];
   await sleep(1_500);
   const fault: Fault = { kind: 'failover', start: now(), end: Infinity };
   run.faults.push(fault);
   for (const [a, b] of cuts) net.cut(a, b);
-  await cluster.until('a failover on the majority side', async () => (await cluster.masterBy(1)) !== b0.redisAddress, 15_000);
+  await cluster.until(
+    'a failover on the majority side',
+    async () => (await cluster.masterBy(1)) !== b0.redisAddress,
+    15_000,
+  );
   await sleep(splitMs);
   for (const [a, b] of cuts) net.uncut(a, b);
   // Healed: the old master learns the new configuration from its Sentinel and becomes a replica.
-  await cluster.until('the old master following the new one', async () => (await cluster.masterBy(0)) !== b0.redisAddress, 15_000);
+  await cluster.until(
+    'the old master following the new one',
+    async () => (await cluster.masterBy(0)) !== b0.redisAddress,
+    15_000,
+  );
   fault.end = now() + LEASE;
   await sleep(2_000);
 }
@@ -411,23 +489,33 @@ describe('partitions, pauses, kills and restarts, checked from the history and t
     // holder told lost with a positive margin, no lost update, no out-of-order write.
     // A watchdog-mode holder is cut off at its grant, and works longer than the lease (fixed leases are
     // longer still): the loss comes while it holds, not at its release.
-    const result = await scenario('partition', { leaseTime: 3 * LEASE, workMs: 1.5 * LEASE, computeMs: 0 }, async (run) => {
-      for (let i = 0; i < 3; i++) {
-        const grant = await nextGrant(run, true);
-        const host = run.clients.get(grant.client)!.host;
-        const fault: Fault = { kind: 'partition', client: grant.client, res: grant.res!, start: now(), end: Infinity };
-        net.setRedisLink(host, false);
-        run.faults.push(fault);
-        // Measured from before the PTTL was sent: an expiry no later than the server's.
-        const asked = now();
-        const pttl = await admin.pttl(grant.res!);
-        if (pttl > 0) fault.serverExpiry = asked + pttl;
-        await sleep(2.5 * LEASE);
-        net.setRedisLink(host, true);
-        fault.end = now();
-        await sleep(1_500);
-      }
-    });
+    const result = await scenario(
+      'partition',
+      { leaseTime: 3 * LEASE, workMs: 1.5 * LEASE, computeMs: 0 },
+      async (run) => {
+        for (let i = 0; i < 3; i++) {
+          const grant = await nextGrant(run, true);
+          const host = run.clients.get(grant.client)!.host;
+          const fault: Fault = {
+            kind: 'partition',
+            client: grant.client,
+            res: grant.res!,
+            start: now(),
+            end: Infinity,
+          };
+          net.setRedisLink(host, false);
+          run.faults.push(fault);
+          // Measured from before the PTTL was sent: an expiry no later than the server's.
+          const asked = now();
+          const pttl = await admin.pttl(grant.res!);
+          if (pttl > 0) fault.serverExpiry = asked + pttl;
+          await sleep(2.5 * LEASE);
+          net.setRedisLink(host, true);
+          fault.end = now();
+          await sleep(1_500);
+        }
+      },
+    );
     expect(result.problems).toEqual([]);
     expect(result.overlaps).toEqual([]);
     // Every cut-off holder was told lost (its margin is measured; its sign is a figure, not an assertion:
@@ -507,7 +595,9 @@ describe('partitions, pauses, kills and restarts, checked from the history and t
     const cluster = new SentinelBoxes('s');
     try {
       await cluster.ready();
-      const result = await scenario('split-brain', SHORT, (run) => splitBrain(run, cluster, 4_000), { sentinels: cluster.sentinels });
+      const result = await scenario('split-brain', SHORT, (run) => splitBrain(run, cluster, 4_000), {
+        sentinels: cluster.sentinels,
+      });
       expect(result.problems).toEqual([]);
       expect(result.overlaps.every((o) => o.cause === 'failover')).toBe(true);
     } finally {

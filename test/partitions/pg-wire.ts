@@ -62,7 +62,14 @@ export class PgConnection {
     this.#socket = connect({ host, port });
     this.#socket.setNoDelay(true);
     this.#socket.on('connect', () => {
-      const body = Buffer.concat([int32(196_608), cstring('user'), cstring(user), cstring('database'), cstring(database), Buffer.from([0])]);
+      const body = Buffer.concat([
+        int32(196_608),
+        cstring('user'),
+        cstring(user),
+        cstring('database'),
+        cstring(database),
+        Buffer.from([0]),
+      ]);
       this.#socket.write(Buffer.concat([int32(body.length + 4), body]));
     });
     this.#socket.on('data', (chunk: Buffer) => this.#read(chunk));
@@ -133,7 +140,8 @@ export class PgConnection {
     const pending = this.#pending;
     switch (type) {
       case 'R':
-        if (body.readInt32BE(0) !== 0) this.#fail(new Error('PostgreSQL asks for a password: this client speaks trust only'));
+        if (body.readInt32BE(0) !== 0)
+          this.#fail(new Error('PostgreSQL asks for a password: this client speaks trust only'));
         return;
       case 'E': {
         const fields = new Map<string, string>();
