@@ -74,9 +74,9 @@ const code = (error: unknown): string =>
     ? ((error as Error & { code?: string }).code ?? error.name) + `: ${error.message}`
     : String(error);
 
-let stopping = false;
+const state = { stopping: false };
 process.on('message', (message: { type: string }) => {
-  if (message.type === 'stop') stopping = true;
+  if (message.type === 'stop') state.stopping = true;
 });
 
 // A command timeout, as a service on a network that can fail needs: without it a command sent into a pulled
@@ -126,7 +126,7 @@ function compute(value: string, ms: number): string {
 }
 
 send({ type: 'ready' });
-for (let i = 0; !stopping; i++) {
+for (let i = 0; !state.stopping; i++) {
   const resource = config.resources[i % config.resources.length]!;
   const watchdog = Math.floor(i / config.resources.length) % 2 === 0;
   const base = { res: resource.name, kind: resource.kind, watchdog };
@@ -181,4 +181,4 @@ try {
 redis.disconnect();
 db.close();
 send({ type: 'done' });
-process.disconnect?.();
+process.disconnect();

@@ -37,6 +37,8 @@ let admin: Redis;
 let db: PgConnection;
 let forwarder: Server;
 const forwarded = new Set<Socket>();
+/** What beforeAll set up, undone in reverse by afterAll (also when beforeAll failed half-way). */
+const cleanups: (() => unknown)[] = [];
 const figures: ScenarioFigures[] = [];
 let schema: string;
 
@@ -67,7 +69,8 @@ async function waitForRedis(): Promise<void> {
   const deadline = now() + 10_000;
   for (;;) {
     try {
-      if ((await admin.ping()) === 'PONG') return;
+      await admin.ping();
+      return;
     } catch {
       if (now() > deadline) throw new Error('redis-server in its namespace did not answer within 10 s');
     }
@@ -78,6 +81,7 @@ async function waitForRedis(): Promise<void> {
 beforeAll(async () => {
   cleanStale();
   net = new TestNet();
+  cleanups.push(() => net.close());
   schema = net.tag;
   redisHost = net.addHost('redis', false);
   clientHosts = Array.from({ length: CLIENTS }, (_, i) => net.addHost(`c${i}`, true));
@@ -90,6 +94,7 @@ beforeAll(async () => {
     lazyConnect: true,
   });
   admin.on('error', () => {});
+  cleanups.push(() => admin.disconnect());
   await admin.connect().catch(() => {});
   await waitForRedis();
 
@@ -107,11 +112,17 @@ beforeAll(async () => {
     socket.on('error', end).on('close', end);
     upstream.on('error', end).on('close', end);
   });
+  cleanups.push(() => {
+    for (const socket of forwarded) socket.destroy();
+    forwarder.close();
+  });
   forwarder.listen(5432, net.dbGateway);
   await once(forwarder, 'listening');
 
   db = await PgConnection.connect({ host: '127.0.0.1', port: 5432, user: 'postgres', database: 'test' });
+  cleanups.push(() => db.close());
   await db.query(`CREATE SCHEMA ${schema}`);
+  cleanups.push(() => db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`));
   await db.query(`SET search_path TO ${schema}`);
   await db.query(CREATE_FENCED_TABLE);
   // The audit (test-only): the order in which the database accepted writes.
@@ -124,15 +135,15 @@ beforeAll(async () => {
 
 afterAll(async () => {
   writeFigures();
-  admin?.disconnect();
-  for (const socket of forwarded) socket.destroy();
-  forwarder?.close();
-  try {
-    await db?.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  } finally {
-    db?.close();
-    net?.close();
+  const errors: unknown[] = [];
+  for (const cleanup of cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch (error) {
+      errors.push(error);
+    }
   }
+  if (errors.length > 0) throw new AggregateError(errors, 'partition suite: cleanup failed');
 }, 60_000);
 
 function writeFigures(): void {

@@ -101,7 +101,9 @@ export class PgConnection {
       this.#pending = { resolve, reject, fields: [], rows: [], rowCount: null, error: undefined };
       const params = values.map((value) => {
         if (value === null || value === undefined) return int32(-1);
-        const bytes = Buffer.from(String(value), 'utf8');
+        if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'bigint')
+          throw new TypeError(`query values: a string, number or bigint, got ${typeof value}`);
+        const bytes = Buffer.from(value.toString(), 'utf8');
         return Buffer.concat([int32(bytes.length), bytes]);
       });
       this.#socket.write(
