@@ -178,6 +178,9 @@ class Run {
   readonly faults: Fault[] = [];
   readonly clients = new Map<string, Client>();
   readonly stderr: string[] = [];
+  /** Clients that ended other than by `stop` or the harness's SIGKILL: a crash is a failure of the run. */
+  readonly crashes: string[] = [];
+  readonly #killed = new Set<string>();
   readonly #waiters: { match: (e: ClientEvent) => boolean; resolve: (e: ClientEvent) => void }[] = [];
   #serial = 0;
 
@@ -224,9 +227,18 @@ class Run {
         }
       }
     });
+    child.on('exit', (code, signal) => {
+      if (code !== 0 && !this.#killed.has(id)) this.crashes.push(`${id} exited with ${code ?? signal ?? '?'}`);
+    });
     const client = { id, host, child, exited: once(child, 'exit') };
     this.clients.set(id, client);
     return client;
+  }
+
+  /** SIGKILL, as a fault: not a crash. */
+  kill(client: Client): void {
+    this.#killed.add(client.id);
+    client.child.kill('SIGKILL');
   }
 
   next(match: (e: ClientEvent) => boolean, timeoutMs: number): Promise<ClientEvent> {
@@ -247,7 +259,11 @@ class Run {
     for (const c of this.clients.values())
       if (c.child.exitCode === null && c.child.connected) c.child.send({ type: 'stop' });
     await Promise.race([Promise.all([...this.clients.values()].map((c) => c.exited)), sleep(15_000)]);
-    for (const c of this.clients.values()) if (c.child.exitCode === null) c.child.kill('SIGKILL');
+    for (const c of this.clients.values()) {
+      if (c.child.exitCode !== null || c.child.signalCode !== null) continue;
+      this.crashes.push(`${c.id} did not stop within 15 s`);
+      this.kill(c);
+    }
   }
 
   async check(): Promise<ReturnType<typeof check>> {
@@ -264,6 +280,7 @@ class Run {
     ]);
     const counters = new Map(counterRows.rows.map((r) => [r['name']!, Number(r['writes'])]));
     const result = check(this.name, this.clients.size, this.events, this.faults, accepted, counters);
+    result.problems.push(...this.crashes);
     // The history itself, for whoever reads a failure: one JSON line per event or fault.
     mkdirSync(join(root, '.vitest-results'), { recursive: true });
     const history = [...this.faults.map((f) => ({ fault: f })), ...this.events]
@@ -574,7 +591,7 @@ describe('partitions, pauses, kills and restarts, checked from the history and t
         const grant = await nextGrant(run);
         const client = run.clients.get(grant.client)!;
         run.faults.push({ kind: 'kill', client: client.id, start: now(), end: now() });
-        client.child.kill('SIGKILL');
+        run.kill(client);
         await client.exited;
         run.start(client.host);
         await sleep(2_500);
