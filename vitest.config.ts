@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 // REDIS_TOPOLOGY=cluster runs the useRedis() files on a Redis Cluster, and REDIS_CLIENT picks the client
 // library under test (test/support/fixture.ts, clients.ts); the matrix is scripts/test-matrix.mjs.
@@ -8,6 +8,8 @@ const client = process.env['REDIS_CLIENT'] ?? (process.env['IOREDIS_MAJOR'] === 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The partition suite needs root and runs alone: `npm run test:partitions` (test/partitions/vitest.config.ts).
+    exclude: [...configDefaults.exclude, 'test/partitions/**'],
     // Each integration file starts its own redis-server (a fault file also up to 9 worker processes). Two
     // files at a time on 2 cores: one at a time makes a leg about 1.7x longer (the files' own durations add up
     // to 391 s in a leg that takes 231 s), and the tests wait for states rather than times, so the load of

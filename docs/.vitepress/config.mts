@@ -53,6 +53,7 @@ export default defineConfig({
           { text: 'Waiting', link: '/guide/waiting' },
           { text: 'Leases and the watchdog', link: '/guide/watchdog' },
           { text: 'Fencing: what a lock can promise', link: '/guide/fencing' },
+          { text: 'Guarantees under faults, measured', link: '/guide/guarantees' },
         ],
       },
       {
