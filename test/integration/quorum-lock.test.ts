@@ -16,6 +16,7 @@ import {
 } from '../../src/index.js';
 import { lockKeys } from '../../src/redis/keys.js';
 import {
+  type ClientOptions,
   dropClient,
   idleTestClient,
   isReady,
@@ -38,12 +39,17 @@ const opened: { connections: TestClient[]; quorum: QuorumLockClient }[] = [];
  * A quorum client over new clients under test (`REDIS_CLIENT`) of the five servers (client i goes to
  * servers[i]).
  */
-function quorumSetup(options: QuorumLockOptions = {}): { quorum: QuorumLockClient; clients: RedisClient[] } {
-  const connections = servers.map(({ host, port }) => newTestClient({ topology: 'standalone', host, port }));
+function quorumSetup(
+  options: QuorumLockOptions = {},
+  clientOptions: ClientOptions = {},
+): { quorum: QuorumLockClient; clients: RedisClient[]; connections: TestClient[] } {
+  const connections = servers.map(({ host, port }) =>
+    newTestClient({ topology: 'standalone', host, port }, clientOptions),
+  );
   const clients = connections.map((connection) => connection.client);
   const quorum = createQuorumLockClient(clients, options);
   opened.push({ connections, quorum });
-  return { quorum, clients };
+  return { quorum, clients, connections };
 }
 
 function quorumClient(options: QuorumLockOptions = {}): QuorumLockClient {
@@ -53,8 +59,9 @@ function quorumClient(options: QuorumLockOptions = {}): QuorumLockClient {
 /** quorumSetup(), once every connection is ready (a node paused now still has a ready connection). */
 async function connectedQuorum(
   options: QuorumLockOptions = {},
-): Promise<{ quorum: QuorumLockClient; clients: RedisClient[] }> {
-  const setup = quorumSetup(options);
+  clientOptions: ClientOptions = {},
+): Promise<{ quorum: QuorumLockClient; clients: RedisClient[]; connections: TestClient[] }> {
+  const setup = quorumSetup(options, clientOptions);
   await Promise.all(setup.clients.map((client) => ping(client)));
   return setup;
 }
@@ -458,11 +465,18 @@ describe('quorum lock', () => {
   });
 
   it('a node whose calls failed while it restarted is asked again once it answers (no node shut out for good)', async () => {
-    const { quorum, clients } = await connectedQuorum({ nodeTimeout: 1000 });
+    // GLIDE gives up a call waiting for a reconnect only when its requestTimeout runs out (the tests' 10 s
+    // default would wait out the restart, and the resend would succeed): 1 s here, as a user's client would
+    // have (GLIDE's default is 250 ms). Quick reconnects, so that the restarted servers answer soon.
+    const { quorum, clients, connections } = await connectedQuorum(
+      { nodeTimeout: 1000 },
+      { glide: { requestTimeout: 1000 }, reconnectMs: 100 },
+    );
     const name = uniqueName('quorum');
     await (await quorum.getLock(name).acquire({ leaseTime: 5000 })).release();
     // Three of five nodes die with a call in flight (a quorum, 3, cannot be had without them): the call fails
-    // for want of a connection, and so does its resend (GLIDE then marks the node down).
+    // for want of a connection (GLIDE then marks the node down), and so does its resend, which waits for a
+    // reconnect that does not come in time.
     // (DEBUG SLEEP holds each server still without stopping it, so that the kill below takes it at once.)
     // Connections of their own, never resent nor reconnected: the admin's would resend the sleep to the restarted
     // server.
@@ -479,8 +493,17 @@ describe('quorum lock', () => {
     await Promise.all(restarted.map((server) => server.kill()));
     for (const sleeper of sleepers) sleeper.disconnect();
     await expect(failing).rejects.toThrow();
+    // On GLIDE the servers stay down until every call to them has failed, the resends included (each waits
+    // for a reconnect up to the requestTimeout). The other libraries' clients show no such count (0 here):
+    // they mark a node down and up by their connection events.
+    await expect
+      .poll(() => connections.slice(0, 3).map((connection) => connection.inFlight?.() ?? 0), {
+        timeout: 10_000,
+        interval: 50,
+      })
+      .toEqual([0, 0, 0]);
     await Promise.all(restarted.map((server) => server.restart()));
-    // The same clients answer again.
+    // The same clients answer again (each PING waits at most 1 s on GLIDE).
     await expect
       .poll(
         () =>
@@ -493,12 +516,13 @@ describe('quorum lock', () => {
             ),
           ),
         {
-          timeout: 10_000,
+          timeout: 20_000,
           interval: 100,
         },
       )
       .toEqual([true, true, true]);
-    // Taken within a few seconds: before, GLIDE's nodes stayed down, and every attempt timed out.
+    // Taken within a few seconds: before, GLIDE's nodes stayed down for good (each adapter's last call had
+    // failed, and a node that is down is sent nothing), and every attempt timed out.
     const started = performance.now();
     const lease = await quorum.getLock(name).acquire({ waitTime: 5000, leaseTime: 5000 });
     expect(performance.now() - started).toBeLessThan(4000);
