@@ -480,11 +480,12 @@ describe('quorum lock', () => {
     // (DEBUG SLEEP holds each server still without stopping it, so that the kill below takes it at once.)
     // Connections of their own, never resent nor reconnected: the admin's would resend the sleep to the restarted
     // server.
+    // Connected (and past their ready check) before the sleep is sent: a sleep still queued behind a connect let
+    // a node answer the acquire below on a loaded machine, which then got its quorum.
     const sleepers = servers.slice(0, 3).map((server) => newRedis(server, { retryStrategy: () => null }));
-    for (const sleeper of sleepers) {
-      sleeper.on('error', () => undefined);
-      sleeper.call('DEBUG', 'SLEEP', '5').catch(() => undefined);
-    }
+    for (const sleeper of sleepers) sleeper.on('error', () => undefined);
+    await Promise.all(sleepers.map((sleeper) => sleeper.ping()));
+    for (const sleeper of sleepers) sleeper.call('DEBUG', 'SLEEP', '5').catch(() => undefined);
     await sleep(50);
     const failing = quorum.getLock(name).acquire({ waitTime: 300, leaseTime: 5000 });
     failing.catch(() => undefined); // awaited below
