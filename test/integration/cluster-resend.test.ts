@@ -10,7 +10,6 @@
  * other one meets MOVED, on which the client refreshes its slots and drops M, which no longer owns any.
  */
 import { spawnSync } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient, RedisUnavailableError, type LockClient, type RedisClient } from '../../src/index.js';
 import { keySlot } from '../../src/redis/keys.js';
@@ -20,6 +19,18 @@ import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 const cli = (node: LocalRedis, ...args: string[]): string =>
   spawnSync('redis-cli', ['-p', String(node.port), ...args], { encoding: 'utf8' }).stdout.trim();
+
+/**
+ * Bytes written to `node`'s client connections and not yet read by it (the Recv-Q of its sockets, from `ss`):
+ * what a stopped server has been sent.
+ */
+function unread(node: LocalRedis): number {
+  const out = spawnSync('ss', ['-Htn', 'state', 'established', `( sport = :${node.port} )`], { encoding: 'utf8' });
+  return out.stdout
+    .split('\n')
+    .map((line) => Number(line.trim().split(/\s+/)[0] ?? 0) || 0)
+    .reduce((sum, bytes) => sum + bytes, 0);
+}
 
 /** A key of `slot`: the first `probe:<n>` that hashes there. */
 function keyOfSlot(slot: number): string {
@@ -120,8 +131,11 @@ describe.skipIf(!applies)('a script call cut off by a dropped Cluster node conne
       () => 'added',
       (error: unknown) => error,
     );
-    // Written to M's socket by now.
-    await sleep(300);
+    // Written to M's socket: the script call (EVALSHA, its SHA, keys and arguments: over 64 bytes; a client's
+    // own upkeep, a PING or a topology check, is shorter) waits there unread. Not a fixed sleep, which a
+    // stalled test process could outrun.
+    const queued = unread(m);
+    await until(() => unread(m) - queued >= 64, 'the call written to the stopped M', 10_000);
     // N takes both slots, P agrees; M, asleep, hears nothing.
     for (const node of [n, p]) {
       cli(node, 'cluster', 'setslot', String(semaphoreSlot), 'node', nId);
