@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LockInfo } from '../../src/admin/index.js';
 import { keySlot, lockKeys } from '../../src/redis/keys.js';
 import { freePort, startRedisServer, type LocalRedis } from '../support/redis-server.js';
+import { makeCertificates, startTlsServer } from '../support/tls.js';
 import { proxyBelowFloor, versionBelowFloor } from '../support/proxy.js';
 import {
   elapsedSince,
@@ -981,46 +982,6 @@ describe.skipIf(onCluster)('flowlock where the server blocks commands (issue 36,
   });
 });
 
-/** A CA and a server certificate it signed (for localhost and 127.0.0.1), made by openssl in `dir`. */
-function makeCertificates(dir: string): void {
-  const openssl = (...args: string[]): void => {
-    execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-  };
-  const ca = ['-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=flowlock-cli-test-ca'];
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', ...ca);
-  openssl(
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    'server.key',
-    '-out',
-    'server.csr',
-    '-subj',
-    '/CN=localhost',
-  );
-  // An end-entity certificate (rustls, under GLIDE, refuses a CA certificate used as a server's).
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'server.crt',
-    '-days',
-    '2',
-    '-extfile',
-    'san.ext',
-  );
-}
-
 describe.skipIf(onCluster)('flowlock: TLS, passwords and what the errors say (issue 39, item 4)', () => {
   let dir: string;
   let tlsServer: LocalRedis;
@@ -1028,24 +989,7 @@ describe.skipIf(onCluster)('flowlock: TLS, passwords and what the errors say (is
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'flowlock-cli-tls-'));
     makeCertificates(dir);
-    const tlsPort = await freePort();
-    tlsServer = await startRedisServer(
-      [
-        '--port',
-        '0',
-        '--tls-port',
-        String(tlsPort),
-        '--tls-cert-file',
-        join(dir, 'server.crt'),
-        '--tls-key-file',
-        join(dir, 'server.key'),
-        '--tls-ca-cert-file',
-        join(dir, 'ca.crt'),
-        '--tls-auth-clients',
-        'no',
-      ],
-      { port: tlsPort, tls: true },
-    );
+    tlsServer = await startTlsServer(dir);
     // The password is set once the server is up (startRedisServer's readiness check connects without one).
     authServer = await startRedisServer();
     execFileSync('redis-cli', ['-p', String(authServer.port), 'CONFIG', 'SET', 'requirepass', 'cli-secret']);

@@ -1,14 +1,14 @@
 // Least privilege (an ACL user with only what the library needs; ACL LOG stays empty) and TLS (the
 // subscriber connection, a duplicate, inherits TLS and credentials). Certificates are made here by openssl.
 // The lock client runs on the client under test (`REDIS_CLIENT`); `admin` is ioredis 5.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockClient } from '../../../src/index.js';
-import { freePort, startRedisServer, type LocalRedis } from '../../support/redis-server.js';
+import { type LocalRedis } from '../../support/redis-server.js';
+import { makeCertificates, startTlsServer } from '../../support/tls.js';
 import { newRedis, type Redis, until } from '../../support/fixture.js';
 import { newTestClient, onGlide } from '../../support/clients.js';
 
@@ -68,89 +68,22 @@ let server: LocalRedis;
 let admin: Redis;
 let tls: { ca: Buffer; servername: string };
 
-function makeCertificates(into: string): void {
-  const run = (args: string[]): void => {
-    execFileSync('openssl', args, { cwd: into, stdio: 'ignore' });
-  };
-  run([
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=flowlock-test-ca',
-  ]);
-  run([
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    'server.key',
-    '-out',
-    'server.csr',
-    '-subj',
-    '/CN=localhost',
-  ]);
-  writeFileSync(join(into, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  run([
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'server.crt',
-    '-days',
-    '2',
-    '-extfile',
-    'san.ext',
-  ]);
-}
-
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'flowlock-tls-'));
   makeCertificates(dir);
-  const tlsPort = await freePort();
-  // Plaintext is off (`--port 0`): every connection, the subscriber's included, must speak TLS.
-  server = await startRedisServer(
-    [
-      '--port',
-      '0',
-      '--tls-port',
-      String(tlsPort),
-      '--tls-cert-file',
-      join(dir, 'server.crt'),
-      '--tls-key-file',
-      join(dir, 'server.key'),
-      '--tls-ca-cert-file',
-      join(dir, 'ca.crt'),
-      '--tls-auth-clients',
-      'no',
-      '--user',
-      'admin',
-      'on',
-      '>admin-secret',
-      '~*',
-      '&*',
-      '+@all',
-      '--user',
-      'default',
-      'off',
-    ],
-    { port: tlsPort, tls: true },
-  );
+  // Plaintext is off: every connection, the subscriber's included, must speak TLS.
+  server = await startTlsServer(dir, [
+    '--user',
+    'admin',
+    'on',
+    '>admin-secret',
+    '~*',
+    '&*',
+    '+@all',
+    '--user',
+    'default',
+    'off',
+  ]);
   tls = { ca: readFileSync(join(dir, 'ca.crt')), servername: 'localhost' };
   admin = newRedis(server, { tls, username: 'admin', password: 'admin-secret' });
   // A GLIDE subscriber asks its connections' CLIENT IDs (GLIDE announces no reconnect): docs' GLIDE addition.
