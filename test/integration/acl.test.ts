@@ -4,7 +4,6 @@
 // and the server's ACL LOG stays empty: no command, key or channel outside the rule, the client libraries'
 // own handshakes included. A permission taken away fails the call at once with a LockPermissionError naming
 // the lock (the refusal as its cause), not a hang. The CLI's read-only commands run as the read-only user.
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,7 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LockPermissionError, type LockClient, type LockClientOptions } from '../../src/index.js';
 import type { LockInfo } from '../../src/admin/index.js';
 import { aclLinesFor, grantedCommands, serverVersion } from '../support/acl-rules.js';
-import { clientPackage } from '../support/clients.js';
+import { cliUrls, runCli, type CliRun } from '../support/cli.js';
 import {
   elapsedSince,
   everyNode,
@@ -279,35 +278,9 @@ describe('a permission taken away', () => {
   });
 });
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-const ONLY_CLIENT_HOOK = fileURLToPath(new URL('../fixtures/only-client.mjs', import.meta.url));
-
 /** `flowlock <args>` as the read-only user on the leg's server (every master as a seed on a cluster). */
-function flowlock(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const target = redis.target;
-  const seeds = target.topology === 'cluster' ? target.nodes : target.topology === 'standalone' ? [target] : [];
-  const urls = seeds.flatMap(({ host, port }) => ['--url', `redis://${READ_ONLY}:${PASSWORD}@${host}:${port}`]);
-  const child = spawn(process.execPath, ['--import', ONLY_CLIENT_HOOK, CLI, ...urls, '--prefix', PREFIX, ...args], {
-    env: {
-      ...process.env,
-      NO_COLOR: '1',
-      FLOWLOCK_REDIS_URL: '',
-      REDIS_URL: '',
-      FLOWLOCK_TEST_ONLY_CLIENT: clientPackage,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  return new Promise((resolve) =>
-    child.on('close', (code) => {
-      clearTimeout(killer);
-      resolve({ code, stdout, stderr });
-    }),
-  );
+function flowlock(args: readonly string[]): Promise<CliRun> {
+  return runCli([...cliUrls(redis.target, `${READ_ONLY}:${PASSWORD}@`), '--prefix', PREFIX, ...args]);
 }
 
 describe('the CLI read-only rule', () => {

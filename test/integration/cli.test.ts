@@ -29,11 +29,11 @@ import {
   type Redis,
 } from '../support/fixture.js';
 import { clientKind, clientPackage } from '../support/clients.js';
+import { CLI, cliUrls, runCli, startCli, type CliRun } from '../support/cli.js';
 import { RedissonReadWriteLock, redissonOwner } from '../support/redisson.js';
 import { codeBlocks, root } from '../../scripts/docs-code.mjs';
 
 const redis = useRedis();
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const manifest = (await import('../../package.json', { with: { type: 'json' } })).default;
 
 beforeAll(() => {
@@ -45,54 +45,24 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly ms: number;
-}
+type Run = CliRun;
 
 /** The --url flags of the test's Redis: the server, or every master of the cluster as seeds. */
-function urls(): string[] {
-  const target = redis.target;
-  if (target.topology === 'cluster')
-    return target.nodes.flatMap(({ host, port }) => ['--url', `redis://${host}:${port}`]);
-  if (target.topology === 'standalone') return ['--url', `redis://${target.host}:${target.port}`];
-  throw new Error('no sentinel here');
-}
+const urls = (): string[] => cliUrls(redis.target);
 
-const ONLY_CLIENT_HOOK = fileURLToPath(new URL('../fixtures/only-client.mjs', import.meta.url));
-
+/** Starts `flowlock <args>` (test/support/cli.ts), killed after the test. */
 function start(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): ChildProcess {
-  const child = spawnChild(process.execPath, ['--import', ONLY_CLIENT_HOOK, ...nodeArgs, CLI, ...args], {
-    env: {
-      ...process.env,
-      NO_COLOR: '1',
-      FLOWLOCK_REDIS_URL: '',
-      REDIS_URL: '',
-      FLOWLOCK_TEST_ONLY_CLIENT: clientPackage,
-      ...env,
-    },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const child = startCli(args, { env, nodeArgs });
   cleanup.push(() => child.kill('SIGKILL'));
   return child;
 }
 
 /** Runs `flowlock <args>` to its end (killed after 20 s: code null). */
-async function flowlock(args: readonly string[], env?: NodeJS.ProcessEnv, nodeArgs?: readonly string[]): Promise<Run> {
-  const started = performance.now();
-  const child = start(args, env, nodeArgs);
-  child.stdin?.end();
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  const code = await new Promise<number | null>((resolve) => child.on('close', (exit) => resolve(exit)));
-  clearTimeout(killer);
-  return { code, stdout, stderr, ms: elapsedSince(started) };
-}
+const flowlock = (
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  nodeArgs: readonly string[] = [],
+): Promise<Run> => runCli(args, { env, nodeArgs });
 
 /** `flowlock <args> --json`, parsed. */
 async function json<T>(args: readonly string[]): Promise<T> {

@@ -3,38 +3,17 @@
  * fencing counters and the side fields in lock hashes, `flowlock cleanup` refuses without --yes and with it
  * removes them, carrying the counters' values into the shared counters so that tokens keep rising.
  */
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { checkServer, findLegacyLayout, removeLegacyLayout } from '../../src/admin/index.js';
 import { lockKeys } from '../../src/redis/keys.js';
 import { onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { cliUrls, runCli, type CliRun } from '../support/cli.js';
 import { OldLayoutLock } from '../support/old-layout.js';
 
 const redis = useRedis();
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-
-/** The --url flags of the test's Redis. */
-function urls(): string[] {
-  const target = redis.target;
-  if (target.topology === 'cluster')
-    return target.nodes.flatMap(({ host, port }) => ['--url', `redis://${host}:${port}`]);
-  if (target.topology === 'standalone') return ['--url', `redis://${target.host}:${target.port}`];
-  throw new Error('no sentinel here');
-}
-
-/** Runs `flowlock <args> --json` to its end: exit code and stdout. */
-async function flowlock(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [CLI, ...urls(), ...args, '--json'], {
-    env: { ...process.env, NO_COLOR: '1', FLOWLOCK_REDIS_URL: '', REDIS_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
+/** Runs `flowlock <args> --json` on the test's Redis to its end (test/support/cli.ts). */
+function flowlock(args: readonly string[]): Promise<CliRun> {
+  return runCli([...cliUrls(redis.target), ...args, '--json']);
 }
 
 describe('the previous layout: reported and removed', () => {
