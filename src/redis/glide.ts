@@ -49,7 +49,7 @@ import type {
   SubscriberEvents,
 } from './seam.js';
 import { keySlot } from './keys.js';
-import { bySha, CheckedMaster, identityOf, replicasIn, waitWithIdentity } from './shared.js';
+import { bySha, checkedMaster, replicasIn, type CheckedMaster } from './shared.js';
 import { monotonicNow } from '../time.js';
 
 type Client = GlideClient | GlideClusterClient;
@@ -251,10 +251,7 @@ export class GlideAdapter implements RedisAdapter {
       // one connection), and GLIDE tells no reconnect: the connection's identity tells it (CheckedMaster).
       const send = (args: string[]): Promise<unknown> =>
         this.#send(args, this.topology === 'cluster' ? key : undefined);
-      master = new CheckedMaster(
-        (replicas, timeoutMs) => waitWithIdentity(send, replicas, timeoutMs),
-        () => identityOf(send),
-      );
+      master = checkedMaster(send);
       this.#masters.set(slot, master);
     }
     return master;

@@ -4,16 +4,7 @@
  * first key; the library's subscriber is a duplicate of the client.
  */
 import type { Cluster, Redis } from 'ioredis';
-import {
-  bySha,
-  CheckedMaster,
-  identityOf,
-  isRedirectionMessage,
-  replicasIn,
-  unprefixed,
-  unprefixedKeys,
-  waitWithIdentity,
-} from './shared.js';
+import { bySha, checkedMaster, isRedirectionMessage, replicasIn, unprefixed, unprefixedKeys } from './shared.js';
 import type {
   AdminCommand,
   AdminListener,
@@ -159,11 +150,7 @@ export class IoredisAdapter implements RedisAdapter {
       const send = (args: string[]): Promise<unknown> => node.call(args[0] ?? '', ...args.slice(1));
       // ioredis says every close ('close'), and sends a WAIT cut off by one again on the next connection; the
       // connection's identity checks it all the same, as on every client library (CheckedMaster).
-      const checked = new CheckedMaster(
-        (replicas, timeoutMs) => waitWithIdentity(send, replicas, timeoutMs),
-        () => identityOf(send),
-        () => closes,
-      );
+      const checked = checkedMaster(send, undefined, () => closes);
       const listener = (): void => {
         closes++;
       };

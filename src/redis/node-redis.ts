@@ -9,6 +9,7 @@
 import {
   bySha,
   CheckedMaster,
+  checkedMaster,
   identityOf,
   isRedirectionMessage,
   replicasIn,
@@ -389,10 +390,9 @@ export class NodeRedisAdapter implements RedisAdapter {
     }
     const self = client as unknown as NodeClient;
     return this.#remember(client, () => {
-      const label = (): string => labelOf(self);
-      return new CheckedMaster(
-        (replicas, timeoutMs) => waitWithIdentity(sender(self), replicas, timeoutMs, label),
-        () => identityOf(sender(self), label),
+      return checkedMaster(
+        sender(self),
+        () => labelOf(self),
         () => reconnects(client),
       );
     });

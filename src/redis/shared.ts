@@ -212,3 +212,20 @@ export class CheckedMaster implements MasterConnection {
     return Number(outcome.acknowledged);
   }
 }
+
+/**
+ * The CheckedMaster of one connection that `send` reaches (its WAIT and the CLIENT IDs around it), labelled by
+ * `label` and with the client's own count of reconnects (`reconnects`), for adapters whose WAIT needs no
+ * connection picked per call.
+ */
+export function checkedMaster(
+  send: (args: string[]) => Promise<unknown>,
+  label: () => string = () => '',
+  reconnects: () => number = () => 0,
+): CheckedMaster {
+  return new CheckedMaster(
+    (replicas, timeoutMs) => waitWithIdentity(send, replicas, timeoutMs, label),
+    () => identityOf(send, label),
+    reconnects,
+  );
+}
