@@ -70,6 +70,8 @@ const integration = {
   messages: 'client',
   'multi-lock': 'logic cluster',
   offline: 'client',
+  // Each library's CROSSSLOT error, read through the lock (a cluster-mode server of its own: not `cluster`).
+  'one-slot-endpoint': 'seam',
   opentelemetry: 'client',
   package: 'logic',
   'permit-expirable-semaphore': 'logic cluster',

@@ -13,7 +13,8 @@ export type LockErrorCode =
   | 'LOCKS_NOT_RELEASED'
   | 'LOCK_PERMISSION_DENIED'
   | 'LOCK_REDIS_UNAVAILABLE'
-  | 'UNSUPPORTED_SERVER';
+  | 'UNSUPPORTED_SERVER'
+  | 'LOCK_CROSS_SLOT';
 
 /** Base class of every error the library raises about a lock; `code` is stable across versions. */
 export abstract class LockError extends Error {
@@ -320,5 +321,39 @@ export class UnsupportedServerError extends LockError {
     );
     this.server = server;
     this.version = version;
+  }
+}
+
+/**
+ * The server refused a script call whose keys lie in different hash slots (`CROSSSLOT`, the server's error as
+ * `cause`): the endpoint keeps every request in one slot (a proxy-sharded database behind one endpoint, such as
+ * Azure Managed Redis with its Enterprise policy or a multi-shard Redis Cloud database, or a cluster-mode
+ * server reached by a standalone client), and the lock's keys are not all in one slot there: the key prefix
+ * has no hash tag of its own (`app:`), so Redisson's names (`app:redisson_lock__channel:{name}`) hash apart
+ * from the lock (`app:name`). A lock client with such a prefix asks once, before its first script call, so
+ * it is refused before anything is written, not after an acquire that its release could not undo.
+ */
+export class LockCrossSlotError extends LockError {
+  override readonly name = 'LockCrossSlotError';
+  readonly code = 'LOCK_CROSS_SLOT';
+  /** The lock client's key prefix ('' for none). */
+  readonly keyPrefix: string;
+
+  constructor(lockName: string | undefined, keyPrefix: string, cause: unknown) {
+    const fix =
+      keyPrefix === ''
+        ? "the braces in the lock name make a hash tag that Redisson's names of the lock do not share: use a " +
+          'name without braces, or a Cluster client'
+        : `keyPrefix "${keyPrefix}" has no hash tag, so a lock's keys hash to different slots: use a keyPrefix ` +
+          `with a hash tag, such as "{${keyPrefix.replace(/:$/, '')}}:", no keyPrefix, or a Cluster client ` +
+          'where the provider offers the Cluster API';
+    super(
+      `${lockName === undefined ? '' : `Lock "${lockName}": `}Redis keeps every request in one hash slot here ` +
+        `(it answered CROSSSLOT: a proxy-sharded endpoint, or a cluster-mode server reached by a standalone ` +
+        `client), and ${fix}`,
+      lockName,
+      { cause },
+    );
+    this.keyPrefix = keyPrefix;
   }
 }

@@ -71,5 +71,6 @@ export {
   RedisUnavailableError,
   LocksNotReleasedError,
   UnsupportedServerError,
+  LockCrossSlotError,
 } from './errors.js';
 export type { LockErrorCode, UnreleasedHold } from './errors.js';

@@ -5,12 +5,19 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readTimeoutKey, readTimeoutKeys, type FairLockKeys, type LockKeys, type ReadWriteLockKeys } from './keys.js';
+import {
+  hashedPart,
+  readTimeoutKey,
+  readTimeoutKeys,
+  type FairLockKeys,
+  type LockKeys,
+  type ReadWriteLockKeys,
+} from './keys.js';
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './seam.js';
-import { isPermissionDenial, unansweredBy } from './shared.js';
+import { isCrossSlot, isPermissionDenial, unansweredBy } from './shared.js';
 import { monotonicNow } from '../time.js';
-import { LockPermissionError, RedisUnavailableError, UnsupportedServerError } from '../errors.js';
+import { LockCrossSlotError, LockPermissionError, RedisUnavailableError, UnsupportedServerError } from '../errors.js';
 import { FLOOR_TEXT, isUnderstandingError, serverIdentity, type ServerIdentity } from './server-version.js';
 
 /** Number of KEYS each script takes; `'variadic'` for scripts that take a batch. Checked against the headers. */
@@ -46,6 +53,7 @@ export const scriptKeyCounts: Readonly<Record<LuaScriptName, number | 'variadic'
   'admin/retire-legacy-fence': 2,
   'client/record': 1,
   'client/forget-record': 1,
+  'client/slot-probe': 2,
 };
 
 export type AcquireReply =
@@ -208,11 +216,44 @@ export class LockScripts {
   /** The lock client's key prefix: a lock's key is `<keyPrefix><name>` (names the lock in an ACL refusal). */
   readonly #keyPrefix: string;
 
+  /**
+   * Whether the endpoint keeps every request in one hash slot, where that matters: off a Cluster, with a key
+   * prefix that has no hash tag (Redisson's names of a lock then hash apart from its key). 'unchecked' until
+   * client/slot-probe.lua answered; the refusal, kept, when it did not run. 'ok' elsewhere, from the start.
+   */
+  #slots: 'unchecked' | 'ok' | Promise<void> | LockCrossSlotError;
+
   constructor(redis: RedisAdapter, holderInfo = '', keyPrefix = '') {
     this.#redis = redis;
     this.holderInfo = holderInfo;
     this.#keyPrefix = keyPrefix;
     this.#cluster = redis.topology === 'cluster';
+    this.#slots = !this.#cluster && keyPrefix !== '' && hashedPart(keyPrefix) === keyPrefix ? 'unchecked' : 'ok';
+  }
+
+  /**
+   * Refuses every call with a LockCrossSlotError once the endpoint refused the slot probe; probes first if
+   * nobody has (one round trip in the client's life, shared by the calls that start meanwhile). A probe that
+   * fails otherwise (the connection, an ACL without the probe's keys) decides nothing: the call goes on, and
+   * the next call probes again.
+   */
+  async #checkSlots(lockName: string | undefined): Promise<void> {
+    if (this.#slots instanceof LockCrossSlotError) throw this.#slots;
+    if (this.#slots === 'unchecked') {
+      const keys = [0, 1].map((n) => `${this.#keyPrefix}flowlock:slot-probe:{${n}}`);
+      this.#slots = this.#redis.evalScript(luaSources['client/slot-probe'], keys, [], true).then(
+        () => {
+          this.#slots = 'ok';
+        },
+        (error: unknown) => {
+          this.#slots = isCrossSlot(error) ? new LockCrossSlotError(undefined, this.#keyPrefix, error) : 'unchecked';
+        },
+      );
+    }
+    if (this.#slots instanceof Promise) await this.#slots;
+    if (this.#slots instanceof LockCrossSlotError) {
+      throw new LockCrossSlotError(lockName, this.#keyPrefix, this.#slots.cause);
+    }
   }
 
   /**
@@ -252,6 +293,7 @@ export class LockScripts {
     if (expected !== 'variadic' && keys.length !== expected) {
       throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
     }
+    if (this.#slots !== 'ok') await this.#checkSlots(this.#lockNameOf(name, keys));
     const started = monotonicNow();
     let lostReplies = 0;
     for (let pause = 25; ; pause = Math.min(2 * pause, CLUSTER_RESEND_PAUSE_MS)) {
@@ -260,6 +302,11 @@ export class LockScripts {
       } catch (error) {
         // A missing permission does not come back by itself: said at once, naming the lock.
         if (isPermissionDenial(error)) throw new LockPermissionError(this.#lockNameOf(name, keys), error);
+        // Off a Cluster, keys in several slots are refused only by an endpoint that keeps requests in one
+        // (a name whose braces split its keys, where no prefix was probed): said at once, with the way out.
+        if (!this.#cluster && isCrossSlot(error)) {
+          throw new LockCrossSlotError(this.#lockNameOf(name, keys), this.#keyPrefix, error);
+        }
         // The client gave the call up when its connection closed, after writing it: it may have run. Sent
         // again (once, as ioredis would have), it is answered as the first was: the scripts are idempotent
         // per request id. The few that are not leave the caller the error (the outcome is unknown).

@@ -17,6 +17,14 @@ export function isPermissionDenial(error: unknown): boolean {
   );
 }
 
+/**
+ * Whether `error` is the server's refusal of a call whose keys lie in different hash slots: `CROSSSLOT ...`
+ * (GLIDE: `... - CrossSlot: ...`). The call did not run.
+ */
+export function isCrossSlot(error: unknown): boolean {
+  return error instanceof Error && /^CROSSSLOT |- CrossSlot:/.test(error.message);
+}
+
 /** An error's class: node-redis' errors keep the name "Error" (its TimeoutError has no message either). */
 export function errorClass(error: Error): string {
   return error.name === 'Error' ? error.constructor.name : error.name;

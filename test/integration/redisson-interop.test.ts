@@ -5,7 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import {
   masterOf,
   newRedis,
-  onCluster,
+  shardedChannels,
   publishRelease,
   uniqueName,
   until,
@@ -61,12 +61,12 @@ describe('Redisson interoperability', () => {
     const name = uniqueName();
     const channel = `redisson_lock__channel:{${name}}`;
     // Redisson listens by SSUBSCRIBE on a Redis 7 cluster (shardedSubscriptionMode AUTO), else by SUBSCRIBE.
-    const listener = onCluster ? shardListener(channel) : redis.redis();
-    if (onCluster) await listener.ssubscribe(channel);
+    const listener = shardedChannels ? shardListener(channel) : redis.redis();
+    if (shardedChannels) await listener.ssubscribe(channel);
     else await listener.subscribe(channel);
     const lease = await locks.getLock(name).acquire({ leaseTime: 10_000 });
     expect(await new RedissonLock(redis.admin, name).tryLock(30_000)).toBeGreaterThan(9000);
-    const message = once(listener, onCluster ? 'smessage' : 'message');
+    const message = once(listener, shardedChannels ? 'smessage' : 'message');
     await lease.release();
     expect(await message).toEqual([channel, '0']);
     expect(await new RedissonLock(redis.admin, name).tryLock(30_000)).toBeNull();

@@ -109,8 +109,8 @@ describe.skipIf(onCluster)('requests within managed-service limits (standalone)'
 
   // Without a keyPrefix, as here. A keyPrefix without a hash tag of its own ('app:') still puts Redisson's names
   // (`app:redisson_lock__channel:{name}`, the fair queue, the read-write timeout base, the semaphore's channel)
-  // in another slot than the lock hash `app:name` off a Cluster, where the Cluster's slot-consistent names are
-  // not used: a layout change left to a decision of its own (rolling upgrades share those names).
+  // in another slot than the lock hash `app:name` off a Cluster: rolling upgrades share those names, so they
+  // stay, and an endpoint that refuses them is found before the first write (one-slot-endpoint.test.ts).
   it('keeps every script call of every primitive within one hash slot', async () => {
     const locks = redis.locks({ watchdogTimeout: 3000 });
     const seen = await monitor(redis.admin);

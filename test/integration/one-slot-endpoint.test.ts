@@ -1,0 +1,113 @@
+/**
+ * An endpoint that keeps every request in one hash slot and looks standalone: a proxy-sharded database behind
+ * one address (Azure Managed Redis with its Enterprise policy, a multi-shard Redis Cloud database) or a
+ * cluster-mode server with every slot on one node (ElastiCache Serverless), reached by a standalone client.
+ * Played by a real cluster-enabled redis-server that owns all 16 384 slots: it answers CROSSSLOT for a call
+ * whose keys lie in several slots, as those endpoints do, and runs everything else.
+ *
+ * With no key prefix, or one with a hash tag, every primitive runs there (every script call of the standalone
+ * layout stays in one slot, the watchdog's renewals included). With a prefix without a hash tag, Redisson's
+ * names of a lock hash apart from the lock's key: the first call is refused with a LockCrossSlotError that
+ * says how to fix it, before anything is written (not after an acquire whose release would then be refused).
+ */
+import { spawnSync } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { LockCrossSlotError, type LockClient } from '../../src/index.js';
+import { onCluster, uniqueName, useRedis, type Redis } from '../support/fixture.js';
+import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
+
+/** A cluster-enabled redis-server that owns every slot, once it says `cluster_state:ok`. */
+async function startOneNodeCluster(): Promise<LocalRedis> {
+  const node = await startRedisServer(['--cluster-enabled', 'yes'], { clusterBus: true });
+  const cli = (...args: string[]): string =>
+    spawnSync('redis-cli', ['-p', String(node.port), ...args], { encoding: 'utf8' }).stdout;
+  cli('cluster', 'addslots', ...Array.from({ length: 16384 }, (_, slot) => String(slot)));
+  const deadline = Date.now() + 10_000;
+  while (!/cluster_state:ok/.test(cli('cluster', 'info'))) {
+    if (Date.now() > deadline) {
+      await node.stop();
+      throw new Error('the one-node cluster did not reach cluster_state:ok');
+    }
+    await sleep(50);
+  }
+  return node;
+}
+
+const redis = useRedis(startOneNodeCluster);
+
+/** Every primitive once, a waiter woken through pub/sub, and watchdog renewals of holds in several slots. */
+async function everyPrimitive(locks: LockClient): Promise<void> {
+  const name = (kind: string): string => uniqueName(`one-slot-${kind}`);
+  const lock = locks.getLock(name('lock'));
+  const held = await lock.acquire();
+  const waiter = locks.run(() => lock.acquire({ waitTime: 5000 }));
+  await sleep(100);
+  await held.release();
+  await (await waiter).release();
+
+  const fair = name('fair');
+  const first = await locks.getFairLock(fair).acquire();
+  const second = locks.run(() => locks.getFairLock(fair).acquire({ waitTime: 5000 }));
+  await sleep(100);
+  await first.release();
+  await (await second).release();
+
+  const rw = name('rw');
+  const readers = await Promise.all([1, 2].map(() => locks.run(() => locks.getReadWriteLock(rw).readLock().acquire())));
+  const writer = locks.run(() => locks.getReadWriteLock(rw).writeLock().acquire({ waitTime: 5000 }));
+  await sleep(100);
+  for (const reader of readers) await reader.release();
+  await (await writer).release();
+
+  const semaphore = locks.getSemaphore(name('semaphore'));
+  await semaphore.trySetPermits(1);
+  await semaphore.acquire();
+  await semaphore.release();
+  const expirable = locks.getPermitExpirableSemaphore(name('permits'));
+  await expirable.trySetPermits(2);
+  await (await expirable.acquire()).release();
+  const latch = locks.getCountDownLatch(name('latch'));
+  await latch.trySetCount(1);
+  await latch.countDown();
+  expect(await latch.await(1000)).toBe(true);
+
+  // Names of three slots held past a renewal (every 500 ms with a 1.5 s watchdog): one renewal call per slot.
+  await locks.getMultiLock([name('multi'), name('multi'), name('multi')]).withLock(() => sleep(1200));
+}
+
+describe.skipIf(onCluster)('an endpoint that keeps every request in one hash slot, reached as standalone', () => {
+  it('runs every primitive without a key prefix, and with a prefix that has a hash tag', async () => {
+    for (const keyPrefix of ['', '{app}:']) {
+      await everyPrimitive(redis.locks({ keyPrefix, watchdogTimeout: 1500 }));
+    }
+    // Nothing was refused: the server counts each refused call as an error reply.
+    const stats = await (redis.admin as Redis).info('errorstats');
+    expect(stats).not.toMatch(/CROSSSLOT/);
+  });
+
+  it('refuses a key prefix without a hash tag at the first call, before writing anything, and says why', async () => {
+    const admin = redis.admin as Redis;
+    await admin.flushall();
+    const locks = redis.locks({ keyPrefix: 'app:' });
+    const name = uniqueName('one-slot-refused');
+    const refusal = await locks
+      .getLock(name)
+      .acquire()
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(refusal).toBeInstanceOf(LockCrossSlotError);
+    expect(refusal).toMatchObject({ code: 'LOCK_CROSS_SLOT', keyPrefix: 'app:', lockName: name });
+    expect((refusal as Error).message).toContain('keyPrefix "app:" has no hash tag');
+    expect((refusal as Error).message).toContain('"{app}:"');
+    expect(String((refusal as Error).cause)).toMatch(/CROSSSLOT|CrossSlot/);
+    expect(await admin.dbsize()).toBe(0);
+    // Every later call of the client is refused alike, without asking again; other primitives too.
+    await expect(locks.getSemaphore(uniqueName('one-slot-refused')).trySetPermits(1)).rejects.toBeInstanceOf(
+      LockCrossSlotError,
+    );
+    expect(await admin.dbsize()).toBe(0);
+  });
+});
