@@ -187,6 +187,11 @@ function nodeRedis(named: (key: string) => unknown): ClientLibrary {
     reconnectStrategy: false,
     ...(endpoint.tls ? { tls: true } : {}),
   });
+  // node-redis 5.8 and later ask a RESP3 server for Redis Enterprise's maintenance notifications at connect
+  // (CLIENT MAINT_NOTIFICATIONS) and ignore a refusal; a Redis 6.x server checks the ACL before it finds no
+  // such subcommand, so every run as a user of the read-only rule left a refusal in its ACL LOG. A command
+  // that runs for seconds has no use for them; earlier versions ignore the option.
+  const quiet = { maintNotifications: 'disabled' };
   const credentials = (endpoint: Endpoint): Record<string, unknown> => ({
     ...(endpoint.username ? { username: endpoint.username } : {}),
     ...(endpoint.password ? { password: endpoint.password } : {}),
@@ -215,6 +220,7 @@ function nodeRedis(named: (key: string) => unknown): ClientLibrary {
           ...credentials(endpoint),
           ...(endpoint.db === undefined ? {} : { database: endpoint.db }),
           disableOfflineQueue: true,
+          ...quiet,
         }),
         timeoutMs,
         what,
@@ -226,8 +232,12 @@ function nodeRedis(named: (key: string) => unknown): ClientLibrary {
           rootNodes: endpoints.map((endpoint) => ({ socket: { host: endpoint.host, port: endpoint.port } })),
           // Every node with the first URL's credentials and TLS.
           defaults: first
-            ? { ...credentials(first), socket: { ...socket(first, timeoutMs), host: undefined, port: undefined } }
-            : {},
+            ? {
+                ...credentials(first),
+                ...quiet,
+                socket: { ...socket(first, timeoutMs), host: undefined, port: undefined },
+              }
+            : quiet,
         }),
         timeoutMs,
         what,
