@@ -252,10 +252,12 @@ describe('RLock: waiting', () => {
     // connection's CLIENT ID (at most once a second) to learn of reconnects, which GLIDE does not announce:
     // bounded on its own below; a GLIDE cluster client checks each of its connections by PING.
     // Before 7.0 commandstats files every CLIENT subcommand under 'client', among them the CLIENT SETINFO
-    // that ioredis sends on connecting (which 7.0 refuses as unknown, uncounted): per connection too.
+    // that ioredis sends on connecting (which 7.0 refuses as unknown, uncounted): per connection too, as is the
+    // CLIENT SETINFO of every library's handshake from 7.2 on (filed as 'client|setinfo' there).
     const upkeep = (command: string): boolean =>
       command === 'info' ||
       command === 'client' ||
+      command === 'client|setinfo' ||
       command === 'hello' ||
       (onGlide && command === 'client|id') ||
       (onGlide && onCluster && command === 'ping') ||
