@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { keySlot, MAX_REQUEST_ARGS } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
+import { everyPrimitive } from '../support/every-primitive.js';
 import { onCluster, uniqueName, useRedis, type Client, type Redis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -114,49 +115,8 @@ describe.skipIf(onCluster)('requests within managed-service limits (standalone)'
   it('keeps every script call of every primitive within one hash slot', async () => {
     const locks = redis.locks({ watchdogTimeout: 3000 });
     const seen = await monitor(redis.admin);
-    const name = (kind: string): string => uniqueName(kind);
-
-    // Plain lock: acquire, re-enter, release (fixed lease and watchdog).
-    const lock = locks.getLock(name('lock'));
-    await locks.run(async () => {
-      const lease = await lock.acquire();
-      await lock.withLock(() => undefined);
-      await lease.release();
-    });
-    await locks.getLock(name('lock')).withLock(() => undefined, { leaseTime: 5000 });
-    // Fair lock, contended: a waiter queues and is woken.
-    const fair = name('fair');
-    const first = await locks.getFairLock(fair).acquire();
-    const second = locks.run(() => locks.getFairLock(fair).acquire({ waitTime: 5000 }));
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    await first.release();
-    await (await second).release();
-    // Read-write lock: two readers, then a writer that waits for them.
-    const rw = name('rw');
-    const readers = await Promise.all(
-      [1, 2].map(() => locks.run(() => locks.getReadWriteLock(rw).readLock().acquire())),
-    );
-    const writer = locks.run(() => locks.getReadWriteLock(rw).writeLock().acquire({ waitTime: 5000 }));
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    for (const reader of readers) await reader.release();
-    await (await writer).release();
-    // Semaphores and a latch.
-    const semaphore = locks.getSemaphore(name('semaphore'));
-    await semaphore.trySetPermits(1);
-    await semaphore.acquire();
-    await semaphore.release();
-    const expirable = locks.getPermitExpirableSemaphore(name('permits'));
-    await expirable.trySetPermits(2);
-    const permit = await expirable.acquire();
-    await permit.release();
-    const latch = locks.getCountDownLatch(name('latch'));
-    await latch.trySetCount(1);
-    await latch.countDown();
-    // A multi-lock over names of different slots: each member's calls stay in its own slot.
-    await locks.getMultiLock([name('multi'), name('multi'), name('multi')]).withLock(async () => {
-      // Held past one renewal period: the watchdog's calls are checked too.
-      await new Promise((resolve) => setTimeout(resolve, 1300));
-    });
+    // Held past one renewal period (1 s): the watchdog's calls are checked too.
+    await everyPrimitive(locks, 1300);
 
     const scripts = new Set(seen.calls.map((c) => c.script));
     for (const script of ['lock/acquire', 'lock/release', 'fair-lock/acquire', 'read-write-lock/read-acquire']) {
