@@ -238,7 +238,6 @@ export class LockScripts {
    * the next call probes again.
    */
   async #checkSlots(lockName: string | undefined): Promise<void> {
-    if (this.#slots instanceof LockCrossSlotError) throw this.#slots;
     if (this.#slots === 'unchecked') {
       const keys = [0, 1].map((n) => `${this.#keyPrefix}flowlock:slot-probe:{${n}}`);
       this.#slots = this.#redis.evalScript(luaSources['client/slot-probe'], keys, [], true).then(
