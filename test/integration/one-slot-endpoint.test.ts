@@ -10,30 +10,11 @@
  * names of a lock hash apart from the lock's key: the first call is refused with a LockCrossSlotError that
  * says how to fix it, before anything is written (not after an acquire whose release would then be refused).
  */
-import { spawnSync } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LockCrossSlotError } from '../../src/index.js';
 import { everyPrimitive } from '../support/every-primitive.js';
 import { onCluster, uniqueName, useRedis, type Redis } from '../support/fixture.js';
-import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
-
-/** A cluster-enabled redis-server that owns every slot, once it says `cluster_state:ok`. */
-async function startOneNodeCluster(): Promise<LocalRedis> {
-  const node = await startRedisServer(['--cluster-enabled', 'yes'], { clusterBus: true });
-  const cli = (...args: string[]): string =>
-    spawnSync('redis-cli', ['-p', String(node.port), ...args], { encoding: 'utf8' }).stdout;
-  cli('cluster', 'addslots', ...Array.from({ length: 16384 }, (_, slot) => String(slot)));
-  const deadline = Date.now() + 10_000;
-  while (!/cluster_state:ok/.test(cli('cluster', 'info'))) {
-    if (Date.now() > deadline) {
-      await node.stop();
-      throw new Error('the one-node cluster did not reach cluster_state:ok');
-    }
-    await sleep(50);
-  }
-  return node;
-}
+import { startOneNodeCluster } from '../support/redis-cluster.js';
 
 const redis = useRedis(startOneNodeCluster);
 

@@ -71,6 +71,28 @@ export async function startRedisCluster(masters = 3, replicas = 1): Promise<Test
   return { nodes, stop };
 }
 
+/**
+ * One cluster-enabled redis-server that owns all 16 384 slots (as ElastiCache Serverless shows one node), once
+ * it says `cluster_state:ok`: it refuses a call whose keys lie in several slots, and runs the rest.
+ */
+export async function startOneNodeCluster(): Promise<LocalRedis> {
+  const node = await startRedisServer(['--cluster-enabled', 'yes'], { clusterBus: true });
+  spawnSync(
+    'redis-cli',
+    ['-p', String(node.port), 'cluster', 'addslots', ...Array.from({ length: 16384 }, (_, slot) => String(slot))],
+    { encoding: 'utf8' },
+  );
+  const deadline = Date.now() + 10_000;
+  while (clusterState(node.port) !== 'ok') {
+    if (Date.now() > deadline) {
+      await node.stop();
+      throw new Error('the one-node cluster did not reach cluster_state:ok');
+    }
+    await sleep(50);
+  }
+  return node;
+}
+
 /** A master of a cluster: its node id and port. */
 export interface ClusterMaster {
   readonly id: string;
