@@ -70,7 +70,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     setMaxListeners(0, this.#closeSignal.signal);
     const resolved = resolveClientOptions(options, redis.keyPrefix);
     this.clientId = resolved.clientId;
-    const scripts = new LockScripts(redis, resolved.holderInfo, resolved.keyPrefix);
+    const scripts = new LockScripts(
+      redis,
+      resolved.holderInfo,
+      resolved.keyPrefix,
+      resolved.previousLayout === 'retired',
+    );
     const track = (work: Promise<unknown>): void => {
       const forget = (): void => void this.#inFlight.delete(settled);
       const settled: Promise<void> = work.then(forget, forget);

@@ -43,6 +43,16 @@ export interface LockClientOptions {
    */
   readonly holderInfo?: HolderInfo | false;
   /**
+   * Whether clients of flowlock's earlier layout (a fencing counter per lock name, `flowlock:fence:{...}`) may
+   * still run on these locks. `'shared'`: they may (a rolling upgrade from them): every acquisition also reads
+   * the lock's per-name counter and moves it up with the new token, so that tokens keep rising whichever
+   * version grants next. `'retired'`: none runs any more and `flowlock cleanup --yes` has removed their
+   * counters: acquisitions leave that key out (a key fewer per acquire script call). See the docs' "Redis
+   * data" page.
+   * @default 'shared'
+   */
+  readonly previousLayout?: PreviousLayout;
+  /**
    * Valkey GLIDE only: creates the lock client's own subscriber client. GLIDE takes a client's message callback
    * only when the client is created, so the library creates a client for its pub/sub: by this factory, which
    * must create a client of the same kind on the same servers with `pubsubSubscriptions: pubsub` (and RESP3,
@@ -53,6 +63,9 @@ export interface LockClientOptions {
    */
   readonly glideSubscriber?: GlideSubscriberFactory;
 }
+
+/** Whether clients of the earlier per-name fencing layout may still run (see `LockClientOptions.previousLayout`). */
+export type PreviousLayout = 'shared' | 'retired';
 
 /** The holder info a lock client records with its fresh holds (see `LockClientOptions.holderInfo`). */
 export interface HolderInfo {
@@ -108,6 +121,16 @@ export interface QuorumLockOptions {
    * @default {} (host and pid, no app label)
    */
   readonly holderInfo?: HolderInfo | false;
+  /**
+   * Whether clients of flowlock's earlier layout (a fencing counter per lock name, `flowlock:fence:{...}`) may
+   * still run on these locks. `'shared'`: they may (a rolling upgrade from them): every acquisition also reads
+   * the lock's per-name counter and moves it up with the new token, so that tokens keep rising whichever
+   * version grants next. `'retired'`: none runs any more and `flowlock cleanup --yes` has removed their
+   * counters: acquisitions leave that key out (a key fewer per acquire script call). See the docs' "Redis
+   * data" page.
+   * @default 'shared'
+   */
+  readonly previousLayout?: PreviousLayout;
 }
 
 /** Options of `tryLock`, `withLock` and `acquire`. */
@@ -223,6 +246,7 @@ export interface ResolvedClientOptions {
   readonly syncReplicas: SyncReplicas | undefined;
   /** The label stored with fresh holds; '': none. */
   readonly holderInfo: string;
+  readonly previousLayout: PreviousLayout;
 }
 
 export interface ResolvedQuorumOptions {
@@ -231,6 +255,7 @@ export interface ResolvedQuorumOptions {
   readonly clientId: string;
   readonly keyPrefix: string;
   readonly holderInfo: string;
+  readonly previousLayout: PreviousLayout;
 }
 
 export interface ResolvedAcquire {
@@ -265,6 +290,7 @@ const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set([
   'keyPrefix',
   'syncReplicas',
   'holderInfo',
+  'previousLayout',
   'glideSubscriber',
 ]);
 const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -273,6 +299,7 @@ const QUORUM_OPTION_KEYS: ReadonlySet<string> = new Set([
   'clientId',
   'keyPrefix',
   'holderInfo',
+  'previousLayout',
 ]);
 const HOLDER_INFO_KEYS: ReadonlySet<string> = new Set(['app']);
 const SYNC_REPLICAS_KEYS: ReadonlySet<string> = new Set(['replicas', 'timeout']);
@@ -468,7 +495,22 @@ function checkCommonOptions(
   // hold one lock at once under one owner id.
   const id =
     clientId === undefined ? randomUUID() : `${clientId}:${randomBytes(CLIENT_SUFFIX_BYTES).toString('base64url')}`;
-  return { watchdogTimeout, clientId: id, keyPrefix: prefix, holderInfo: holderLabel(options.holderInfo) };
+  return {
+    watchdogTimeout,
+    clientId: id,
+    keyPrefix: prefix,
+    holderInfo: holderLabel(options.holderInfo),
+    previousLayout: checkPreviousLayout(options.previousLayout),
+  };
+}
+
+function checkPreviousLayout(value: unknown): PreviousLayout {
+  if (value === undefined) return 'shared';
+  if (value !== 'shared' && value !== 'retired') {
+    const message = `options.previousLayout must be 'shared' or 'retired', got ${describe(value)}`;
+    throw typeof value === 'string' ? new RangeError(message) : new TypeError(message);
+  }
+  return value;
 }
 
 const MAX_APP_LABEL_LENGTH = 64;

@@ -8,7 +8,8 @@
                       which the waiter is presumed gone (Redisson's entries use their client's clock)
   KEYS[4] holdKey         hash of this library's side fields of the holds (see lock/acquire.lua)
   KEYS[5] fenceKey        string: the shared fencing counter (see lock/acquire.lua)
-  KEYS[6] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua)
+  KEYS[6] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua); absent
+                          when the previous layout is retired
 
   ARGV[1] leaseMs        integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId      string: unique per call; a resend re-entering its own grant is answered from the

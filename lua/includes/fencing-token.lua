@@ -10,10 +10,11 @@
 -- the locks during a rolling upgrade, a token here must exceed every token they drew, and theirs must exceed
 -- ours, so a legacy key that exists is moved up to the token too (none is ever created). `clock`:
 -- serverTime()'s second result. `legacyAbsent`: true when the caller knows the legacy key is absent (it
--- counted it in an EXISTS it sends anyway); else the key is read here.
+-- counted it in an EXISTS it sends anyway); else the key is read here. `legacyFenceKey` nil: the client
+-- retired the earlier layout (its previousLayout option) and sent no such key.
 local function nextToken(fenceKey, legacyFenceKey, clock, legacyAbsent)
   local legacy = 0
-  if not legacyAbsent then
+  if legacyFenceKey and not legacyAbsent then
     legacy = tonumber(redis.call('GET', legacyFenceKey) or '0')
   end
   -- INCR and a SET of the clock in the usual case (the clock has moved past the last token), both forms of
@@ -38,8 +39,10 @@ local function nextToken(fenceKey, legacyFenceKey, clock, legacyAbsent)
 end
 
 -- lastToken(fenceKey, legacyFenceKey): a token no lower than any drawn for the lock so far and lower than
--- any it will draw (a read hold's: what the reader sees was written under a token no higher).
+-- any it will draw (a read hold's: what the reader sees was written under a token no higher). `legacyFenceKey`
+-- nil: as for nextToken.
 local function lastToken(fenceKey, legacyFenceKey)
+  if not legacyFenceKey then return tonumber(redis.call('GET', fenceKey) or '0') end
   local counters = redis.call('MGET', fenceKey, legacyFenceKey)
   return math.max(tonumber(counters[1] or '0'), tonumber(counters[2] or '0'))
 end

@@ -10,7 +10,8 @@
                           expires; every free -> held transition takes max(counter + 1, server clock in
                           microseconds, legacy counter + 1) (see includes/fencing-token.lua)
   KEYS[4] legacyFenceKey  string: the per-name counter of earlier versions (rolling upgrades): read, and
-                          moved up to a new token when it exists; never created
+                          moved up to a new token when it exists; never created. Not sent by a client whose
+                          previousLayout is 'retired' (no client of those versions runs)
 
   ARGV[1] leaseMs    integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId  string: unique per call; a resend of the same call (ioredis after a reconnect) is
@@ -61,8 +62,13 @@ local firstOwner = lean and 3 or 4
 local caller = ARGV[firstOwner]
 
 -- Counted with weights, lockKey 4, holdKey 2, legacyFenceKey 1 (one EXISTS instead of three lookups): at
--- least 4 when the lock is held.
-local present = redis.call('EXISTS', lockKey, lockKey, lockKey, lockKey, holdKey, holdKey, legacyFenceKey)
+-- least 4 when the lock is held. Without the legacy key, two fewer arguments (each costs a string).
+local present
+if legacyFenceKey then
+  present = redis.call('EXISTS', lockKey, lockKey, lockKey, lockKey, holdKey, holdKey, legacyFenceKey)
+else
+  present = redis.call('EXISTS', lockKey, lockKey, holdKey) * 2
+end
 local held = present >= 4
 local holdKeyExists = present % 4 >= 2
 local legacyExists = present % 2 == 1

@@ -15,7 +15,8 @@
   KEYS[4] holdKey         hash of this library's side fields (see includes/hold-key.lua): <owner>:acq,
                           <owner>:rel, <owner>:info of the read holds, and the write holds' fields
   KEYS[5] fenceKey        string: the shared fencing counter (see lock/acquire.lua), read only here
-  KEYS[6] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua), read only
+  KEYS[6] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua); absent
+                          when the previous layout is retired, read only
 
   ARGV[1] leaseMs    integer > 0, milliseconds: this hold's lease
   ARGV[2] requestId  string: unique per call; a resend is answered from the memo field

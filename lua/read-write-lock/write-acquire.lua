@@ -9,7 +9,8 @@
   KEYS[3] holdKey         hash of this library's side fields (see includes/hold-key.lua)
   KEYS[4] fenceKey        string: the shared fencing counter, drawn on every write grant (see
                           lock/acquire.lua)
-  KEYS[5] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua)
+  KEYS[5] legacyFenceKey  string: the per-name counter of earlier versions (see lock/acquire.lua); absent
+                          when the previous layout is retired
 
   ARGV[1] leaseMs        integer > 0, milliseconds: the TTL this hold needs
   ARGV[2] requestId      string: unique per call; a resend is answered from the memo field

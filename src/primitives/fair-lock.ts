@@ -92,13 +92,13 @@ class FairProtocol implements LockProtocol {
     fields: readonly string[],
     ticket?: WaitTicket,
   ): Promise<AcquireReply> {
-    const { lockKey, queueKey, timeoutKey, holdKey, fenceKey, legacyFenceKey } = this.keys;
+    const { lockKey, queueKey, timeoutKey, holdKey } = this.keys;
     // An entry that is gone although an earlier attempt made one was purged while first in line.
     const requeue = ticket?.sent === true ? '1' : '0';
     if (ticket) ticket.sent = true;
     const reply = await this.#scripts.run(
       'fair-lock/acquire',
-      [lockKey, queueKey, timeoutKey, holdKey, fenceKey, legacyFenceKey],
+      [lockKey, queueKey, timeoutKey, holdKey, ...this.#scripts.fenceKeys(this.keys)],
       [leaseMs, requestId, ticket?.id ?? '', this.#waiterLeaseMs, requeue, this.#scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);

@@ -123,9 +123,10 @@ class QuorumNode {
   readonly #redis: RedisAdapter;
   #connectedBefore = false;
 
-  constructor(redis: RedisAdapter, holderInfo: string, clientId: string, keyPrefix: string) {
+  constructor(redis: RedisAdapter, options: ResolvedQuorumOptions) {
     this.#redis = redis;
-    this.scripts = new LockScripts(redis, holderInfo, keyPrefix);
+    const { holderInfo, keyPrefix, previousLayout, clientId } = options;
+    this.scripts = new LockScripts(redis, holderInfo, keyPrefix, previousLayout === 'retired');
     this.waits = new WaitQueues(redis, () => this.scripts.pubsubMode(), clientId);
   }
 
@@ -177,7 +178,7 @@ class QuorumNodes {
     this.#clientId = options.clientId;
     this.#options = options;
     this.nodeTimeout = options.nodeTimeout;
-    this.#nodes = nodes.map((redis) => new QuorumNode(redis, options.holderInfo, options.clientId, options.keyPrefix));
+    this.#nodes = nodes.map((redis) => new QuorumNode(redis, options));
     this.quorum = Math.floor(nodes.length / 2) + 1;
   }
 

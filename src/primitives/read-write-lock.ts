@@ -149,11 +149,11 @@ class WriteProtocol extends ReadWriteProtocol {
     fields: readonly string[],
     ticket?: WaitTicket,
   ): Promise<AcquireReply> {
-    const { lockKey, writersKey, holdKey, fenceKey, legacyFenceKey } = this.keys;
+    const { lockKey, writersKey, holdKey } = this.keys;
     if (ticket) ticket.sent = true;
     const reply = await this.scripts.run(
       'read-write-lock/write-acquire',
-      [lockKey, writersKey, holdKey, fenceKey, legacyFenceKey],
+      [lockKey, writersKey, holdKey, ...this.scripts.fenceKeys(this.keys)],
       [leaseMs, requestId, ticket ? this.context.watchdogTimeout : 0, this.scripts.holderInfo, ...fields],
     );
     return acquireReply(reply);

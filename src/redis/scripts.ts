@@ -151,6 +151,17 @@ const NOT_RESENT: ReadonlySet<LuaScriptName> = new Set([
   'semaphore/try-set-permits',
 ]);
 
+/**
+ * Acquire scripts whose last key, the lock's per-name fencing counter of the earlier layout, is left out when
+ * the client's `previousLayout` is 'retired' (lock/acquire.lua, KEYS[4]).
+ */
+const LEGACY_FENCE_LAST: ReadonlySet<LuaScriptName> = new Set([
+  'lock/acquire',
+  'fair-lock/acquire',
+  'read-write-lock/read-acquire',
+  'read-write-lock/write-acquire',
+]);
+
 /** The longest pause between two resends (they start at 25 ms and double). */
 const CLUSTER_RESEND_PAUSE_MS = 400;
 
@@ -217,16 +228,23 @@ export class LockScripts {
   readonly #keyPrefix: string;
 
   /**
+   * Whether acquisitions read (and move up) a lock's per-name fencing counter of the earlier layout: false once
+   * the client's `previousLayout` is 'retired'.
+   */
+  readonly #legacyFence: boolean;
+
+  /**
    * Whether the endpoint keeps every request in one hash slot, where that matters: off a Cluster, with a key
    * prefix that has no hash tag (Redisson's names of a lock then hash apart from its key). 'unchecked' until
    * client/slot-probe.lua answered; the refusal, kept, when it did not run. 'ok' elsewhere, from the start.
    */
   #slots: 'unchecked' | 'ok' | Promise<void> | LockCrossSlotError;
 
-  constructor(redis: RedisAdapter, holderInfo = '', keyPrefix = '') {
+  constructor(redis: RedisAdapter, holderInfo = '', keyPrefix = '', previousLayoutRetired = false) {
     this.#redis = redis;
     this.holderInfo = holderInfo;
     this.#keyPrefix = keyPrefix;
+    this.#legacyFence = !previousLayoutRetired;
     this.#cluster = redis.topology === 'cluster';
     this.#slots = !this.#cluster && keyPrefix !== '' && hashedPart(keyPrefix) === keyPrefix ? 'unchecked' : 'ok';
   }
@@ -289,7 +307,11 @@ export class LockScripts {
     { direct = false, resend = true }: { direct?: boolean; resend?: boolean } = {},
   ): Promise<unknown> {
     const expected = scriptKeyCounts[name];
-    if (expected !== 'variadic' && keys.length !== expected) {
+    if (
+      expected !== 'variadic' &&
+      keys.length !== expected &&
+      !(keys.length === expected - 1 && LEGACY_FENCE_LAST.has(name))
+    ) {
       throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
     }
     if (this.#slots !== 'ok') await this.#checkSlots(this.#lockNameOf(name, keys));
@@ -368,6 +390,14 @@ export class LockScripts {
     }
   }
 
+  /**
+   * The fencing counters every acquire script takes last: the shared one, then the lock's per-name one of the
+   * earlier layout unless that layout is retired.
+   */
+  fenceKeys(keys: Pick<LockKeys, 'fenceKey' | 'legacyFenceKey'>): string[] {
+    return this.#legacyFence ? [keys.fenceKey, keys.legacyFenceKey] : [keys.fenceKey];
+  }
+
   /** `lean`: see lock/acquire.lua (ARGV[2]); the caller vouches for it. */
   async acquire(
     keys: LockKeys,
@@ -379,7 +409,9 @@ export class LockScripts {
     return acquireReply(
       await this.run(
         'lock/acquire',
-        [keys.lockKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey],
+        this.#legacyFence
+          ? [keys.lockKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey]
+          : [keys.lockKey, keys.holdKey, keys.fenceKey],
         // A lean call: "~<requestId>" and no holder label (lock/acquire.lua's ARGV).
         lean ? [leaseMs, `~${requestId}`, ...owners] : [leaseMs, requestId, this.holderInfo, ...owners],
       ),
@@ -503,7 +535,7 @@ export class LockScripts {
     owners: readonly string[],
     expected: { index: number; count: number },
   ): Promise<AcquireReply> {
-    const { lockKey, timeoutBase, writersKey, holdKey, fenceKey, legacyFenceKey } = keys;
+    const { lockKey, timeoutBase, writersKey, holdKey } = keys;
     for (let { index, count } = expected; ;) {
       const reply = await this.run(
         'read-write-lock/read-acquire',
@@ -512,8 +544,7 @@ export class LockScripts {
           readTimeoutKey(timeoutBase, owners[index] ?? '', count),
           writersKey,
           holdKey,
-          fenceKey,
-          legacyFenceKey,
+          ...this.fenceKeys(keys),
         ],
         [leaseMs, requestId, this.holderInfo, index + 1, count, ...owners],
       );

@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { createLockClient } from '../../src/index.js';
+import { createLockClient, type LockClient } from '../../src/index.js';
 import { fairLockKeys, keySlot, lockKeys, readWriteLockKeys } from '../../src/redis/keys.js';
 import { newRedis, onCluster, QUICK_RENEWAL, recorded, uniqueName, until, useRedis } from '../support/fixture.js';
 import { OldLayoutLock } from '../support/old-layout.js';
@@ -279,5 +279,43 @@ describe('fencing tokens from a shared counter', () => {
     expect(oldSecond).toBeGreaterThan(newSecond);
     expect(await old.release()).toBe(0);
     await redis.admin.del(old.fenceKey);
+  });
+
+  it("with previousLayout 'retired': no acquisition reads or moves a per-name counter, and tokens still rise", async () => {
+    const shared = redis.locks();
+    const retired = redis.locks({ previousLayout: 'retired' });
+    // Per-name counters of the previous layout far ahead of the clock: a client that shares that layout
+    // draws a token above each (the test above); one that retired it leaves them as they are.
+    const ahead = BigInt(Date.now() + 3_600_000) * 1000n;
+    const names = { plain: uniqueName('retired'), fair: uniqueName('retired'), rw: uniqueName('retired') };
+    const legacyKeys = [
+      lockKeys('', names.plain, onCluster).legacyFenceKey,
+      fairLockKeys('', names.fair, onCluster).legacyFenceKey,
+      readWriteLockKeys('', names.rw, onCluster).legacyFenceKey,
+    ];
+    for (const key of legacyKeys) await redis.admin.set(key, ahead.toString());
+    const tokens = async (locks: LockClient): Promise<bigint[]> => {
+      const drawn: bigint[] = [];
+      const rw = locks.getReadWriteLock(names.rw);
+      // A lean grant (the uncontended cycle), a re-entered one (its outer hold non-lean), a fair grant, a write
+      // grant, and a read hold's token (the last one drawn for the lock).
+      await locks.getLock(names.plain).withLock((_s, lease) => void drawn.push(lease.fencingToken));
+      await locks
+        .getLock(names.plain)
+        .withLock(() => locks.getLock(names.plain).withLock((_s, lease) => void drawn.push(lease.fencingToken)));
+      await locks.getFairLock(names.fair).withLock((_s, lease) => void drawn.push(lease.fencingToken));
+      await rw.writeLock().withLock((_s, lease) => void drawn.push(lease.fencingToken));
+      await rw.readLock().withLock((_s, lease) => void drawn.push(lease.fencingToken));
+      return drawn;
+    };
+    const fromRetired = await tokens(retired);
+    for (const token of fromRetired) expect(token).toBeLessThan(ahead);
+    for (const key of legacyKeys) expect(await redis.admin.get(key)).toBe(ahead.toString());
+    // Tokens keep rising from the shared counter (and the clock) alone.
+    const again = await tokens(retired);
+    for (const [i, token] of again.entries()) expect(token).toBeGreaterThan(fromRetired[i] ?? 0n);
+    // The default client still counts with the per-name counters, as a rolling upgrade needs.
+    for (const token of await tokens(shared)) expect(token).toBeGreaterThan(ahead);
+    for (const key of legacyKeys) await redis.admin.del(key);
   });
 });

@@ -9,6 +9,7 @@ import {
   resolveSemaphoreTryAcquireArgs,
   resolveAcquireOptions,
   resolveClientOptions,
+  resolveQuorumOptions,
   resolveLockArgs,
   resolveQuorumAcquireOptions,
   resolveTryLockArgs,
@@ -74,6 +75,19 @@ describe('options: bad input fails before any I/O with an error naming the argum
     ['keyPrefix stray brace', () => resolveClientOptions({ keyPrefix: 'a{b:' }), RangeError, /keyPrefix/],
     ['syncReplicas not an object', () => resolveClientOptions({ syncReplicas: 1 }), TypeError, /syncReplicas/],
     ['holderInfo true', () => resolveClientOptions({ holderInfo: true }), TypeError, /options\.holderInfo must be/],
+    [
+      'previousLayout misspelled',
+      () => resolveClientOptions({ previousLayout: 'retire' }),
+      RangeError,
+      /options\.previousLayout must be 'shared' or 'retired', got the string "retire"/,
+    ],
+    [
+      'previousLayout boolean',
+      () => resolveClientOptions({ previousLayout: false }),
+      TypeError,
+      /previousLayout.*got false/,
+    ],
+    ['quorum previousLayout', () => resolveQuorumOptions({ previousLayout: 1 }), TypeError, /options\.previousLayout/],
     ['holderInfo.app number', () => resolveClientOptions({ holderInfo: { app: 1 } }), TypeError, /holderInfo\.app/],
     ['holderInfo.app too long', () => resolveClientOptions({ holderInfo: { app: 'x'.repeat(65) } }), RangeError, /app/],
     [
@@ -199,5 +213,8 @@ describe('options of the semaphores and the latch', () => {
     expect(resolveClientOptions({}).holderInfo).toBe(label);
     expect(resolveClientOptions({ holderInfo: { app: 'billing' } }).holderInfo).toBe(`${label} (billing)`);
     expect(resolveClientOptions({ holderInfo: false }).holderInfo).toBe('');
+    expect(resolveClientOptions({}).previousLayout).toBe('shared');
+    expect(resolveClientOptions({ previousLayout: 'retired' }).previousLayout).toBe('retired');
+    expect(resolveQuorumOptions({ previousLayout: 'retired' }).previousLayout).toBe('retired');
   });
 });
