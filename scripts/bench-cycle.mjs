@@ -1,11 +1,12 @@
 /**
- * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info] [--instructions [--json]]`: the uncontended lock +
+ * `node scripts/bench-cycle.mjs [--dist=DIR] [--cycles=N] [--rounds=R] [--no-holder-info] [--retired] [--instructions [--json]]`: the uncontended lock +
  * unlock cycle of flowlock's RLock against `SET NX PX` + a Lua compare-and-delete, interleaved rounds on
  * one throwaway redis-server and one ioredis connection each, with the floor of Redisson's RLock wire beside
  * (the bench's `rlock-layout-floor` scripts: a hash, a lease, the release message and an unlock memo). Per cycle: wall time, this process's CPU
  * (`process.cpuUsage`) and the server's CPU (`INFO cpu`, user + sys), medians over the rounds, and each as a
  * multiple of the baseline's. `--dist` loads another build of flowlock (e.g. a copy of main's `dist/`), so
- * that two layouts are compared by the same script; `--no-holder-info` turns holder info off.
+ * that two layouts are compared by the same script; `--no-holder-info` turns holder info off, `--retired` sets
+ * `previousLayout: 'retired'` (no per-name counter of the earlier layout).
  * `--instructions` runs the server under valgrind's callgrind instead and reports the instructions it
  * executes per cycle (user space; the kernel's share is the same two round trips for both): a count that a
  * loaded machine does not blur, for comparing scripts while other work runs (needs `valgrind`); it counts
@@ -56,7 +57,10 @@ for (let tries = 0; ; tries++) {
 }
 const redis = new Redis({ port });
 const { createLockClient } = await import(pathToFileURL(`${dist}/index.js`).href);
-const locks = createLockClient(redis, argv.includes('--no-holder-info') ? { holderInfo: false } : {});
+const locks = createLockClient(redis, {
+  ...(argv.includes('--no-holder-info') ? { holderInfo: false } : {}),
+  ...(argv.includes('--retired') ? { previousLayout: 'retired' } : {}),
+});
 const lock = locks.getLock('bench:cycle');
 
 redis.defineCommand('layoutAcquire', { numberOfKeys: 1, lua: LAYOUT_ACQUIRE });

@@ -144,6 +144,22 @@ describe('quorum lock', () => {
     expect(await nodesWithKey(name)).toBe(0);
   });
 
+  it("leaves the earlier layout's per-name counters alone with previousLayout 'retired', and moves them up by default", async () => {
+    const name = uniqueName('quorum');
+    const legacyKey = lockKeys('', name).legacyFenceKey;
+    const ahead = (BigInt(Date.now() + 3_600_000) * 1000n).toString();
+    const counters = (): Promise<(string | null)[]> => Promise.all(admins.map((admin) => admin.get(legacyKey)));
+    for (const admin of admins) await admin.set(legacyKey, ahead);
+    const { quorum: retired } = await connectedQuorum({ nodeTimeout: 1000, previousLayout: 'retired' });
+    await retired.getLock(name).withLock(() => undefined);
+    expect(await counters()).toEqual(admins.map(() => ahead));
+    // A client that shares the earlier layout draws above each node's counter and moves it up.
+    const { quorum: shared } = await connectedQuorum({ nodeTimeout: 1000 });
+    await shared.getLock(name).withLock(() => undefined);
+    for (const value of await counters()) expect(BigInt(value ?? '0')).toBeGreaterThan(BigInt(ahead));
+    for (const admin of admins) await admin.del(legacyKey);
+  });
+
   it('with every subset of failed nodes among five (32 cases): held iff a majority answers, no key left', async () => {
     // A paused node never answers, however long the timeout; a live one must answer within it, and on a loaded
     // machine a reply can take longer than the default 100 ms (a mask with exactly three live nodes would
