@@ -829,9 +829,10 @@ class DeleteKeyCommand implements HarnessCommand {
     await h.model.adoptFinished();
     const key = h.world.keys[this.lock]?.lockKey ?? '';
     if (this.how === 'del') await h.world.admin.del(key);
-    else {
-      await h.world.admin.pexpire(key, 1);
-      await sleep(3);
+    else if (await this.#missed(h, key)) {
+      trace('   missed: a holder set a lease anew within its millisecond, and Redis kept every hold');
+      await h.model.settle();
+      return;
     }
     const at = now();
     for (const hold of h.model.liveHolds(this.lock)) {
@@ -845,6 +846,26 @@ class DeleteKeyCommand implements HarnessCommand {
     for (const java of h.model.liveJava(this.lock))
       h.model.javaEnded(java, at, 'gone', this.how === 'del' ? 'DEL' : 'PEXPIRE 1');
     await h.model.settle();
+  }
+
+  /**
+   * PEXPIRE `key` 1, then reads it until its millisecond has passed. A renewal or a re-entry that Redis ran
+   * within that millisecond sets a lease anew, and the hash stays with every hold in it (found beside a CPU
+   * hog on GLIDE's Cluster: a renewal queued right behind the PEXPIRE kept the hold, which the model had
+   * counted as deleted). Whether every live hold's field is still there with at least its count tells that
+   * apart from a key that expired and was taken anew (by a waiter: a hash of its own field alone).
+   */
+  async #missed(h: Harness, key: string): Promise<boolean> {
+    await h.world.admin.pexpire(key, 1);
+    let snapshot = await h.world.snapshot(this.lock);
+    while (snapshot.exists && snapshot.pttl >= 0 && snapshot.pttl <= 1) {
+      await sleep(2);
+      snapshot = await h.world.snapshot(this.lock);
+    }
+    const holds = [...h.model.liveHolds(this.lock), ...h.model.liveJava(this.lock)];
+    return (
+      snapshot.exists && holds.length > 0 && holds.every((hold) => (snapshot.owners.get(hold.field) ?? 0) >= hold.count)
+    );
   }
 
   toString(): string {
