@@ -418,7 +418,13 @@ export class Watchdog {
 
   /** Makes the tick come by `hold`'s next renewal (watchdog mode) or its deadline, whichever is first. */
   #watch(hold: Hold): void {
-    this.#scheduleAt(hold.renewing ? Math.min(hold.deadline, monotonicNow() + this.period) : hold.deadline);
+    // A renewed hold is renewed a period from now, or sooner when its deadline is less than a period after
+    // that: a grant whose reply took most of its lease (a stalled server or link) has only the rest of it. A
+    // tick at the deadline itself would find the hold past it and lose what Redis still holds for a full lease
+    // (found beside a CPU hog: a waiter's grant after a DEBUG SLEEP, lost before anyone asked Redis again).
+    this.#scheduleAt(
+      hold.renewing ? Math.min(hold.deadline - this.period, monotonicNow() + this.period) : hold.deadline,
+    );
   }
 
   #scheduleAt(at: number): void {

@@ -2,7 +2,8 @@
 // than one that may not. Behind a link with 30 ms of latency each way, every reply takes longer than a wait
 // time of 1-5 ms; each primitive's wait must still take what is free (outsiders found tryLock(1) refusing
 // free locks on a loaded machine, where a reply takes longer than a millisecond now and then).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { LockAcquireTimeoutError, type LockClient } from '../../src/index.js';
 import { onCluster, uniqueName, useRedis } from '../support/fixture.js';
 import { TcpProxy } from '../support/proxy.js';
@@ -85,5 +86,35 @@ describe.skipIf(onCluster)('a short wait on a free lock, replies slower than the
     await expect(locks.getLock(name).acquire({ waitTime: 5 })).rejects.toBeInstanceOf(LockAcquireTimeoutError);
     // One attempt's reply (60 ms of latency), not the lease: at most a few replies on a loaded machine.
     expect(performance.now() - started).toBeLessThan(2000);
+  });
+});
+
+describe.skipIf(onCluster)('a grant whose reply took most of its lease', () => {
+  it('is renewed at once, not lost at the deadline the round trip left of it', async () => {
+    // A lease of 3 s: renewals every 1 s, and a grant is kept when its reply comes within 2 968 ms (the lease
+    // less its drift, 32 ms). One that comes after 2.3 s has about 660 ms left: less than a renewal period,
+    // and far enough from both edges for a loaded machine's late timers.
+    const WATCHDOG = 3000;
+    const link = await TcpProxy.start(redis.server.port);
+    onTestFinished(() => link.close());
+    const locks = redis.locks({ watchdogTimeout: WATCHDOG }, { port: link.port });
+    // Connected, and the acquire script loaded: the held reply is the grant's own.
+    await locks.getLock(uniqueName('warm-up')).withLock(() => undefined);
+    const name = uniqueName('slow-grant');
+    const reply = link.holdReplyTo(new RegExp(name) /* letters, digits and colons */);
+    const started = performance.now();
+    const acquiring = locks.getLock(name).acquire();
+    await reply.held;
+    await sleep(2300);
+    reply.letGo();
+    const lease = await acquiring;
+    // Kept, not given back and asked for again...
+    expect(performance.now() - started).toBeLessThan(WATCHDOG - 32);
+    // ... and renewed at once: its deadline passes long before this. (Before, the watchdog's first tick came
+    // at that deadline, found it past and declared the hold lost, never asking Redis.)
+    await sleep(WATCHDOG / 2);
+    expect(lease.signal.aborted).toBe(false);
+    expect(await redis.admin.exists(name)).toBe(1);
+    await lease.release();
   });
 });
