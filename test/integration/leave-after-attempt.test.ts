@@ -35,8 +35,10 @@ async function giveUpDuringNoScript(wait: (signal: AbortSignal) => Promise<unkno
     paused.resume();
   }
   const result = await outcome;
-  // Both ran by now, in whichever order they were sent: the attempt's EVAL and the leave (always by EVAL).
-  await until(async () => (await evals()) >= before + 2, "the attempt's EVAL and the leave ran", 5000);
+  // The attempt's EVAL ran by now: two EVALs since the flush are two of it, the leave (always by EVAL, sent
+  // once the attempt settled, so never before it) and the waiting client's first holder record (met NOSCRIPT
+  // too). The caller then closes the waiting client, which waits for the leave.
+  await until(async () => (await evals()) >= before + 2, "the attempt's EVAL ran", 5000);
   return result;
 }
 
@@ -52,6 +54,7 @@ describe.skipIf(onCluster)('a waiter that gives up while its attempt meets NOSCR
       waiting.run(() => fair.tryLock({ waitTime: 10_000, signal })),
     );
     expect(outcome).toMatchObject({ message: 'gave up' });
+    await waiting.close(); // waits for the leave (seen under load: the record's EVAL counted, the leave not run yet)
     const { queueKey } = fairLockKeys('', name);
     expect(await redis.admin.llen(queueKey)).toBe(0);
     await lease.release();
@@ -70,6 +73,7 @@ describe.skipIf(onCluster)('a waiter that gives up while its attempt meets NOSCR
       waiting.run(() => writer.tryLock({ waitTime: 10_000, signal })),
     );
     expect(outcome).toMatchObject({ message: 'gave up' });
+    await waiting.close(); // waits for the leave
     const { writersKey } = readWriteLockKeys('', name);
     expect(await redis.admin.exists(writersKey)).toBe(0);
     await lease.release();
