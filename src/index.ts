@@ -53,6 +53,7 @@ export type {
   SemaphoreAcquireOptions,
   SemaphoreTryAcquireOptions,
   HolderInfo,
+  PreviousLayout,
   SyncReplicas,
 } from './options.js';
 export {
