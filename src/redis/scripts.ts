@@ -409,9 +409,7 @@ export class LockScripts {
     return acquireReply(
       await this.run(
         'lock/acquire',
-        this.#legacyFence
-          ? [keys.lockKey, keys.holdKey, keys.fenceKey, keys.legacyFenceKey]
-          : [keys.lockKey, keys.holdKey, keys.fenceKey],
+        [keys.lockKey, keys.holdKey, ...this.fenceKeys(keys)],
         // A lean call: "~<requestId>" and no holder label (lock/acquire.lua's ARGV).
         lean ? [leaseMs, `~${requestId}`, ...owners] : [leaseMs, requestId, this.holderInfo, ...owners],
       ),
