@@ -58,28 +58,39 @@ local function liveQueue(q, now)
   return entries, deadlines, dropped
 end
 
--- wakeQueued(q, available, entries): `available` permits are free: wakes the live queued waiters `entries`
--- (from liveQueue) whose needs fit, in order, stopping at the first that does not (it is not overtaken),
--- each on the wake channel; when every one was woken, announces what is left on Redisson's channel.
-local function wakeQueued(q, available, entries)
+-- wakeQueued(q, available, entries, before): `available` permits are free: wakes the live queued waiters
+-- `entries` (from liveQueue) whose needs fit, in order, stopping at the first that does not (it is not
+-- overtaken), each on the wake channel; when every one was woken, announces what is left on Redisson's
+-- channel. `before`: the permits free before this script added some (nil: none known). The waiters that fit
+-- in those were woken when they came (every script that adds permits wakes the queue so, and Redisson's
+-- release wakes each client's first waiter on Redisson's channel), so only those after them are woken again:
+-- one wake per woken waiter, not one per release while it is on its way.
+local function wakeQueued(q, available, entries, before)
   local budget = available
+  local woken = before or 0
   for _, entry in ipairs(entries) do
     local need = entryNeed(entry)
     if need > budget then
       return
     end
     budget = budget - need
-    redis.call(q.publish, q.wakeChannel, entry)
+    if need <= woken then
+      woken = woken - need
+    else
+      woken = -1
+      redis.call(q.publish, q.wakeChannel, entry)
+    end
   end
   if budget > 0 then
     redis.call(q.publish, q.channel, budget)
   end
 end
 
--- announcePermits(q, available, now): `available` permits are free: drops the dead entries and wakes the
--- waiters they serve (wakeQueued). `now`: server time in epoch ms, read here when nil.
-local function announcePermits(q, available, now)
-  wakeQueued(q, available, (liveQueue(q, now or serverTime())))
+-- announcePermits(q, available, now, before): `available` permits are free (`before` of them already were,
+-- see wakeQueued): drops the dead entries and wakes the waiters they serve. `now`: server time in epoch ms,
+-- read here when nil.
+local function announcePermits(q, available, now, before)
+  wakeQueued(q, available, (liveQueue(q, now or serverTime())), before)
 end
 
 -- reclaimPermits(q, now): gives back every expirable permit whose lease ended by `now`, and wakes the
@@ -94,7 +105,7 @@ local function reclaimPermits(q, now)
   local expired = redis.call('ZREMRANGEBYSCORE', q.timeoutKey, '-inf', now)
   local available = redis.call('INCRBY', q.permitsKey, expired)
   if available > 0 then
-    announcePermits(q, available, now)
+    announcePermits(q, available, now, available - expired)
   end
   earliest = redis.call('ZRANGE', q.timeoutKey, 0, 0, 'WITHSCORES')
   return tonumber(earliest[2]), available
@@ -120,6 +131,11 @@ end
 -- permits left after a grant; or nil, the permits available, and the milliseconds until something could
 -- change without a message (the earliest deadline of an entry ahead: a dead waiter's place frees up; the
 -- earliest lease end: its permit comes back), -1 when nothing would.
+-- The caller's request may be a resend of one that was granted: q.claim() records the grant (false when it
+-- was recorded before), and is asked before anything is taken; q.ranBefore() tells whether it was granted,
+-- asked before a refusal. Either way a resend takes nothing and queues nothing, and gets the permits
+-- available as if granted. (One write where a grant is given, one read where it is not: not a read first
+-- and a write again on every grant.)
 local function takePermits(q, entry, entryMs, permits, now)
   local leaseEnds, reclaimed = reclaimPermits(q, now)
   local available, entries, deadlines = reapAndAnnounce(q, now, reclaimed)
@@ -138,6 +154,9 @@ local function takePermits(q, entry, entryMs, permits, now)
     end
   end
   if available - ahead >= permits then
+    if not q.claim() then
+      return available
+    end
     if queued then
       redis.call('LREM', q.queueKey, 1, entry)
     end
@@ -147,6 +166,9 @@ local function takePermits(q, entry, entryMs, permits, now)
       redis.call('ZREM', q.deadlinesKey, entry)
     end
     return redis.call('DECRBY', q.permitsKey, permits), available
+  end
+  if q.ranBefore() then
+    return available
   end
   if entry ~= '' then
     if not queued then

@@ -27,7 +27,8 @@
   Side effects
     permits whose lease ended go back and wake the waiters they serve; entries whose deadline passed leave
     the queue (what they kept is announced);
-    granted: DECRBY permitsKey 1; ZADD timeoutKey <now + leaseMs> permitId; the entry leaves the queue;
+    granted: ZADD timeoutKey NX <now + leaseMs> permitId (a resend finds it: answered granted, nothing
+             taken twice), DECRBY permitsKey 1; the entry leaves the queue;
     the permit key's TTL, if any, is copied to timeoutKey (Redisson #2444);
     refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs; PEXPIRE queueKey and
     deadlinesKey to 30 s past the latest deadline.
@@ -47,18 +48,21 @@ local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
+local now = serverTime()
 local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
   channel = channel, wakeChannel = wakeChannel, publish = publish,
+  -- The permit's lease records the grant.
+  claim = function()
+    return redis.call('ZADD', timeoutKey, 'NX', now + leaseMs, permitId) == 1
+  end,
+  ranBefore = function()
+    return redis.call('ZSCORE', timeoutKey, permitId) ~= false
+  end,
 }
 
-if redis.call('ZSCORE', timeoutKey, permitId) then
-  return {1, tonumber(redis.call('GET', permitsKey) or 0)}
-end
-local now = serverTime()
 local left, available, untilMs = takePermits(q, entry, entryMs, 1, now)
 if left then
-  redis.call('ZADD', timeoutKey, now + leaseMs, permitId)
   local pttl = redis.call('PTTL', permitsKey)
   if pttl > 0 then
     redis.call('PEXPIRE', timeoutKey, pttl)

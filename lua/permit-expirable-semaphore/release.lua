@@ -23,7 +23,8 @@
   Side effects
     SET memoKey 1 PX memoMs NX first (a resend finds it: answered 1, nothing given back twice), deleted
     again when the permit was not held; permits whose lease ended go back; then ZREM timeoutKey permitId,
-    INCRBY permitsKey 1, the waiters the permits serve are woken
+    INCRBY permitsKey 1, the waiters the permits serve are woken (those the permits free before served
+    were woken already)
 ]]
 local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]
@@ -55,6 +56,6 @@ if redis.call('ZREM', timeoutKey, permitId) == 0 then
 end
 local available = redis.call('INCRBY', permitsKey, 1)
 if available > 0 then
-  announcePermits(q, available, now)
+  announcePermits(q, available, now, available - 1)
 end
 return 1

@@ -27,7 +27,8 @@
   Side effects
     expirable permits whose lease ended go back (and wake the waiters they serve); entries whose deadline
     passed leave the queue (what they kept is announced);
-    granted: DECRBY permitsKey permits; SET memoKey permits PX memoMs; the entry leaves the queue
+    granted: SET memoKey permits PX memoMs NX (a resend finds it: answered granted, nothing taken twice),
+             DECRBY permitsKey permits; the entry leaves the queue
     refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs; PEXPIRE queueKey and
                            deadlinesKey to 30 s past the latest deadline
 ]]
@@ -49,14 +50,17 @@ local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
   channel = channel, wakeChannel = wakeChannel, publish = publish,
+  -- The memo records the grant, and what it took (an undo gives that back).
+  claim = function()
+    return redis.call('SET', memoKey, permits, 'PX', memoMs, 'NX') ~= false
+  end,
+  ranBefore = function()
+    return redis.call('EXISTS', memoKey) == 1
+  end,
 }
 
-if redis.call('EXISTS', memoKey) == 1 then
-  return {1, tonumber(redis.call('GET', permitsKey) or 0)}
-end
 local left, available, untilMs = takePermits(q, entry, entryMs, permits, serverTime())
 if left then
-  redis.call('SET', memoKey, permits, 'PX', memoMs)
   return {1, left}
 end
 return {0, available, untilMs}

@@ -16,8 +16,8 @@
 
   Side effects
     INCRBY permitsKey delta (keeps a TTL the key has, unlike Redisson's SET); when the delta is positive
-    and permits are available, the queued waiters they serve are woken, and what no queued waiter needs is
-    published on channel
+    and permits are available, the queued waiters they serve are woken (but those the permits free before
+    served: woken already), and what no queued waiter needs is published on channel
 ]]
 local permitsKey = KEYS[1]
 local queueKey = KEYS[2]
@@ -36,6 +36,6 @@ local q = {
 
 local available = redis.call('INCRBY', permitsKey, delta)
 if delta > 0 and available > 0 then
-  announcePermits(q, available)
+  announcePermits(q, available, nil, available - delta)
 end
 return available

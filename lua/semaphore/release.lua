@@ -22,8 +22,8 @@
 
   Side effects
     INCRBY permitsKey; then, when permits are available, the queued waiters they serve are woken in order
-    on wakeChannel (message: their entry), and what no queued waiter needs is published on
-    channel (Redisson's message: a permit count);
+    on wakeChannel (message: their entry), except those the permits free before served (woken already), and
+    what no queued waiter needs is published on channel (Redisson's message: a permit count);
     "release": SET memoKey 1 PX memoMs NX, first (a resend finds it and is answered without adding twice);
     "undo": DEL memoKey (an acquisition is undone once)
 ]]
@@ -59,6 +59,6 @@ end
 
 local available = redis.call('INCRBY', permitsKey, permits)
 if available > 0 then
-  announcePermits(q, available)
+  announcePermits(q, available, nil, available - permits)
 end
 return {available}

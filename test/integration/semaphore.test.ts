@@ -5,6 +5,7 @@ import { semaphoreKeys } from '../../src/redis/keys.js';
 import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
 import {
   channelSubscribers,
+  commandCalls,
   elapsedSince,
   everyNode,
   onCluster,
@@ -448,6 +449,50 @@ describe('RSemaphore', () => {
     expect(await available(`${acquireMemoPrefix}r1`, 'undo')).toBe(6);
     expect(await release(`${acquireMemoPrefix}r1`, 'undo')).toEqual([-1]);
     expect(await redis.admin.get(lockKey)).toBe('6');
+    // A resend of a grant that took the last permits is refused no permits and queues nothing: the memo,
+    // written by the grant itself, answers it also where a fresh request would wait.
+    const takeAll = (entry: string) =>
+      scripts.run(
+        'semaphore/acquire',
+        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}r3`, wakeChannel],
+        [6, MEMO_MS, entry, 1000, publish],
+      );
+    expect(await takeAll('6|resent|1')).toEqual([1, 0]);
+    expect(await takeAll('6|resent|1')).toEqual([1, 0]);
+    expect(await redis.admin.get(lockKey)).toBe('0');
+    expect(await redis.admin.llen(queueKey)).toBe(0);
+    expect(await redis.admin.zcard(deadlinesKey)).toBe(0);
+  });
+
+  it('wakes a queued waiter once: releases while it is on its way do not wake it again', async () => {
+    const name = uniqueName('sem');
+    const { lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix, wakeChannel } = keysOf(name);
+    const scripts = new LockScripts(redis.adapter());
+    const publish = shardedChannels ? 'SPUBLISH' : 'PUBLISH';
+    const sem = redis.locks().getSemaphore(name);
+    await sem.release(); // both scripts loaded, the semaphore at one permit
+    expect(await sem.tryAcquire()).toBe(true);
+    // A waiter's entry, queued as its client's attempt queues it; no client acts on its wake here, so that
+    // nothing takes the permits between the releases below.
+    const entry = '1|on-its-way|1';
+    expect(
+      await scripts.run(
+        'semaphore/acquire',
+        [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}w1`, wakeChannel],
+        [1, MEMO_MS, entry, 10_000, publish],
+      ),
+    ).toEqual([0, 0, -1]);
+    const published = async () => {
+      const calls = await commandCalls(redis.admin);
+      return (calls['publish'] ?? 0) + (calls['spublish'] ?? 0);
+    };
+    const before = await published();
+    await sem.release(); // wakes the entry, and keeps the permit for it
+    expect((await published()) - before).toBe(1);
+    await sem.release(); // the entry was woken: only what is left for others is announced (Redisson's channel)
+    expect((await published()) - before).toBe(2);
+    expect(await redis.admin.lrange(queueKey, 0, -1)).toEqual([entry]);
+    expect(await redis.admin.get(lockKey)).toBe('2');
   });
 
   it('re-checks after the subscriber reconnects: a release sent meanwhile is not missed (Redisson #5762)', async () => {
