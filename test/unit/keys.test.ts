@@ -18,6 +18,24 @@ describe('keys', () => {
     expect(hashedPart('foo{}{bar}')).toBe('foo{}{bar}');
     expect(hashedPart('foo{{bar}}zap')).toBe('{bar');
     expect(hashedPart('foo{bar}{zap}')).toBe('bar');
+    // Beyond ASCII the slot is the CRC of the UTF-8 bytes.
+    expect(keySlot('ünï🔒')).toBe(9611);
+    expect(keySlot('é')).toBe(10180);
+    expect(keySlot('日本{語}')).toBe(6482);
+  });
+
+  it("names each slot's fencing counter by the shortest decimal number in that slot, whatever slots came first", () => {
+    // The layout: clients of every version must name the same counter for a slot.
+    const shortest = (slot: number): string => {
+      for (let i = 0; ; i++) if (keySlot(String(i)) === slot) return String(i);
+    };
+    // Slots asked for out of order, the rarest last (its number is the highest of all: 109 757).
+    for (const name of ['order:42', 'ünï🔒', 'a}b', 'zz', 'order:1', '{}']) {
+      const keys = lockKeys('', name);
+      expect(keys.fenceKey, name).toBe(`flowlock:fencing:{${shortest(keySlot(keys.lockKey))}}`);
+    }
+    expect(lockKeys('', '{109757}').fenceKey).toBe('flowlock:fencing:{109757}');
+    expect(lockKeys('', 'order:42').fenceKey).toBe('flowlock:fencing:{633}');
   });
 
   it("uses Redisson's names for the hash and the channel", () => {
