@@ -313,7 +313,7 @@ const LATCH_AWAIT_KEYS: ReadonlySet<string> = new Set(['waitTime', 'signal']);
 const SHOWN_STRING_LENGTH = 40;
 
 /** What a wrong argument is, for an error message: its value (a long string cut), or its type for objects. */
-function describe(value: unknown): string {
+export function describe(value: unknown): string {
   if (typeof value === 'string') {
     const shown = value.length > SHOWN_STRING_LENGTH ? `${value.slice(0, SHOWN_STRING_LENGTH)}…` : value;
     // Quoted and escaped: a control character in it cannot break the message's line.
@@ -416,6 +416,17 @@ export function checkLockName(name: unknown, keyPrefix = ''): string {
     throw new RangeError(`name must be at most ${MAX_NAME_BYTES} bytes in UTF-8, got ${bytes}`);
   }
   return name;
+}
+
+/** An expirable semaphore's permit id: 32 lowercase hex digits (Redisson's 16 random bytes, as hex). */
+export const PERMIT_ID = /^[0-9a-f]{32}$/;
+
+export function checkPermitId(value: unknown, argument: string): string {
+  if (typeof value !== 'string') throw new TypeError(`${argument} must be a string, got ${describe(value)}`);
+  if (!PERMIT_ID.test(value)) {
+    throw new RangeError(`${argument} must be 32 lowercase hex digits, got ${describe(value)}`);
+  }
+  return value;
 }
 
 /**

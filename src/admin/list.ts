@@ -8,7 +8,7 @@
  * re-entered, and until a lock freed by another client runs out its lease), and the per-name fencing
  * counters an earlier version left (`<prefix>flowlock:fence:…`), so held or not.
  */
-import type { RedisClient } from '../options.js';
+import { describe, type RedisClient } from '../options.js';
 import type { AdminNode } from '../redis/adapter.js';
 import { lockKeys, type LockKeys } from '../redis/keys.js';
 import { readLock, type LockInfo } from './inspect.js';
@@ -191,8 +191,10 @@ export function listLocks(client: RedisClient, options?: ListOptions): LockListi
   const checked = checkOptions(options, ['prefix', 'match', 'all', 'count', 'limit']);
   const target = adminTarget(client, checked['prefix']);
   const { match = '*', all = false } = checked;
-  if (typeof match !== 'string' || match === '') throw new TypeError('options.match must be a non-empty string');
-  if (typeof all !== 'boolean') throw new TypeError('options.all must be a boolean');
+  if (typeof match !== 'string' || match === '') {
+    throw new TypeError(`options.match must be a non-empty string, got ${describe(match)}`);
+  }
+  if (typeof all !== 'boolean') throw new TypeError(`options.all must be a boolean, got ${describe(all)}`);
   const count = checkCount(checked['count'], 'options.count', 1) ?? 1000;
   const limit = checkCount(checked['limit'], 'options.limit', 1) ?? Infinity;
   const stats: ScanStats = { masters: 0, keys: 0, calls: 0, returned: 0, elapsedMs: 0, notices: [] };

@@ -8,7 +8,7 @@
 import type { AdminCommand, AdminNode, AdminNodes, AdminReply, RedisAdapter } from '../redis/adapter.js';
 import { adaptClient } from '../redis/adapter.js';
 import { LockScripts } from '../redis/scripts.js';
-import { resolveClientOptions, type RedisClient } from '../options.js';
+import { describe, resolveClientOptions, type RedisClient } from '../options.js';
 import { LOCK_KINDS, type LockKind } from './shape.js';
 
 export interface AdminTarget {
@@ -28,7 +28,7 @@ export interface AdminTarget {
 export function adminTarget(client: RedisClient, prefix: unknown): AdminTarget {
   const adapter = adaptClient(client, 'client');
   if (prefix !== undefined && typeof prefix !== 'string') {
-    throw new TypeError(`options.prefix must be a string, got ${typeof prefix}`);
+    throw new TypeError(`options.prefix must be a string, got ${describe(prefix)}`);
   }
   let keyPrefix: string;
   try {
@@ -175,7 +175,7 @@ export class PreconditionError extends Error {
 export function checkOptions(options: unknown, known: readonly string[]): Record<string, unknown> {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError('options must be an object');
+    throw new TypeError(`options must be an object, got ${describe(options)}`);
   }
   for (const key of Object.keys(options)) {
     if (!known.includes(key))
@@ -188,7 +188,7 @@ export function checkOptions(options: unknown, known: readonly string[]): Record
 export function checkKind(kind: unknown, argument: string): LockKind | undefined {
   if (kind === undefined) return undefined;
   if (typeof kind !== 'string' || !(LOCK_KINDS as readonly string[]).includes(kind)) {
-    throw new RangeError(`${argument} must be one of ${LOCK_KINDS.join(', ')}`);
+    throw new RangeError(`${argument} must be one of ${LOCK_KINDS.join(', ')}, got ${describe(kind)}`);
   }
   return kind as LockKind;
 }
@@ -201,7 +201,7 @@ export function checkCount(
   max = Number.MAX_SAFE_INTEGER,
 ): number | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'number') throw new TypeError(`${argument} must be a number, got ${typeof value}`);
+  if (typeof value !== 'number') throw new TypeError(`${argument} must be a number, got ${describe(value)}`);
   if (!Number.isSafeInteger(value) || value < min || value > max) {
     throw new RangeError(`${argument} must be a whole number from ${min} to ${max}, got ${value}`);
   }

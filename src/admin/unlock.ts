@@ -5,7 +5,7 @@
  * if alive, learns of it at its next renewal (within a third of its watchdogTimeout) and its lease's signal
  * aborts; only writes guarded by fencing tokens refuse it before that.
  */
-import { checkLockName, type RedisClient } from '../options.js';
+import { checkLockName, describe, PERMIT_ID, type RedisClient } from '../options.js';
 import { MEMO_MS, newRequestId, type ReleaseReply } from '../redis/scripts.js';
 import { familyKeys, readLock, type LockInfo } from './inspect.js';
 import type { Holder, LockKind } from './shape.js';
@@ -33,8 +33,6 @@ export interface UnlockResult {
    */
   readonly woken: number | null;
 }
-
-const PERMIT_ID = /^[0-9a-f]{32}$/;
 
 /** The name as an unlockable kind: a lock, or (by permit id) an expirable semaphore. */
 function unlockable(info: LockInfo, allowPermits: boolean): LockKind | null {
@@ -102,7 +100,9 @@ export async function releaseOwner(
   options?: UnlockOptions,
 ): Promise<UnlockResult> {
   const [target, hint] = checkCall(name, options, client);
-  if (typeof owner !== 'string' || owner === '') throw new TypeError('owner must be a non-empty string');
+  if (typeof owner !== 'string' || owner === '') {
+    throw new TypeError(`owner must be a non-empty string, got ${describe(owner)}`);
+  }
   const info = await readLock(target, name, hint);
   const kind = unlockable(info, true);
   const result = { name, kind, holders: info.owners };

@@ -18,7 +18,7 @@
  * upgrade), a counter that moved with no new holder to account for it. A free lock keeps nothing else: a fair
  * lock's brief hold with nobody waiting publishes nothing and is seen only through keyspace events.
  */
-import { checkLockName, type RedisClient } from '../options.js';
+import { checkLockName, describe, type RedisClient } from '../options.js';
 import type { AdminListener, AdminNode } from '../redis/adapter.js';
 import { fairLockKeys, lockKeys, readWriteLockKeys } from '../redis/keys.js';
 import { familyKeys, readLock, type LockInfo } from './inspect.js';
@@ -592,14 +592,18 @@ export function watchLocks(client: RedisClient, options?: WatchOptions): AsyncIt
   const prefix = checked['prefix'];
   const target = adminTarget(client, prefix);
   const { names = ['*'], events = false, signal } = checked;
-  if (!Array.isArray(names) || names.length === 0) throw new TypeError('options.names must be a non-empty array');
+  if (!Array.isArray(names) || names.length === 0) {
+    throw new TypeError(`options.names must be a non-empty array, got ${describe(names)}`);
+  }
   for (const name of names) {
-    if (typeof name !== 'string' || name === '') throw new TypeError('options.names must hold non-empty strings');
+    if (typeof name !== 'string' || name === '') {
+      throw new TypeError(`options.names must hold non-empty strings, got ${describe(name)}`);
+    }
     if (!isGlob(name)) checkLockName(name);
   }
-  if (typeof events !== 'boolean') throw new TypeError('options.events must be a boolean');
+  if (typeof events !== 'boolean') throw new TypeError(`options.events must be a boolean, got ${describe(events)}`);
   if (signal !== undefined && !(signal instanceof AbortSignal))
-    throw new TypeError('options.signal must be an AbortSignal');
+    throw new TypeError(`options.signal must be an AbortSignal, got ${describe(signal)}`);
   const intervalMs = checkCount(checked['intervalMs'], 'options.intervalMs', 50, 2 ** 31 - 1) ?? 2000;
   const count = checkCount(checked['count'], 'options.count', 1) ?? 1000;
   return {

@@ -22,7 +22,13 @@ import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../
 import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
 import { monotonicNow } from '../time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
-import { checkFunction, resolveAcquireOptions, type AcquireOptions, type ResolvedAcquire } from '../options.js';
+import {
+  checkFunction,
+  checkPermitId,
+  resolveAcquireOptions,
+  type AcquireOptions,
+  type ResolvedAcquire,
+} from '../options.js';
 import type { SemaphoreKeys } from '../redis/keys.js';
 import {
   integerAt,
@@ -47,8 +53,6 @@ export interface PermitLease extends AsyncDisposable {
   /** Gives the permit back; rejects with PermitNotHeldError if it was no longer held. Idempotent. */
   release(): Promise<void>;
 }
-
-const PERMIT_ID = /^[0-9a-f]{32}$/;
 
 /** How the watchdog renews, purges and gives back a permit: the permit id (hex) is the hold's owner. */
 class PermitProtocol implements HoldProtocol {
@@ -121,8 +125,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
    * is not held (released already, lease ended, unknown).
    */
   async release(permitId: string): Promise<void> {
-    if (typeof permitId !== 'string') throw new TypeError('permitId must be a string');
-    if (!PERMIT_ID.test(permitId)) throw new RangeError('permitId must be 32 lowercase hex digits');
+    checkPermitId(permitId, 'permitId');
     checkOpen(this.context, this.name);
     const hold = this.context.watchdog.find(this.#protocol.keys.lockKey, permitId);
     if (hold) return this.#releaseHold(hold);

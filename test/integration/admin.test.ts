@@ -382,13 +382,38 @@ describe('inspectLock', () => {
     await expect(inspectLock(client, '')).rejects.toBeInstanceOf(RangeError);
     await expect(inspectLock({} as never, 'x')).rejects.toBeInstanceOf(TypeError);
     await expect(inspectLock(client, 'x', { prefix: 'a{b' })).rejects.toThrow(/options\.prefix/);
-    await expect(inspectLock(client, 'x', { kind: 'mutex' as never })).rejects.toThrow(/options\.kind/);
+    await expect(inspectLock(client, 'x', { kind: 'mutex' as never })).rejects.toThrow(
+      /^options\.kind must be one of lock, .*, got the string "mutex"$/,
+    );
     await expect(inspectLock(client, 'x', { nope: 1 } as never)).rejects.toBeInstanceOf(TypeError);
+    await expect(inspectLock(client, 'x', 5 as never)).rejects.toThrow(/^options must be an object, got 5$/);
+    await expect(inspectLock(client, 'x', { prefix: 7 } as never)).rejects.toThrow(
+      /^options\.prefix must be a string, got 7$/,
+    );
     expect(() => listLocks(client, { count: 0 })).toThrow(RangeError);
-    expect(() => listLocks(client, { match: '' })).toThrow(TypeError);
-    expect(() => watchLocks(client, { names: [] })).toThrow(TypeError);
+    expect(() => listLocks(client, { count: '5' as never })).toThrow(
+      /^options\.count must be a number, got the string "5"$/,
+    );
+    expect(() => listLocks(client, { match: '' })).toThrow(
+      /^options\.match must be a non-empty string, got the string ""$/,
+    );
+    expect(() => listLocks(client, { all: 'yes' as never })).toThrow(
+      /^options\.all must be a boolean, got the string "yes"$/,
+    );
+    expect(() => watchLocks(client, { names: [] })).toThrow(
+      /^options\.names must be a non-empty array, got an array of 0$/,
+    );
+    expect(() => watchLocks(client, { names: [3] as never })).toThrow(
+      /^options\.names must hold non-empty strings, got 3$/,
+    );
+    expect(() => watchLocks(client, { events: 1 as never })).toThrow(/^options\.events must be a boolean, got 1$/);
+    expect(() => watchLocks(client, { signal: {} as never })).toThrow(
+      /^options\.signal must be an AbortSignal, got an object$/,
+    );
     expect(() => watchLocks(client, { intervalMs: 10 })).toThrow(RangeError);
-    await expect(releaseOwner(client, 'x', '')).rejects.toBeInstanceOf(TypeError);
+    await expect(releaseOwner(client, 'x', '')).rejects.toThrow(
+      /^owner must be a non-empty string, got the string ""$/,
+    );
     await expect(forceUnlock(client, 'flowlock:fence')).rejects.toBeInstanceOf(RangeError);
     // Nothing was sent: the lazy client never connected.
     expect(client.status).toBe('wait');

@@ -90,7 +90,10 @@ describe('RSemaphore', () => {
     await expect(sem.release(0)).rejects.toThrow(RangeError);
     const ps = locks.getPermitExpirableSemaphore('pool');
     await expect(ps.acquire({ leaseTime: 5 })).rejects.toThrow(/leaseTime must be >= 30/);
-    await expect(ps.release('not-an-id')).rejects.toThrow(/permitId must be 32 lowercase hex digits/);
+    await expect(ps.release('not-an-id')).rejects.toThrow(
+      /^permitId must be 32 lowercase hex digits, got the string "not-an-id"$/,
+    );
+    await expect(ps.release(42 as unknown as string)).rejects.toThrow(/^permitId must be a string, got 42$/);
     const latch = locks.getCountDownLatch('boot');
     await expect(latch.trySetCount(0)).rejects.toThrow(/count must be a whole number >= 1/);
     await expect(latch.await(-1)).rejects.toThrow(/waitTime must be >= 0/);
