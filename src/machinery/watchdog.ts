@@ -208,7 +208,10 @@ export class Watchdog {
   readonly #holds = new Map<string, Map<string, Hold>>();
   #timer: NodeJS.Timeout | undefined;
   #nextTickAt = Infinity;
-  #renewing = false;
+  /** The holds of the renewal round in flight (empty: none is). */
+  readonly #renewing = new Set<Hold>();
+  /** Holds a tick found due while a round was in flight without them: renewed as soon as it ends. */
+  #skipped: Hold[] = [];
   #stopped = false;
   /** Aborted by stop(): renewals in flight stop being timed (their bound's timer is cleared). */
   readonly #stopping = new AbortController();
@@ -459,7 +462,13 @@ export class Watchdog {
         if (hold.state === 'held') due.push(hold);
       }
     }
-    if (due.length > 0 && !this.#renewing) this.#renew(due, now, lateMs);
+    if (this.#renewing.size === 0) {
+      if (due.length > 0) this.#renew(due, now, lateMs);
+    } else {
+      // One round at a time. A hold the round in flight does not carry (one granted during it, perhaps with
+      // little of its lease left) goes out when the round ends, not at the next tick: that may be its deadline.
+      for (const hold of due) if (!this.#renewing.has(hold)) this.#skipped.push(hold);
+    }
     if (next !== Infinity) this.#scheduleAt(next);
   }
 
@@ -471,7 +480,7 @@ export class Watchdog {
    * listener): thousands of calls (one per slot) must not register a listener each.
    */
   #renew(holds: Hold[], sentAt: number, lateMs: number): void {
-    this.#renewing = true;
+    for (const hold of holds) this.#renewing.add(hold);
     const answerWithinMs = Math.max(RENEW_ANSWER_MIN_MS, Math.floor(this.period * RENEW_ANSWER_SHARE));
     const batches = new Map<number, Hold[]>();
     for (const hold of holds) {
@@ -504,7 +513,10 @@ export class Watchdog {
           bound.dispose();
         }
       } finally {
-        this.#renewing = false;
+        this.#renewing.clear();
+        const skipped = [...new Set(this.#skipped)].filter((hold) => hold.state === 'held' && hold.renewing);
+        this.#skipped = [];
+        if (skipped.length > 0 && !this.#stopped) this.#renew(skipped, monotonicNow(), 0);
       }
     })();
   }

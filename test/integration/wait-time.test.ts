@@ -2,10 +2,11 @@
 // than one that may not. Behind a link with 30 ms of latency each way, every reply takes longer than a wait
 // time of 1-5 ms; each primitive's wait must still take what is free (outsiders found tryLock(1) refusing
 // free locks on a loaded machine, where a reply takes longer than a millisecond now and then).
+import diagnostics from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { LockAcquireTimeoutError, type LockClient } from '../../src/index.js';
-import { onCluster, uniqueName, useRedis } from '../support/fixture.js';
+import { LockAcquireTimeoutError, type LockClient, type RenewTraceContext } from '../../src/index.js';
+import { onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
 import { TcpProxy } from '../support/proxy.js';
 
 const redis = useRedis();
@@ -116,5 +117,47 @@ describe.skipIf(onCluster)('a grant whose reply took most of its lease', () => {
     expect(lease.signal.aborted).toBe(false);
     expect(await redis.admin.exists(name)).toBe(1);
     await lease.release();
+  });
+
+  it('is renewed as soon as a renewal round in flight at its grant ends, not at its deadline', async () => {
+    // A lease of 6 s: renewal rounds every 2 s, each waited for up to 1 s. Lock A's rounds run on the same
+    // connection as B's grant, whose reply is held; A's second round (about 4 s after B was sent) is held
+    // too. B's grant is let through when that round starts: B, kept with about 1.9 s of its lease left, is
+    // due for renewal at once, while A's round is in flight. The round ends 400 ms later: B must be renewed
+    // then. (Before, the watchdog skipped B for that round and came back at B's deadline, where it declared
+    // B lost without asking Redis.)
+    const WATCHDOG = 6000;
+    const link = await TcpProxy.start(redis.server.port);
+    onTestFinished(() => link.close());
+    const locks = redis.locks({ watchdogTimeout: WATCHDOG }, { port: link.port });
+    await locks.getLock(uniqueName('warm-up')).withLock(() => undefined);
+    const rounds: number[] = [];
+    const onRound = (message: unknown): void => {
+      if ((message as RenewTraceContext).clientId === locks.clientId) rounds.push(performance.now());
+    };
+    diagnostics.subscribe('tracing:flowlock:renew:start', onRound);
+    onTestFinished(() => {
+      diagnostics.unsubscribe('tracing:flowlock:renew:start', onRound);
+    });
+    const a = await locks.getLock(uniqueName('renewed')).acquire();
+    const name = uniqueName('granted-mid-round');
+    const reply = link.holdReplyTo(new RegExp(name));
+    const started = performance.now();
+    const acquiring = locks.getLock(name).acquire();
+    await reply.held;
+    // A's second round since B was sent has begun, and its reply (behind the grant's) is held.
+    await until(() => rounds.filter((at) => at > started).length >= 2, "A's second round", 8000);
+    await until(() => reply.heldChunks >= 3, 'the grant and both rounds answered by Redis, and held', 2000);
+    reply.letGoFirst();
+    const b = await acquiring;
+    await sleep(400);
+    reply.letGo();
+    // Past B's deadline from its grant (sent + 6 s - drift), with time to spare for a late timer: still held.
+    await sleep(Math.max(0, started + WATCHDOG + 500 - performance.now()));
+    expect(b.signal.aborted).toBe(false);
+    expect(a.signal.aborted).toBe(false);
+    expect(await redis.admin.exists(name)).toBe(1);
+    await b.release();
+    await a.release();
   });
 });

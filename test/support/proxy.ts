@@ -30,6 +30,13 @@ export interface HeldReply {
   readonly held: Promise<void>;
   /** Forwards what was held back, and lets later replies through. */
   letGo(): void;
+  /**
+   * Forwards the first chunk held back (the matching request's reply, where the server answered it before
+   * the next request on the connection was sent) and holds the rest, and what comes after, until `letGo()`.
+   */
+  letGoFirst(): void;
+  /** Chunks held back now. */
+  readonly heldChunks: number;
 }
 
 export class TcpProxy {
@@ -101,6 +108,14 @@ export class TcpProxy {
         if (!pipe) return;
         for (const chunk of pipe.heldReplies?.splice(0) ?? []) this.#forward(chunk, pipe.client, this.latency.toClient);
         delete pipe.heldReplies;
+      },
+      letGoFirst: () => {
+        const pipe = hold.pipe;
+        const first = pipe?.heldReplies?.shift();
+        if (pipe && first) this.#forward(first, pipe.client, this.latency.toClient);
+      },
+      get heldChunks() {
+        return hold.pipe?.heldReplies?.length ?? 0;
       },
     };
   }
