@@ -189,6 +189,26 @@ export class PrimitiveWorld<P> extends BaseWorld {
     }
   }
 
+  /**
+   * expireNow for a lock hash `key`: resolves whether its holds are gone. Not when a renewal or a re-entry
+   * that Redis ran within that millisecond set a lease anew (the lock model met that beside a CPU hog): the
+   * hash then still has every holder's field with at least the count it had at the PEXPIRE (read with it, in
+   * one MULTI). A hash that expired and was taken anew holds its new holder's field instead.
+   */
+  async expireHashNow(key: string): Promise<boolean> {
+    const replies = await this.admin.multi().hgetall(key).pexpire(key, 1).exec();
+    const before = (replies?.[0]?.[1] ?? {}) as Record<string, string>;
+    if (replies?.[1]?.[1] !== 1) return true;
+    for (;;) {
+      const ttl = await this.admin.pttl(key);
+      if (ttl < 0 || ttl > 1) break;
+      await sleep(2);
+    }
+    const after = await this.admin.hgetall(key);
+    const counts = Object.entries(before).filter(([, value]) => /^\d+$/.test(value));
+    return !(counts.length > 0 && counts.every(([field, count]) => Number(after[field] ?? 0) >= Number(count)));
+  }
+
   /** Starts `make(actor)` as actor `index`'s current call, noted in the model's log. */
   begin<J extends WaitJob<P>>(
     h: { note(message: string): void },
