@@ -21,7 +21,6 @@ import {
   newRedis,
   onCluster,
   uniqueName,
-  QUICK_RENEWAL,
   recorded,
   until as waitFor,
   useRedis,
@@ -81,6 +80,13 @@ function masters(client: Client): Redis[] {
 }
 
 /**
+ * For holds that must outlast CLI runs: holder info is written with a hold's first renewal, 2 s in (within
+ * recorded()'s 10 s), and a 6 s lease outlives the stalls a loaded machine gives the test process while a CLI
+ * runs (with a 900 ms watchdog a hold inspected there was seen gone: FREE).
+ */
+const STEADY_RENEWAL = { watchdogTimeout: 6000 } as const;
+
+/**
  * Resolves once `predicate` holds, polling every 20 ms, or fails after `ms`. A predicate that runs the command
  * takes 0.5 to 2 s a call on a loaded machine: it gets a few tries.
  */
@@ -94,14 +100,15 @@ async function until(predicate: () => boolean | Promise<boolean>, ms = 20_000): 
 
 describe('flowlock inspect', () => {
   it('shows a flowlock hold: owner, re-entered hold count, holder info, TTL, fencing, slot and waiters', async () => {
-    const locks = redis.locks({ holderInfo: { app: 'billing' }, ...QUICK_RENEWAL });
+    // A wait far longer than the CLI runs below take on a loaded machine (a 10 s wait ran out before them).
+    const locks = redis.locks({ holderInfo: { app: 'billing' }, ...STEADY_RENEWAL });
     const name = uniqueName('cli');
     const lock = locks.getLock(name);
     await locks.run(async () => {
       const lease = await lock.acquire();
       await lock.lock();
       await recorded(redis.admin, locks, name);
-      const waiting = redis.locks().getLock(name).acquire({ waitTime: 10_000 });
+      const waiting = redis.locks().getLock(name).acquire({ waitTime: 120_000 });
       waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
       await until(async () => ((await json<LockInfo>(['inspect', name])).waitingConnections ?? 0) >= 1);
       const run = await flowlock([...urls(), 'inspect', name]);
@@ -157,7 +164,7 @@ describe('flowlock inspect', () => {
     const name = uniqueName('fair');
     const holder = redis.locks({ holderInfo: { app: 'jobs' } });
     const lease = await holder.getFairLock(name).acquire();
-    const waiting = redis.locks().getFairLock(name).acquire({ waitTime: 10_000 });
+    const waiting = redis.locks().getFairLock(name).acquire({ waitTime: 120_000 });
     waiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     // Queued first, then subscribed: wait for both.
     await until(async () => {
@@ -219,7 +226,8 @@ describe('flowlock inspect', () => {
     expect(permits.stdout).toMatch(new RegExp(`\\n  permit   ${permit.permitId}  lease \\d+\\.\\ds left\\n`));
     const boot = uniqueName('latch');
     await locks.getCountDownLatch(boot).trySetCount(2);
-    const awaiting = redis.locks().getCountDownLatch(boot).await({ waitTime: 10_000 });
+    // Far longer than the CLI runs below take on a loaded machine (a 10 s wait ran out before the last one).
+    const awaiting = redis.locks().getCountDownLatch(boot).await({ waitTime: 120_000 });
     awaiting.catch(() => undefined); // awaited below; a failed assertion before that must not leave it unhandled
     await until(async () => (await json<LockInfo>(['inspect', boot])).kind === 'count-down-latch');
     const latch = await flowlock([...urls(), 'inspect', boot]);
@@ -238,7 +246,7 @@ describe('flowlock inspect', () => {
 describe('flowlock list', () => {
   it('lists every held lock across all masters, oldest first, with the scan cost on stderr', async () => {
     const label = `cli${Math.random().toString(36).slice(2, 8)}`;
-    const locks = redis.locks({ holderInfo: { app: 'lister' }, ...QUICK_RENEWAL });
+    const locks = redis.locks({ holderInfo: { app: 'lister' }, ...STEADY_RENEWAL });
     // Enough names that, on the cluster, every master holds some.
     const names = Array.from({ length: 9 }, (_, i) => `test:${label}:${i}`);
     const slotsOf = names.map((name) => keySlot(name));
@@ -284,7 +292,7 @@ describe('flowlock list', () => {
 
 describe('flowlock unlock', () => {
   it('refuses without --owner or --force and shows the holder (exit 3)', async () => {
-    const locks = redis.locks({ holderInfo: { app: 'billing' }, ...QUICK_RENEWAL });
+    const locks = redis.locks({ holderInfo: { app: 'billing' }, ...STEADY_RENEWAL });
     const name = uniqueName('cli');
     const lease = await locks.getLock(name).acquire();
     await recorded(redis.admin, locks, name);
@@ -311,7 +319,9 @@ describe('flowlock unlock', () => {
     const waiting = redis
       .locks()
       .getLock(name)
-      .acquire({ waitTime: 20_000 })
+      // Far longer than the five CLI runs before the release take on a loaded machine (a 20 s wait ran out
+      // before it: "woke 0 waiting connections").
+      .acquire({ waitTime: 120_000 })
       .then((next) => {
         woken = performance.now();
         return next;
@@ -387,7 +397,7 @@ describe('flowlock doctor', () => {
 
 describe('flowlock watch', () => {
   it('logs an acquisition, a release and an expiry as NDJSON, and stops on SIGINT', async () => {
-    const locks = redis.locks({ holderInfo: { app: 'watched' }, ...QUICK_RENEWAL });
+    const locks = redis.locks({ holderInfo: { app: 'watched' }, ...STEADY_RENEWAL });
     const [marker, name] = [uniqueName('cliwatch'), uniqueName('cliwatch')];
     // A lock held from the start: its `held` event says that the watch is running.
     const held = await locks.getLock(marker).acquire();
@@ -405,7 +415,7 @@ describe('flowlock watch', () => {
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
     await until(() => events.some((e) => e.type === 'held' && e.name === marker));
     const lease = await locks.getLock(name).acquire();
-    // Seen at once (the hold's holder info comes with its first renewal, 300 ms in: maybe not yet).
+    // Seen at once (the hold's holder info comes with its first renewal, 2 s in: maybe not yet).
     await until(() => events.some((e) => e.type === 'acquired' && e.name === name));
     await recorded(redis.admin, locks, name);
     await lease.release();
@@ -429,7 +439,7 @@ describe('flowlock watch', () => {
 
   it('stops after --duration and after --limit events', async () => {
     const name = uniqueName('cliwatch');
-    const locks = redis.locks(QUICK_RENEWAL);
+    const locks = redis.locks(STEADY_RENEWAL);
     const lease = await locks.getLock(name).acquire();
     await recorded(redis.admin, locks, name);
     const timed = await flowlock([...urls(), 'watch', name, '--duration', '1s', '--interval', '200ms']);

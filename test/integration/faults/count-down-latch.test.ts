@@ -20,6 +20,13 @@ const WAITERS = 8;
  * idle machine wakes all within about 60 ms (the figures), a loaded one has been seen past 200 ms.
  */
 const WAKE_MS = 800;
+/**
+ * C1's bound on the last wake. Nothing but the "0" message wakes a waiter there (no subscriber drops, so no
+ * re-check): one that missed it would sleep through its whole wait, and the 10 s wait for its wake fails. So
+ * this bound only says how late a loaded machine delivers the message and schedules the woken process:
+ * 955 ms seen at a load average of 11 on 2 cores (three test files at a time and a second suite beside).
+ */
+const C1_WAKE_MS = 3000;
 /** The median wake: by the message or the reconnect's re-check, tens of ms; a 1 s timer's would be ~500 ms. */
 const WAKE_P50_MS = 200;
 /** C2: how long the killed subscribers are kept from reconnecting. */
@@ -104,7 +111,7 @@ describe('C1: 8 processes await() a latch of 3 that a 9th process counts down (5
     expect(results).toEqual(latencies.map(() => true));
     expect(early).toEqual([]);
     expect(percentile(latencies, 50)).toBeLessThanOrEqual(WAKE_P50_MS);
-    expect(max(latencies)).toBeLessThanOrEqual(WAKE_MS);
+    expect(max(latencies)).toBeLessThanOrEqual(C1_WAKE_MS);
     await closeAll([...waiters, counter]);
   });
 });
