@@ -230,7 +230,8 @@ export function holdEnded(
   lossReason?: LossReason,
   error?: LockLostError,
 ): void {
-  if (!started) return;
+  // Built only for a listener: an idle OpenTelemetry instrumentation listens to hold:start alone.
+  if (!started || !holdEndChannel.hasSubscribers) return;
   const message: HoldEndMessage = {
     ...started,
     start: started,
