@@ -211,7 +211,7 @@ export class Watchdog {
   /** The holds of the renewal round in flight (empty: none is). */
   readonly #renewing = new Set<Hold>();
   /** Holds a tick found due while a round was in flight without them: renewed as soon as it ends. */
-  #skipped: Hold[] = [];
+  readonly #skipped = new Set<Hold>();
   #stopped = false;
   /** Aborted by stop(): renewals in flight stop being timed (their bound's timer is cleared). */
   readonly #stopping = new AbortController();
@@ -467,7 +467,7 @@ export class Watchdog {
     } else {
       // One round at a time. A hold the round in flight does not carry (one granted during it, perhaps with
       // little of its lease left) goes out when the round ends, not at the next tick: that may be its deadline.
-      for (const hold of due) if (!this.#renewing.has(hold)) this.#skipped.push(hold);
+      for (const hold of due) if (!this.#renewing.has(hold)) this.#skipped.add(hold);
     }
     if (next !== Infinity) this.#scheduleAt(next);
   }
@@ -514,8 +514,8 @@ export class Watchdog {
         }
       } finally {
         this.#renewing.clear();
-        const skipped = [...new Set(this.#skipped)].filter((hold) => hold.state === 'held' && hold.renewing);
-        this.#skipped = [];
+        const skipped = [...this.#skipped].filter((hold) => hold.state === 'held' && hold.renewing);
+        this.#skipped.clear();
         if (skipped.length > 0 && !this.#stopped) this.#renew(skipped, monotonicNow(), 0);
       }
     })();
