@@ -91,16 +91,21 @@ describe.skipIf(onCluster)('a short wait on a free lock, replies slower than the
 });
 
 describe.skipIf(onCluster)('a grant whose reply took most of its lease', () => {
+  /** A lock client connected through the in-repo proxy, its acquire script loaded: a held reply is a grant's. */
+  async function throughProxy(watchdogTimeout: number): Promise<{ link: TcpProxy; locks: LockClient }> {
+    const link = await TcpProxy.start(redis.server.port);
+    onTestFinished(() => link.close());
+    const locks = redis.locks({ watchdogTimeout }, { port: link.port });
+    await locks.getLock(uniqueName('warm-up')).withLock(() => undefined);
+    return { link, locks };
+  }
+
   it('is renewed at once, not lost at the deadline the round trip left of it', async () => {
     // A lease of 3 s: renewals every 1 s, and a grant is kept when its reply comes within 2 968 ms (the lease
     // less its drift, 32 ms). One that comes after 2.3 s has about 660 ms left: less than a renewal period,
     // and far enough from both edges for a loaded machine's late timers.
     const WATCHDOG = 3000;
-    const link = await TcpProxy.start(redis.server.port);
-    onTestFinished(() => link.close());
-    const locks = redis.locks({ watchdogTimeout: WATCHDOG }, { port: link.port });
-    // Connected, and the acquire script loaded: the held reply is the grant's own.
-    await locks.getLock(uniqueName('warm-up')).withLock(() => undefined);
+    const { link, locks } = await throughProxy(WATCHDOG);
     const name = uniqueName('slow-grant');
     const reply = link.holdReplyTo(new RegExp(name) /* letters, digits and colons */);
     const started = performance.now();
@@ -127,10 +132,7 @@ describe.skipIf(onCluster)('a grant whose reply took most of its lease', () => {
     // then. (Before, the watchdog skipped B for that round and came back at B's deadline, where it declared
     // B lost without asking Redis.)
     const WATCHDOG = 6000;
-    const link = await TcpProxy.start(redis.server.port);
-    onTestFinished(() => link.close());
-    const locks = redis.locks({ watchdogTimeout: WATCHDOG }, { port: link.port });
-    await locks.getLock(uniqueName('warm-up')).withLock(() => undefined);
+    const { link, locks } = await throughProxy(WATCHDOG);
     const rounds: number[] = [];
     const onRound = (message: unknown): void => {
       if ((message as RenewTraceContext).clientId === locks.clientId) rounds.push(performance.now());
