@@ -111,6 +111,33 @@ type AttemptResult =
   { readonly hold: Hold } | { readonly hold: undefined; readonly pttl: number; readonly late?: number };
 
 /**
+ * A lease of `acquire()`/`withLock()`. A class, so that its signal is a getter on the prototype: the hold makes
+ * its AbortSignal only when someone reads it (Hold.signal), and an object literal with a getter costs more to
+ * build than the signal saves.
+ */
+class HeldLease implements LockLease {
+  readonly name: string;
+  readonly fencingToken: bigint;
+  readonly release: () => Promise<void>;
+  readonly #hold: Hold;
+
+  constructor(name: string, hold: Hold, release: () => Promise<void>) {
+    this.name = name;
+    this.fencingToken = hold.fencingToken;
+    this.release = release;
+    this.#hold = hold;
+  }
+
+  get signal(): AbortSignal {
+    return this.#hold.signal;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release();
+  }
+}
+
+/**
  * Redisson's reentrant lock (`RLock`), from `locks.getLock(name)`: held per flow, re-entered by the flow and its
  * descendants, woken by pub/sub, renewed by the watchdog without a `leaseTime`, fenced on every free → held.
  */
@@ -281,14 +308,7 @@ export class RLock {
       return taken;
     });
     let released: Promise<void> | undefined;
-    const release = (): Promise<void> => (released ??= this.#releaseLease(hold));
-    return {
-      name: this.name,
-      signal: hold.signal,
-      fencingToken: hold.fencingToken,
-      release,
-      [Symbol.asyncDispose]: release,
-    };
+    return new HeldLease(this.name, hold, () => (released ??= this.#releaseLease(hold)));
   }
 
   /** Acquires for the first owner of `owners` (or re-enters for any): the hold, or undefined at waitTime. */
@@ -537,7 +557,7 @@ export class RLock {
    */
   async #releaseLease(hold: Hold): Promise<void> {
     if (this.#context.watchdog.find(this.#protocol.keys.lockKey, hold.owner) !== hold) {
-      const lost: unknown = hold.signal.aborted ? hold.signal.reason : undefined;
+      const lost = hold.lostWith;
       throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
     }
     await this.#release([hold.owner], hold);
@@ -585,7 +605,7 @@ export class RLock {
     }
     // A lease already declared lost stays lost even if Redis still had it: its holder was told to stop.
     if (reply.remaining < 0 || leaseHold?.state === 'lost') {
-      const lost: unknown = local?.signal.aborted ? local.signal.reason : watchdog.lossOf(keys.lockKey, owners);
+      const lost: unknown = local?.lostWith ?? watchdog.lossOf(keys.lockKey, owners);
       throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
     }
   }

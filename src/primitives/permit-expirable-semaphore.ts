@@ -19,7 +19,7 @@
 import { randomBytes } from 'node:crypto';
 import { type LockIdentity } from '../diagnostics/channels.js';
 import { AcquireObserver, releaseContext, traceAcquire, traceRelease } from '../diagnostics/publish.js';
-import { LockAcquireTimeoutError, LockLostError, PermitNotHeldError } from '../errors.js';
+import { LockAcquireTimeoutError, PermitNotHeldError } from '../errors.js';
 import { monotonicNow } from '../time.js';
 import { driftMs, type Hold, type HoldProtocol } from '../machinery/watchdog.js';
 import {
@@ -267,8 +267,8 @@ export class RPermitExpirableSemaphore extends PermitCount {
   async #releaseOne(hold: Hold): Promise<void> {
     const { watchdog } = this.context;
     const notHeld = (): PermitNotHeldError => {
-      const lost: unknown = hold.signal.aborted ? hold.signal.reason : undefined;
-      return new PermitNotHeldError(this.name, hold.owner, lost instanceof LockLostError ? { cause: lost } : undefined);
+      const lost = hold.lostWith;
+      return new PermitNotHeldError(this.name, hold.owner, lost === undefined ? undefined : { cause: lost });
     };
     if (watchdog.find(hold.keys.lockKey, hold.owner) !== hold) throw notHeld();
     hold.state = 'releasing';

@@ -134,9 +134,14 @@ describe('RLock: holding, re-entry and release', () => {
     expect(await two.getLock(name).forceUnlock()).toBe(false);
     expect(await redis.admin.exists(name)).toBe(0);
     await expect(lease.release()).rejects.toBeInstanceOf(LockNotHeldError);
+    // A signal first read after the loss (the hold makes it then) is aborted with the loss, like one read before.
+    expect(lease.signal.reason).toBeInstanceOf(LockLostError);
     const local = await one.getLock(name).acquire();
+    const early = local.signal;
     expect(await one.getLock(name).forceUnlock()).toBe(true);
-    expect(local.signal.aborted).toBe(true);
+    expect(early.aborted).toBe(true);
+    expect(local.signal).toBe(early);
+    expect(local.signal.reason).toBeInstanceOf(LockLostError);
   });
 
   it('reports remainTimeToLive: -2 when free, the lease when held, -1 without expiry', async () => {
