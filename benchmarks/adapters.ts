@@ -525,7 +525,10 @@ function createSemaphoreAdapter(library: Library, url: string, watchdogMs: numbe
   switch (library) {
     case 'flowlock-semaphore':
     case 'flowlock-permit-semaphore': {
-      const locks = createLockClient(redis, { watchdogTimeout: watchdogMs });
+      // As once no earlier version runs (the docs' "The previous layout"): a waiter's deadline in its place in
+      // the queue, one key. `BENCH_PREVIOUS_LAYOUT=shared` measures the rolling upgrade's form instead.
+      const previousLayout = process.env['BENCH_PREVIOUS_LAYOUT'] === 'shared' ? 'shared' : 'retired';
+      const locks = createLockClient(redis, { watchdogTimeout: watchdogMs, previousLayout });
       const prepare = async (key: string): Promise<void> => {
         await locks.getSemaphore(key).trySetPermits(permits);
       };

@@ -564,6 +564,27 @@ function goals(all: readonly Measurement[], instructions?: CycleInstructions): s
       ),
     );
   }
+  // Issue 41's goal 3: each semaphore against the confirmed FIFO floor, the fair semaphore a woken waiter of
+  // which takes its permit with one more round trip (as ours do).
+  const confirmedFloor = find('h', 'fifo-ticket-floor-confirmed');
+  for (const [library, who] of [
+    ['flowlock-semaphore', 'RSemaphore'],
+    ['flowlock-permit-semaphore', 'RPermitExpirableSemaphore'],
+  ] as const) {
+    const ours = find('h', library);
+    if (!ours || !confirmedFloor) continue;
+    const floorName = "the confirmed FIFO floor's";
+    ratioGoal(`(41.3) ${who} acquisitions/s`, floorName, ours.opsPerSecond, confirmedFloor.opsPerSecond, 0.9, true, 0);
+    ratioGoal(
+      `(41.3) ${who} server ops per acquisition`,
+      floorName,
+      ours.serverOpsPerAcquisition,
+      confirmedFloor.serverOpsPerAcquisition,
+      3,
+      false,
+      1,
+    );
+  }
   for (const [library, who] of [
     ['flowlock-semaphore', 'RSemaphore'],
     ['flowlock-permit-semaphore', 'RPermitExpirableSemaphore'],
@@ -667,7 +688,7 @@ export function writeReport(
         ', ',
       )}. Every library keeps its own defaults except unlimited retries. Leases are 10 s in (a)–(d), (f) and (g); (e) uses each library's auto-renewal with a ${meta.sizes['eWatchdog'] ?? '?'} ms lease, so a renewal period is a third of it.`,
     '',
-    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes. (h): each of 8 processes (one loop each, as in (c)) takes one permit of a semaphore of 3 in its library’s auto-renewing mode (RSemaphore’s permits have no lease; the expirable semaphore and redis-semaphore renew theirs), holds it 1 ms and gives it back; each section counts itself in and out of a counter on the resource Redis (INCR / DECR), and the most holders at once is that counter’s highest value, and also the most sections inside at once on the monotonic clock; acquire attempts count the acquire script calls in the MONITOR pass (redis-semaphore: every script call, its only one in the loop). (i): (a)’s loop for flowlock alone, in one process, alternating in 9 rounds that each start with another variant: with no subscriber on its diagnostics channels; with `FlowlockInstrumentation` from `flowlock/opentelemetry` enabled while no OpenTelemetry SDK is registered (the API’s no-op providers); with the SDK (tracer and meter providers with in-memory exporters behind the batch span processor NodeSDK uses, metrics read every second, the AsyncLocalStorage context manager); with the SDK’s tracer provider only (our spans, no metrics); and, as goal (d)’s yardstick, with `@opentelemetry/instrumentation-ioredis` on the same SDK instead of ours (a span per command, `requireParentSpan` off); “vs. no subscriber” is the ops/s ratio to the first. (a) and (i) also give per cycle the wall time, this process’s CPU time (`process.cpuUsage()`) and the lock server’s CPU time (`INFO cpu`, user + sys), medians of the rounds, and the goal lines compare two of them round by round (the median of the per-round ratios, or in (i) of the per-round differences); the floor of (a) is set-nx-baseline, `SET key token NX PX` + a compare-and-delete script on one connection.',
+    'Round trips per acquisition count the commands clients sent (MONITOR, script-internal calls excluded, connection set-up excluded) in a separate pass; server operations per acquisition are `INFO commandstats` deltas, which include the calls made inside scripts; in (c), (f) and (g) both are counted from the common start signal to the last worker’s end, without the worker processes’ start-up, warm-up and shutdown. Handoff gap: from one holder leaving its critical section to the next entering it, on one monotonic clock. Fairness: Jain’s index over acquisitions per process (c, f, g) or per flow (d). Waiting time: from asking for the lock to holding it. (f) runs (c)’s processes and loop with flowlock’s fair lock added; its uncontended cycle is one flow’s lock + unlock in a loop on a key of its own, as in (a). (g): each process draws read or write (90 % reads, the same seeded sequence for every library) and holds the lock 1 ms, reading the counter, or incrementing it like (c) for a write; `flowlock RLock` takes the plain lock for both; overlaps count sections of different processes that overlap while either writes. (h): each of 8 processes (one loop each, as in (c)) takes one permit of a semaphore of 3 in its library’s auto-renewing mode (RSemaphore’s permits have no lease; the expirable semaphore and redis-semaphore renew theirs; ours with `previousLayout: "retired"`, a queued waiter’s deadline in its place in the queue), holds it 1 ms and gives it back; each section counts itself in and out of a counter on the resource Redis (INCR / DECR), and the most holders at once is that counter’s highest value, and also the most sections inside at once on the monotonic clock; acquire attempts count the acquire script calls in the MONITOR pass (redis-semaphore: every script call, its only one in the loop). (i): (a)’s loop for flowlock alone, in one process, alternating in 9 rounds that each start with another variant: with no subscriber on its diagnostics channels; with `FlowlockInstrumentation` from `flowlock/opentelemetry` enabled while no OpenTelemetry SDK is registered (the API’s no-op providers); with the SDK (tracer and meter providers with in-memory exporters behind the batch span processor NodeSDK uses, metrics read every second, the AsyncLocalStorage context manager); with the SDK’s tracer provider only (our spans, no metrics); and, as goal (d)’s yardstick, with `@opentelemetry/instrumentation-ioredis` on the same SDK instead of ours (a span per command, `requireParentSpan` off); “vs. no subscriber” is the ops/s ratio to the first. (a) and (i) also give per cycle the wall time, this process’s CPU time (`process.cpuUsage()`) and the lock server’s CPU time (`INFO cpu`, user + sys), medians of the rounds, and the goal lines compare two of them round by round (the median of the per-round ratios, or in (i) of the per-round differences); the floor of (a) is set-nx-baseline, `SET key token NX PX` + a compare-and-delete script on one connection.',
     '',
     '## Goals',
     '',

@@ -43,12 +43,15 @@ export interface LockClientOptions {
    */
   readonly holderInfo?: HolderInfo | false;
   /**
-   * Whether clients of flowlock's earlier layout (a fencing counter per lock name, `flowlock:fence:{...}`) may
-   * still run on these locks. `'shared'`: they may (a rolling upgrade from them): every acquisition also reads
-   * the lock's per-name counter and moves it up with the new token, so that tokens keep rising whichever
-   * version grants next. `'retired'`: none runs any more and `flowlock cleanup --yes` has removed their
-   * counters: acquisitions leave that key out (a key fewer per acquire script call). See the docs' "Redis
-   * data" page.
+   * Whether clients of an earlier version of flowlock, with an earlier Redis layout, may still run on these
+   * locks (a rolling upgrade). `'shared'`: they may. Every acquisition then also reads the lock's per-name
+   * fencing counter (`flowlock:fence:{...}`) and moves it up with the new token, so that tokens keep rising
+   * whichever version grants next, and a semaphore waiter keeps its deadline in the sorted set where those
+   * versions look for it (`flowlock:permit-deadlines:{...}`). `'retired'`: none runs any more and
+   * `flowlock cleanup --yes` has removed their counters. Acquisitions then leave that counter out (one key
+   * fewer per acquire script call), and a waiter's deadline goes into its place in the permit queue (one key
+   * for the whole queue: 6 server commands fewer per contended acquisition). Clients with either setting share
+   * everything safely. See the docs' "Redis data" page.
    * @default 'shared'
    */
   readonly previousLayout?: PreviousLayout;
@@ -64,7 +67,7 @@ export interface LockClientOptions {
   readonly glideSubscriber?: GlideSubscriberFactory;
 }
 
-/** Whether clients of the earlier per-name fencing layout may still run (see `LockClientOptions.previousLayout`). */
+/** Whether clients of an earlier Redis layout may still run (see `LockClientOptions.previousLayout`). */
 export type PreviousLayout = 'shared' | 'retired';
 
 /** The holder info a lock client records with its fresh holds (see `LockClientOptions.holderInfo`). */
@@ -122,12 +125,8 @@ export interface QuorumLockOptions {
    */
   readonly holderInfo?: HolderInfo | false;
   /**
-   * Whether clients of flowlock's earlier layout (a fencing counter per lock name, `flowlock:fence:{...}`) may
-   * still run on these locks. `'shared'`: they may (a rolling upgrade from them): every acquisition also reads
-   * the lock's per-name counter and moves it up with the new token, so that tokens keep rising whichever
-   * version grants next. `'retired'`: none runs any more and `flowlock cleanup --yes` has removed their
-   * counters: acquisitions leave that key out (a key fewer per acquire script call). See the docs' "Redis
-   * data" page.
+   * Whether clients of an earlier version of flowlock, with an earlier Redis layout, may still run on these
+   * locks: see `LockClientOptions.previousLayout`.
    * @default 'shared'
    */
   readonly previousLayout?: PreviousLayout;

@@ -47,8 +47,7 @@ local q = {
 if not redis.call('SET', memoKey, 1, 'PX', memoMs, 'NX') then
   return 1
 end
-local now = serverTime()
-reclaimPermits(q, now)
+reclaimPermits(q)
 if redis.call('ZREM', timeoutKey, permitId) == 0 then
   -- Nothing was released: a resend must find the same.
   redis.call('DEL', memoKey)
@@ -56,6 +55,6 @@ if redis.call('ZREM', timeoutKey, permitId) == 0 then
 end
 local available = redis.call('INCRBY', permitsKey, 1)
 if available > 0 then
-  announcePermits(q, available, now, available - 1)
+  announcePermits(q, available, available - 1)
 end
 return 1

@@ -5,7 +5,8 @@
   KEYS[1] permitsKey    string: available permits (Redisson's RSemaphore / RPermitExpirableSemaphore key)
   KEYS[2] timeoutKey    sorted set "{<name>}:timeout": expirable permits -> lease end (epoch ms)
   KEYS[3] queueKey      list: the permit queue (see includes/permit-queue.lua)
-  KEYS[4] deadlinesKey  sorted set: queue entry -> deadline (epoch ms, server time)
+  KEYS[4] deadlinesKey  sorted set: queue entry -> deadline (epoch ms, server time), for the places of the
+                        earlier form (read only while one is queued)
   KEYS[5] channel       "redisson_sc:{<name>}" (prefixed): gets the permits no queued waiter needs
   KEYS[6] memoKey       string: memo of this acquisition (acquire memo prefix + request id)
   KEYS[7] wakeChannel   "flowlock:permit-wake:{<tag>}..." (prefixed): this library's queued waiters are
@@ -15,7 +16,9 @@
   ARGV[2] memoMs      integer > 0, milliseconds: how long memoKey is kept
   ARGV[3] entry       the caller's queue entry "<permits>|<clientId>|<n>" when it may wait, else ""
   ARGV[4] entryMs     integer > 0, milliseconds: how long the entry lives past this attempt
-  ARGV[5] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
+  ARGV[5] layout      "shared" (the entry's deadline goes to deadlinesKey: earlier versions may run) or
+                      "retired" (into its place in the list); see includes/permit-queue.lua
+  ARGV[6] publish     "PUBLISH", or "SPUBLISH" on a Redis 7+ Cluster (sharded pub/sub)
 
   Returns
     {1, left}                granted (or already granted by an earlier send of this request); left =
@@ -25,12 +28,14 @@
                              earliest lease end of an expirable permit (-1: neither)
 
   Side effects
-    expirable permits whose lease ended go back (and wake the waiters they serve); entries whose deadline
-    passed leave the queue (what they kept is announced);
-    granted: SET memoKey permits PX memoMs NX (a resend finds it: answered granted, nothing taken twice),
-             DECRBY permitsKey permits; the entry leaves the queue
-    refused with an entry: RPUSH it unless queued, ZADD its deadline now + entryMs; PEXPIRE queueKey and
-                           deadlinesKey to 30 s past the latest deadline
+    first MGET permitsKey memoKey: a memo found is a resend of a granted request, answered granted (nothing
+    taken twice, nothing queued);
+    unless granted at once with no dead entry ahead: expirable permits whose lease ended go back (and wake
+    the waiters they serve); entries whose deadline passed leave the queue (what they kept is announced);
+    granted: SET memoKey permits PX memoMs, DECRBY permitsKey permits; the entry leaves the queue
+    refused with an entry: queued with its deadline now + entryMs ("retired": RPUSH "<entry>@<deadline>",
+                           or LSET its place; "shared": RPUSH the entry unless queued, ZADD the deadline,
+                           PEXPIRE deadlinesKey); PEXPIRE queueKey to 30 s past the latest deadline
 ]]
 local permitsKey = KEYS[1]
 local timeoutKey = KEYS[2]
@@ -43,23 +48,27 @@ local permits = tonumber(ARGV[1])
 local memoMs = tonumber(ARGV[2])
 local entry = ARGV[3]
 local entryMs = tonumber(ARGV[4])
-local publish = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local layout = ARGV[5]
+local publish = ARGV[6] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 
 --- @include "permit-queue"
 
 local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
-  channel = channel, wakeChannel = wakeChannel, publish = publish,
-  -- The memo records the grant, and what it took (an undo gives that back).
-  claim = function()
-    return redis.call('SET', memoKey, permits, 'PX', memoMs, 'NX') ~= false
+  channel = channel, wakeChannel = wakeChannel, publish = publish, layout = layout,
+  -- One read for the count and the memo of an earlier grant of this request (a resend).
+  read = function()
+    local found = redis.call('MGET', permitsKey, memoKey)
+    return tonumber(found[1] or 0), found[2] ~= false
   end,
-  ranBefore = function()
-    return redis.call('EXISTS', memoKey) == 1
+  -- The memo records the grant, and what it took (an undo gives that back). read() found none.
+  claim = function()
+    redis.call('SET', memoKey, permits, 'PX', memoMs)
+    return true
   end,
 }
 
-local left, available, untilMs = takePermits(q, entry, entryMs, permits, serverTime())
+local left, available, untilMs = takePermits(q, entry, entryMs, permits)
 if left then
   return {1, left}
 end

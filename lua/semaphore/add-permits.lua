@@ -36,6 +36,6 @@ local q = {
 
 local available = redis.call('INCRBY', permitsKey, delta)
 if delta > 0 and available > 0 then
-  announcePermits(q, available, nil, available - delta)
+  announcePermits(q, available, available - delta)
 end
 return available

@@ -33,6 +33,5 @@ local q = {
   permitsKey = permitsKey, timeoutKey = timeoutKey, queueKey = queueKey, deadlinesKey = deadlinesKey,
   channel = channel, wakeChannel = wakeChannel, publish = publish,
 }
-local now = serverTime()
-reclaimPermits(q, now)
-return (reapAndAnnounce(q, now))
+reclaimPermits(q)
+return (reapAndAnnounce(q))

@@ -59,6 +59,6 @@ end
 
 local available = redis.call('INCRBY', permitsKey, permits)
 if available > 0 then
-  announcePermits(q, available, nil, available - permits)
+  announcePermits(q, available, available - permits)
 end
 return {available}

@@ -131,6 +131,7 @@ export const COMMANDS = {
   LPOP: { since: '1.0.0', keys: 'first', variadic: [{ minArgs: 2, since: '6.2.0', notes: 'the count argument' }] },
   RPOP: { since: '1.0.0', keys: 'first', variadic: [{ minArgs: 2, since: '6.2.0', notes: 'the count argument' }] },
   LREM: { since: '1.0.0', keys: 'first' },
+  LSET: { since: '1.0.0', keys: 'first' },
   LINDEX: { since: '1.0.0', keys: 'first' },
   LRANGE: { since: '1.0.0', keys: 'first' },
   LLEN: { since: '1.0.0', keys: 'first' },

@@ -408,11 +408,16 @@ function describe(
     queue = s.writers.map(([id, score]) => ({ id, permits: null, deadlineInMs: untilDeadline(score) }));
     queueLength = s.writersLength;
   } else if (kind === 'semaphore' || kind === 'permit-expirable-semaphore') {
-    queue = s.permitQueue.map((id) => ({
-      id,
-      permits: Number(/^(\d+)\|/.exec(id)?.[1] ?? 0),
-      deadlineInMs: untilDeadline(s.permitDeadlines.get(id)),
-    }));
+    // A place is "<entry>@<deadline>", or the entry with its deadline in the sorted set (an earlier version's
+    // form: lua/includes/permit-queue.lua).
+    queue = s.permitQueue.map((place) => {
+      const [, id = place, inPlace] = /^(.*)@(\d+)$/.exec(place) ?? [];
+      return {
+        id,
+        permits: Number(/^(\d+)\|/.exec(id)?.[1] ?? 0),
+        deadlineInMs: untilDeadline(inPlace === undefined ? s.permitDeadlines.get(id) : Number(inPlace)),
+      };
+    });
     queueLength = s.permitQueueLength;
   }
   const expirable = kind === 'permit-expirable-semaphore';

@@ -204,7 +204,7 @@ export class RPermitExpirableSemaphore extends PermitCount {
             const raw = await context.scripts.runAnnouncing(
               'permit-expirable-semaphore/acquire',
               [lockKey, timeoutKey, queueKey, deadlinesKey, channel, wakeChannel],
-              [id, leaseMs, entry, context.watchdogTimeout],
+              [id, leaseMs, entry, context.watchdogTimeout, context.scripts.previousLayout],
             );
             const granted = integerAt(raw, 0) === 1;
             return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };

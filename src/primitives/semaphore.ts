@@ -191,7 +191,7 @@ export class RSemaphore extends PermitCount {
               const raw = await context.scripts.runAnnouncing(
                 'semaphore/acquire',
                 [lockKey, timeoutKey, queueKey, deadlinesKey, channel, acquireMemoPrefix + requestId, wakeChannel],
-                [permits, MEMO_MS, entry, context.watchdogTimeout],
+                [permits, MEMO_MS, entry, context.watchdogTimeout, context.scripts.previousLayout],
               );
               const granted = integerAt(raw, 0) === 1;
               return { granted, untilMs: granted ? -1 : integerAt(raw, 2) };
@@ -308,7 +308,7 @@ async function leaveQueue(context: LockContext, keys: SemaphoreKeys, entry: stri
     await context.scripts.runAnnouncing(
       'semaphore/leave',
       [queueKey, deadlinesKey, lockKey, channel, wakeChannel],
-      [entry],
+      [entry, context.scripts.previousLayout],
       { direct: true, pubsub: context.scripts.knownPubsubMode },
     );
   } catch {

@@ -228,8 +228,9 @@ export class LockScripts {
   readonly #keyPrefix: string;
 
   /**
-   * Whether acquisitions read (and move up) a lock's per-name fencing counter of the earlier layout: false once
-   * the client's `previousLayout` is 'retired'.
+   * Whether clients of an earlier layout may still run: acquisitions then read (and move up) a lock's per-name
+   * fencing counter, and semaphore waiters keep their deadlines where those clients read them. False once the
+   * client's `previousLayout` is 'retired'.
    */
   readonly #legacyFence: boolean;
 
@@ -388,6 +389,15 @@ export class LockScripts {
       if (!this.#redis.isLostReply(error)) throw error;
       return send();
     }
+  }
+
+  /**
+   * Whether clients of an earlier layout may still run ('shared') or not ('retired'): the semaphores' queue
+   * scripts write a waiter's deadline where those clients read it, or into its place in the queue (see
+   * lua/includes/permit-queue.lua).
+   */
+  get previousLayout(): 'shared' | 'retired' {
+    return this.#legacyFence ? 'shared' : 'retired';
   }
 
   /**

@@ -313,8 +313,22 @@ describe('inspectLock', () => {
     expect(queued).toMatchObject({ kind: 'semaphore', alsoMatches: ['permit-expirable-semaphore'] });
     expect(queued.queue[0]?.permits).toBe(3);
     expect(queued.waitingConnections).toBeGreaterThanOrEqual(1);
+    // A waiter of a client whose deadlines live in its place in the queue (previousLayout 'retired'): the same.
+    const late = redis.locks({ previousLayout: 'retired' }).getSemaphore(name).tryAcquire({ waitTime: 10_000 });
+    late.catch(() => undefined);
+    await until(async () => (await inspectLock(redis.client(), name)).queueLength === 2);
+    const both = await inspectLock(redis.client(), name);
+    expect(both.queue.map((entry) => entry.permits)).toEqual([3, 1]);
+    for (const entry of both.queue) {
+      expect(entry.id).toMatch(/^\d+\|[^@]+\|\d+$/);
+      // Its deadline: watchdogTimeout (30 s) after its latest attempt.
+      expect(entry.deadlineInMs).toBeGreaterThan(15_000);
+      expect(entry.deadlineInMs).toBeLessThanOrEqual(30_000);
+    }
     await semaphore.release(2);
     expect(await waiting).toBe(true);
+    await semaphore.release(1);
+    expect(await late).toBe(true);
   });
 
   it('reads a permit-expirable semaphore: the permits out with their ids and leases', async () => {

@@ -238,15 +238,18 @@ describe('RLock: waiting', () => {
     const waiter = redis.locks();
     const name = uniqueName();
     const lease = await holder.getLock(name).acquire({ leaseTime: 30_000 });
+    // One refused attempt first: it loads the acquire script on the name's node and writes the new client's
+    // holder record (lua/client/record.lua), whose key may live on a node that never ran that script: on a
+    // cluster early in the file a NOSCRIPT and the EVAL after it counted two calls for one (seen: 5 > 4).
+    expect(await waiter.run(() => waiter.getLock(name).tryLock())).toBe(false);
     const before = await commandCalls(redis.admin);
     expect(await waiter.run(() => waiter.getLock(name).tryLock(2000))).toBe(false);
     const after = await commandCalls(redis.admin);
     const delta = (command: string): number => (after[command] ?? 0) - (before[command] ?? 0);
     // Two attempts (before and after subscribing; a third when a loaded machine confirms the subscription
-    // only after the 1 s bound of an unconfirmed wait), one subscribe, one unsubscribe; INFO is ours; and the
-    // new lock client's holder record (lua/client/record.lua), written once at its first acquire. The
+    // only after the 1 s bound of an unconfirmed wait), one subscribe, one unsubscribe; INFO is ours. The
     // script-internal commands of each attempt (EXISTS, HGET, HEXISTS, PTTL) count in commandstats too.
-    expect(delta('evalsha') + delta('eval')).toBeLessThanOrEqual(3 + 1);
+    expect(delta('evalsha') + delta('eval')).toBeLessThanOrEqual(3);
     // Classic pub/sub on a server, sharded pub/sub (SSUBSCRIBE) on a Redis 7 cluster.
     const subscriptions = delta('subscribe') + delta('unsubscribe') + delta('ssubscribe') + delta('sunsubscribe');
     expect(subscriptions).toBeLessThanOrEqual(2);

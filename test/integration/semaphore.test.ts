@@ -19,6 +19,7 @@ import {
   useRedis,
 } from '../support/fixture.js';
 import { idleTestClient } from '../support/clients.js';
+import { OldSemaphoreWaiter } from '../support/old-layout.js';
 import { listenerFor, RedissonSemaphore } from '../support/redisson.js';
 import { recordDiagnostics } from '../support/diagnostics-recorder.js';
 import { recordFigures } from '../support/figures.js';
@@ -353,7 +354,7 @@ describe('RSemaphore', () => {
     await scripts.runAnnouncing(
       'semaphore/acquire',
       [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`, wakeChannel],
-      [1, MEMO_MS, '1|dead-client|1', 600],
+      [1, MEMO_MS, '1|dead-client|1', 600, 'retired'],
     );
     const start = performance.now();
     const waiter = track(redis.locks({ watchdogTimeout: 30_000 }).getSemaphore(name).tryAcquire(1, 5000));
@@ -390,7 +391,7 @@ describe('RSemaphore', () => {
     await scripts.runAnnouncing(
       'semaphore/acquire',
       [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}dead`, wakeChannel],
-      [1, MEMO_MS, '1|dead-client|1', 500],
+      [1, MEMO_MS, '1|dead-client|1', 500, 'shared'],
     );
     // A Java waiter listens on Redisson's channel.
     const java = listenerFor(redis.admin, channel);
@@ -435,7 +436,7 @@ describe('RSemaphore', () => {
       scripts.run(
         'semaphore/acquire',
         [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}r1`, wakeChannel],
-        [2, MEMO_MS, '', 1000, publish],
+        [2, MEMO_MS, '', 1000, 'retired', publish],
       );
     expect(await acquire()).toEqual([1, 3]);
     expect(await acquire()).toEqual([1, 3]);
@@ -458,7 +459,7 @@ describe('RSemaphore', () => {
       scripts.run(
         'semaphore/acquire',
         [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}r3`, wakeChannel],
-        [6, MEMO_MS, entry, 1000, publish],
+        [6, MEMO_MS, entry, 1000, 'shared', publish],
       );
     expect(await takeAll('6|resent|1')).toEqual([1, 0]);
     expect(await takeAll('6|resent|1')).toEqual([1, 0]);
@@ -482,7 +483,7 @@ describe('RSemaphore', () => {
       await scripts.run(
         'semaphore/acquire',
         [lockKey, timeoutKey, queueKey, deadlinesKey, channel, `${acquireMemoPrefix}w1`, wakeChannel],
-        [1, MEMO_MS, entry, 10_000, publish],
+        [1, MEMO_MS, entry, 10_000, 'retired', publish],
       ),
     ).toEqual([0, 0, -1]);
     const published = async () => {
@@ -494,7 +495,7 @@ describe('RSemaphore', () => {
     expect((await published()) - before).toBe(1);
     await sem.release(); // the entry was woken: only what is left for others is announced (Redisson's channel)
     expect((await published()) - before).toBe(2);
-    expect(await redis.admin.lrange(queueKey, 0, -1)).toEqual([entry]);
+    expect(await redis.admin.lrange(queueKey, 0, -1)).toEqual([expect.stringMatching(/^1\|on-its-way\|1@\d+$/)]);
     expect(await redis.admin.get(lockKey)).toBe('2');
   });
 
@@ -580,5 +581,119 @@ describe('RSemaphore', () => {
       listenerFor(redis.admin, java.channel);
       expect(await sem.availablePermits()).toBe(0);
     });
+  });
+});
+
+describe("the permit queue's two forms of a place (previousLayout)", () => {
+  /** The waiters queued, in order, as [entry, deadline-form]: 'place' ("<entry>@<deadline>") or 'set'. */
+  const placesOf = async (name: string): Promise<[string, 'place' | 'set'][]> =>
+    (await redis.admin.lrange(keysOf(name).queueKey, 0, -1)).map((place) => {
+      const inPlace = /^(.*)@\d+$/.exec(place);
+      return inPlace ? [inPlace[1] ?? '', 'place'] : [place, 'set'];
+    });
+
+  it("keeps a 'retired' client's deadline in its place and a 'shared' one's in the sorted set; serves both in order", async () => {
+    const name = uniqueName('sem');
+    const { queueKey, deadlinesKey } = keysOf(name);
+    const holder = redis.locks().getSemaphore(name);
+    await holder.trySetPermits(1);
+    expect(await holder.tryAcquire()).toBe(true);
+    const shared = redis.locks({ previousLayout: 'shared' });
+    const retired = redis.locks({ previousLayout: 'retired' });
+    const order: string[] = [];
+    const wait = (label: string, client: typeof shared) => {
+      const sem = client.getSemaphore(name);
+      return track(
+        sem
+          .acquire()
+          .then(() => order.push(label))
+          .then(() => sem.release()),
+      );
+    };
+    const first = wait('shared 1', shared);
+    await until(async () => (await redis.admin.llen(queueKey)) === 1, 'one waiter queued', SOON);
+    const second = wait('retired', retired);
+    await until(async () => (await redis.admin.llen(queueKey)) === 2, 'two waiters queued', SOON);
+    const third = wait('shared 2', shared);
+    await until(async () => (await redis.admin.llen(queueKey)) === 3, 'three waiters queued', SOON);
+    const places = await placesOf(name);
+    expect(places.map(([, form]) => form)).toEqual(['set', 'place', 'set']);
+    expect(await redis.admin.zcard(deadlinesKey)).toBe(2);
+    // The list outlives the latest deadline (30 s, the clients' watchdogTimeout) by the 30 s grace.
+    expect(await redis.admin.pttl(queueKey)).toBeGreaterThan(55_000);
+    await holder.release();
+    await until(() => first.done && second.done && third.done, 'every waiter served', SOON);
+    expect([first.error, second.error, third.error]).toEqual([undefined, undefined, undefined]);
+    expect(order).toEqual(['shared 1', 'retired', 'shared 2']);
+    expect(await redis.admin.exists(queueKey, deadlinesKey)).toBe(0);
+  });
+
+  it("refreshes a 'retired' waiter's place where it stands, and takes it out when the waiter gives up", async () => {
+    const name = uniqueName('sem');
+    const { queueKey, deadlinesKey } = keysOf(name);
+    const holder = redis.locks().getSemaphore(name);
+    await holder.trySetPermits(1);
+    expect(await holder.tryAcquire()).toBe(true);
+    // Its entry lives 600 ms past each attempt, which it repeats every 200 ms (a third of watchdogTimeout).
+    const retired = redis.locks({ previousLayout: 'retired', watchdogTimeout: 600 });
+    const controller = new AbortController();
+    const waiter = track(retired.getSemaphore(name).acquire({ signal: controller.signal }));
+    await until(async () => (await redis.admin.llen(queueKey)) === 1, 'the waiter queued', SOON);
+    const behind = track(redis.locks().getSemaphore(name).tryAcquire(1, 10_000));
+    await until(async () => (await redis.admin.llen(queueKey)) === 2, 'a second waiter queued', SOON);
+    const [before] = await redis.admin.lrange(queueKey, 0, 0);
+    await sleep(1000);
+    // Still first, with a later deadline: refreshed in place (LSET), not queued again at the back.
+    const [after] = await redis.admin.lrange(queueKey, 0, 0);
+    expect(after?.split('@')[0]).toBe(before?.split('@')[0]);
+    expect(Number(after?.split('@')[1])).toBeGreaterThan(Number(before?.split('@')[1]));
+    expect(await redis.admin.zcard(deadlinesKey)).toBe(1);
+    controller.abort(new Error('enough'));
+    await until(async () => (await redis.admin.llen(queueKey)) === 1, 'the first waiter left', SOON);
+    await holder.release();
+    await until(() => behind.done, 'the waiter behind is served', SOON);
+    expect(behind.value).toBe(true);
+    expect((waiter.error as Error).message).toBe('enough');
+    await redis.locks().getSemaphore(name).release();
+  });
+
+  it('shares the queue with a waiter of the version before: in order, whichever form, as long as clients share', async () => {
+    const name = uniqueName('sem');
+    const { queueKey, deadlinesKey } = keysOf(name);
+    const holder = redis.locks().getSemaphore(name);
+    await holder.trySetPermits(1);
+    expect(await holder.tryAcquire()).toBe(true);
+    // A waiter of the earlier version queues first; one of this version ('retired' or 'shared') behind it.
+    const old = new OldSemaphoreWaiter(redis.admin, name);
+    expect(await old.attempt()).toBeUndefined();
+    const retired = track(redis.locks({ previousLayout: 'retired' }).getSemaphore(name).tryAcquire(1, 10_000));
+    await until(async () => (await redis.admin.llen(queueKey)) === 2, 'two waiters queued', SOON);
+    // The release keeps its permit for the old waiter first in line (its deadline read from the sorted set).
+    await holder.release();
+    await sleep(300);
+    expect(retired.done).toBe(false);
+    expect(await old.attempt()).toBe(0);
+    await redis.locks().getSemaphore(name).release();
+    await until(() => retired.done, 'the waiter behind is served', SOON);
+    expect(retired.value).toBe(true);
+    // A 'shared' waiter queues first: the earlier version sees it, its deadline where it looks, and waits behind.
+    const shared = track(redis.locks({ previousLayout: 'shared' }).getSemaphore(name).tryAcquire(1, 10_000));
+    await until(async () => (await redis.admin.llen(queueKey)) === 1, 'the waiter queued', SOON);
+    await redis.admin.incr(keysOf(name).lockKey); // a permit appears without anyone announcing it
+    expect(await old.attempt()).toBeUndefined();
+    expect((await placesOf(name)).map(([, form]) => form)).toEqual(['set', 'set']);
+    await publishRelease(redis.admin, keysOf(name).channel, '1');
+    await until(() => shared.done, 'the shared waiter is served', SOON);
+    expect(shared.value).toBe(true);
+    // What the earlier version does with a 'retired' place (why 'retired' waits for the end of the rollout):
+    // finding no deadline in the sorted set, it drops the place as lost. The waiter queues again, at the back.
+    const late = track(redis.locks({ previousLayout: 'retired' }).getSemaphore(name).tryAcquire(1, 10_000));
+    await until(async () => (await placesOf(name)).some(([, form]) => form === 'place'), 'queued in place', SOON);
+    await old.attempt();
+    expect((await placesOf(name)).map(([entry]) => entry)).toEqual([old.entry]);
+    await redis.admin.del(queueKey, deadlinesKey);
+    await redis.locks().getSemaphore(name).release(2);
+    await until(() => late.done, 'the late waiter is done', SOON);
+    expect(late.value).toBe(true);
   });
 });

@@ -114,7 +114,13 @@ export function serverTimeOf(reply: unknown): number {
 export function liveQueue(list: readonly string[], scores: readonly string[], serverNow: number): string[] {
   const deadlines = new Map<string, number>();
   for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
-  return list.filter((entry) => (deadlines.get(entry) ?? -Infinity) > serverNow);
+  // A place is "<entry>@<deadline>" (a client with previousLayout 'retired') or the entry, its deadline in the
+  // sorted set (lua/includes/permit-queue.lua).
+  return list.flatMap((place) => {
+    const [, entry = place, inPlace] = /^(.*)@(\d+)$/.exec(place) ?? [];
+    const deadline = inPlace === undefined ? deadlines.get(entry) : Number(inPlace);
+    return (deadline ?? -Infinity) > serverNow ? [entry] : [];
+  });
 }
 
 /** What matching a waiter with its queue entry needs of it. */

@@ -299,7 +299,12 @@ export class ClientHandle implements RenewalWatch {
     this.label = `${'AB'[slot] ?? '?'}${gen > 0 ? `#${gen}` : ''}`;
     this.watchdogTimeout = watchdogTimeout;
     this.connection = new ModelConnection(server);
-    this.locks = createLockClient(this.connection.client, { watchdogTimeout });
+    // Client B (any generation) runs as once no earlier version is left (previousLayout 'retired'), A as during a
+    // rolling upgrade: both share every primitive, as the docs allow.
+    this.locks = createLockClient(this.connection.client, {
+      watchdogTimeout,
+      previousLayout: slot === 1 ? 'retired' : 'shared',
+    });
     watchRenewals(this.locks.clientId, this);
     this.locks.on('lockLost', (event) => {
       trace(`${this.label} lockLost ${event.name} token ${event.fencingToken}: ${event.error.message}`);
