@@ -102,6 +102,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       cluster: redis.topology === 'cluster',
       closed: false,
       closeSignal: this.#closeSignal.signal,
+      closeListeners: new Set(),
       track,
       replicaSync: resolved.syncReplicas && new ReplicaSync(redis, resolved.syncReplicas),
       firstUse: () => {
@@ -114,6 +115,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         track,
       ),
       traffic: new Map(),
+      plainProtocols: new Map(),
     };
     // Once the user's client has ended nothing can be sent: this client closes too (its own subscriber
     // connection, made from that client, would otherwise keep the process alive), and close() reports
@@ -236,6 +238,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const deadline = monotonicNow() + timeoutMs;
     this.#context.closed = true;
     this.#closeSignal.abort(new LockClientClosedError());
+    for (const listener of [...this.#context.closeListeners]) listener();
     this.#context.redis.dispose();
     watchdog.stop();
     await waits.close();

@@ -33,38 +33,40 @@ export function abortableSleep(ms: number, signals: readonly AbortSignal[]): Pro
 /** How a wait for a reply ended. */
 export type Settled<T> =
   | { readonly kind: 'reply'; readonly value: T }
-  | { readonly kind: 'deadline' }
   | { readonly kind: 'aborted'; readonly reason: unknown }
   | { readonly kind: 'closed' };
 
 /**
- * Awaits `promise`, but no later than `deadline` (monotonic ms), no longer than `signal` allows, and not
- * past the client's close.
+ * A lock client's close, as the calls in flight watch it: whether it has closed, and the listeners it calls
+ * once when it does. A call adds and removes one per reply it awaits: a Set entry costs a fraction of an
+ * AbortSignal listener (an EventTarget's add and remove), on every acquire.
  */
+export interface CloseWatch {
+  readonly closed: boolean;
+  readonly closeListeners: Set<() => void>;
+}
+
+/** Awaits `promise`, but no longer than `signal` allows, and not past the client's close (`closing`). */
 export function settleBy<T>(
   promise: Promise<T>,
-  deadline: number,
   signal: AbortSignal | undefined,
-  closeSignal: AbortSignal,
+  closing: CloseWatch,
 ): Promise<Settled<T>> {
   if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason as unknown });
-  if (closeSignal.aborted) return Promise.resolve({ kind: 'closed' });
+  if (closing.closed) return Promise.resolve({ kind: 'closed' });
   return new Promise((resolve, reject) => {
-    const timer =
-      deadline === Infinity ? undefined : clampedTimeout(() => done({ kind: 'deadline' }), deadline - monotonicNow());
     const onAbort = (): void => done({ kind: 'aborted', reason: signal?.reason });
     const onClose = (): void => done({ kind: 'closed' });
     const cleanup = (): void => {
-      if (timer) clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      closeSignal.removeEventListener('abort', onClose);
+      closing.closeListeners.delete(onClose);
     };
     function done(outcome: Settled<T>): void {
       cleanup();
       resolve(outcome);
     }
     signal?.addEventListener('abort', onAbort, { once: true });
-    closeSignal.addEventListener('abort', onClose, { once: true });
+    closing.closeListeners.add(onClose);
     promise.then(
       (value) => done({ kind: 'reply', value }),
       (error: unknown) => {

@@ -313,7 +313,7 @@ export class Watchdog {
     leaseTime: number,
   ): Hold {
     const { lockKey } = protocol.keys;
-    this.#losses.delete(`${lockKey}\n${owner}`);
+    if (this.#losses.size > 0) this.#losses.delete(`${lockKey}\n${owner}`);
     let hold = this.find(lockKey, owner);
     const lease = leaseTime === -1 ? this.#options.watchdogTimeout : leaseTime;
     if (!hold || reply.holdCount === 1) {
@@ -323,7 +323,7 @@ export class Watchdog {
       hold.mode = leaseTime === -1 ? 'watchdog' : 'lease';
       const owners = this.#holds.get(lockKey);
       if (owners) owners.set(owner, hold);
-      else this.#holds.set(lockKey, new Map([[owner, hold]]));
+      else this.#holds.set(lockKey, new Map<string, Hold>().set(owner, hold));
       const started = hold;
       hold.announced = holdStarted(() => this.#holdMessage(started));
     }

@@ -93,10 +93,10 @@ export class RCountDownLatch {
       waitMs: waitTime,
     }));
     const look = async (): Promise<Attempt<true>> => {
-      const outcome = await settleBy(this.getCount(), Infinity, signal, context.closeSignal);
+      const outcome = await settleBy(this.getCount(), signal, context);
       if (outcome.kind === 'aborted') throw outcome.reason;
       if (outcome.kind === 'closed') throw new LockClientClosedError(this.name);
-      return outcome.kind === 'reply' && outcome.value <= 0 ? { done: true, value: true } : { done: false };
+      return outcome.value <= 0 ? { done: true, value: true } : { done: false };
     };
     return traceAcquire(
       observer,

@@ -39,14 +39,14 @@ import {
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
 import { confirmedGrant, type ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
-import { abortableSleep, monotonicNow, settleBy, type Settled } from '../time.js';
+import { abortableSleep, monotonicNow, settleBy, type CloseWatch, type Settled } from '../time.js';
 import type { HolderRecord } from '../machinery/holder-record.js';
 import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
 import type { ReleaseTraceContext } from '../diagnostics/channels.js';
 import { driftMs, type Hold, type Watchdog } from '../machinery/watchdog.js';
 
 /** What an RLock needs from its client. */
-export interface LockContext {
+export interface LockContext extends CloseWatch {
   readonly redis: RedisAdapter;
   readonly scripts: LockScripts;
   readonly watchdog: Watchdog;
@@ -56,9 +56,10 @@ export interface LockContext {
   readonly watchdogTimeout: number;
   /** The client is a Cluster client: every key and the channel of one lock must share its slot. */
   readonly cluster: boolean;
-  readonly closed: boolean;
-  /** Aborted when the client closes: attempts in flight stop waiting and give their grants back. */
+  /** Aborted when the client closes: waits and pauses in flight end. */
   readonly closeSignal: AbortSignal;
+  /** Called once when the client closes (after `closed` is set): attempts in flight stop waiting for their reply and give their grants back (see settleBy). */
+  readonly closeListeners: Set<() => void>;
   /** Registers a command whose outcome close() must wait for (a give-back, an undo). */
   readonly track: (work: Promise<unknown>) => void;
   /** Set when `syncReplicas` is on: every grant is confirmed by WAIT, or undone. */
@@ -69,6 +70,32 @@ export interface LockContext {
   readonly holderRecord: HolderRecord;
   /** Calls in flight per lock key, for the plain lock's lean acquires (see PlainProtocol). */
   readonly traffic: Map<string, number>;
+  /** The plain lock's protocols of the names used lately (see plainProtocol). */
+  readonly plainProtocols: Map<string, PlainProtocol>;
+}
+
+/**
+ * How many names' plain-lock protocols (their keys, built from the name) a client keeps for `getLock`: a
+ * `getLock(name)` per call, as in `getLock('order:42').withLock(...)`, builds them once. Past the bound the
+ * cache starts over: a client locking millions of names keeps a bounded few.
+ */
+const PLAIN_PROTOCOLS_KEPT = 1024;
+
+/** The plain lock's protocol for `name` (stateless but for its keys: shared by every RLock of the name). */
+function plainProtocol(context: LockContext, name: string): PlainProtocol {
+  const kept = context.plainProtocols;
+  let protocol = kept.get(name);
+  if (!protocol) {
+    if (kept.size >= PLAIN_PROTOCOLS_KEPT) kept.clear();
+    protocol = new PlainProtocol(
+      context.scripts,
+      lockKeys(context.keyPrefix, name, context.cluster),
+      context.redis,
+      context.traffic,
+    );
+    kept.set(name, protocol);
+  }
+  return protocol;
 }
 
 /** Rejects calls on a closed client (before any I/O). */
@@ -150,14 +177,7 @@ export class RLock {
   constructor(context: LockContext, name: string, protocol?: LockProtocol) {
     this.name = name;
     this.#context = context;
-    this.#protocol =
-      protocol ??
-      new PlainProtocol(
-        context.scripts,
-        lockKeys(context.keyPrefix, name, context.cluster),
-        context.redis,
-        context.traffic,
-      );
+    this.#protocol = protocol ?? plainProtocol(context, name);
   }
 
   /**
@@ -430,7 +450,7 @@ export class RLock {
     ticket: WaitTicket | undefined,
     retriedStale = false,
   ): Promise<AttemptResult> {
-    const { watchdog, watchdogTimeout, closeSignal, track } = this.#context;
+    const { watchdog, watchdogTimeout, track } = this.#context;
     const lease = options.leaseTime === -1 ? watchdogTimeout : options.leaseTime;
     this.#context.firstUse();
     this.#context.holderRecord.cover(lease);
@@ -448,7 +468,7 @@ export class RLock {
       // An attempt sent is awaited to its reply, also past the call's wait time (which bounds waiting for a
       // holder, not the round trip): its grant is kept, and no second attempt overlaps it. Only an abort or
       // close() gives it up (the client's own command timeout, if set, bounds a stalled server).
-      outcome = await settleBy(pending, Infinity, options.signal, closeSignal);
+      outcome = await settleBy(pending, options.signal, this.#context);
     } catch (error) {
       // No reply (connection lost without a resend, command timeout): the script may have run anyway.
       // Undo exactly that acquisition if it did, so that no hold is left that nobody believes it has.

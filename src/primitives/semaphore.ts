@@ -333,7 +333,7 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
     sending,
   }: { send: () => Promise<R>; undo: () => Promise<void>; sending?: (call: Promise<unknown>) => void },
 ): Promise<R> {
-  const { closeSignal, track } = context;
+  const { track } = context;
   context.firstUse();
   const pending = confirmedGrant(context.replicaSync, key, name, {
     send,
@@ -343,7 +343,7 @@ export async function attemptGrant<R extends { readonly granted: boolean }>(
   sending?.(pending);
   let outcome;
   try {
-    outcome = await settleBy(pending, Infinity, signal, closeSignal);
+    outcome = await settleBy(pending, signal, context);
   } catch (error) {
     // No reply: the script may have run anyway. (A grant too few replicas acknowledged is undone already.)
     if (!(error instanceof LockNotReplicatedError)) track(undo());
