@@ -15,6 +15,7 @@ import {
   keySlot,
   latchKeys,
   lockKeys,
+  permitPlace,
   readTimeoutKey,
   readWriteLockKeys,
   semaphoreKeys,
@@ -408,14 +409,12 @@ function describe(
     queue = s.writers.map(([id, score]) => ({ id, permits: null, deadlineInMs: untilDeadline(score) }));
     queueLength = s.writersLength;
   } else if (kind === 'semaphore' || kind === 'permit-expirable-semaphore') {
-    // A place is "<entry>@<deadline>", or the entry with its deadline in the sorted set (an earlier version's
-    // form: lua/includes/permit-queue.lua).
     queue = s.permitQueue.map((place) => {
-      const [, id = place, inPlace] = /^(.*)@(\d+)$/.exec(place) ?? [];
+      const { entry: id, deadline } = permitPlace(place);
       return {
         id,
         permits: Number(/^(\d+)\|/.exec(id)?.[1] ?? 0),
-        deadlineInMs: untilDeadline(inPlace === undefined ? s.permitDeadlines.get(id) : Number(inPlace)),
+        deadlineInMs: untilDeadline(deadline ?? s.permitDeadlines.get(id)),
       };
     });
     queueLength = s.permitQueueLength;

@@ -296,6 +296,15 @@ function redissonSuffixName(name: string, suffix: string): string {
   return name.includes('{') ? `${name}:${suffix}` : `{${name}}:${suffix}`;
 }
 
+/**
+ * A waiter's place in the permit queue (`queueKey`): "<entry>@<deadline>" (epoch ms), or the bare entry of the
+ * earlier form, whose deadline is in `deadlinesKey` (lua/includes/permit-queue.lua).
+ */
+export function permitPlace(place: string): { readonly entry: string; readonly deadline: number | undefined } {
+  const inPlace = /^(.*)@(\d+)$/.exec(place);
+  return inPlace ? { entry: inPlace[1] ?? place, deadline: Number(inPlace[2]) } : { entry: place, deadline: undefined };
+}
+
 export function semaphoreKeys(keyPrefix: string, name: string, cluster = false): SemaphoreKeys {
   const base = nameBase(keyPrefix, name, cluster);
   const timeoutKey = keyPrefix + redissonSuffixName(name, 'timeout');

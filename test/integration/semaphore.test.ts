@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createLockClient, LockClientClosedError, type AcquireTraceContext } from '../../src/index.js';
-import { semaphoreKeys } from '../../src/redis/keys.js';
+import { permitPlace, semaphoreKeys } from '../../src/redis/keys.js';
 import { LockScripts, MEMO_MS } from '../../src/redis/scripts.js';
 import {
   channelSubscribers,
@@ -588,8 +588,8 @@ describe("the permit queue's two forms of a place (previousLayout)", () => {
   /** The waiters queued, in order, as [entry, deadline-form]: 'place' ("<entry>@<deadline>") or 'set'. */
   const placesOf = async (name: string): Promise<[string, 'place' | 'set'][]> =>
     (await redis.admin.lrange(keysOf(name).queueKey, 0, -1)).map((place) => {
-      const inPlace = /^(.*)@\d+$/.exec(place);
-      return inPlace ? [inPlace[1] ?? '', 'place'] : [place, 'set'];
+      const { entry, deadline } = permitPlace(place);
+      return [entry, deadline === undefined ? 'set' : 'place'];
     });
 
   it("keeps a 'retired' client's deadline in its place and a 'shared' one's in the sorted set; serves both in order", async () => {

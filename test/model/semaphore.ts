@@ -22,7 +22,7 @@
  */
 import fc from 'fast-check';
 import type { RSemaphore } from '../../src/index.js';
-import { semaphoreKeys, type SemaphoreKeys } from '../../src/redis/keys.js';
+import { permitPlace, semaphoreKeys, type SemaphoreKeys } from '../../src/redis/keys.js';
 import type { Redis } from '../support/fixture.js';
 import { RedissonSemaphore } from '../support/redisson.js';
 import {
@@ -114,11 +114,8 @@ export function serverTimeOf(reply: unknown): number {
 export function liveQueue(list: readonly string[], scores: readonly string[], serverNow: number): string[] {
   const deadlines = new Map<string, number>();
   for (let i = 0; i + 1 < scores.length; i += 2) deadlines.set(scores[i] ?? '', Number(scores[i + 1]));
-  // A place is "<entry>@<deadline>" (a client with previousLayout 'retired') or the entry, its deadline in the
-  // sorted set (lua/includes/permit-queue.lua).
   return list.flatMap((place) => {
-    const [, entry = place, inPlace] = /^(.*)@(\d+)$/.exec(place) ?? [];
-    const deadline = inPlace === undefined ? deadlines.get(entry) : Number(inPlace);
+    const { entry, deadline = deadlines.get(entry) } = permitPlace(place);
     return (deadline ?? -Infinity) > serverNow ? [entry] : [];
   });
 }
