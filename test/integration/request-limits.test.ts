@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { keySlot, MAX_REQUEST_ARGS } from '../../src/redis/keys.js';
 import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { everyPrimitive } from '../support/every-primitive.js';
+import { openMonitor } from '../support/monitor.js';
 import { onCluster, uniqueName, useRedis, type Client, type Redis } from '../support/fixture.js';
 
 const redis = useRedis();
@@ -27,19 +28,8 @@ afterEach(() => stopMonitor?.());
 
 /** Records every request the server receives (the longest argument count) and every script call. */
 async function monitor(admin: Client): Promise<{ calls: ScriptCall[]; longest: () => number }> {
-  // Standalone only: the admin connection is a Redis. Not `monitor()`: ioredis enters its monitoring state a
-  // microtask after MONITOR's OK, so a line read in the same chunk (a request of another client, before any of
-  // this test's) is taken for a reply to no command: "Command queue state error", which rejects `monitor()`.
-  // That line is dropped and nothing else is lost, so the error is ignored here.
-  const connection = (admin as Redis).duplicate({ monitor: true, lazyConnect: true });
-  const monitoring = new Promise((resolve, reject) => {
-    connection.once('monitoring', resolve);
-    connection.on('error', (error: Error) => {
-      if (!error.message.startsWith('Command queue state error')) reject(error);
-    });
-  });
-  await connection.connect();
-  await monitoring;
+  // Standalone only: the admin connection is a Redis.
+  const connection = await openMonitor(admin as Redis);
   const calls: ScriptCall[] = [];
   let longest = 0;
   connection.on('monitor', (_time: string, args: string[], source: string) => {
@@ -53,8 +43,6 @@ async function monitor(admin: Client): Promise<{ calls: ScriptCall[]; longest: (
     calls.push({ script, keys: args.slice(3, 3 + Number(numkeys)), argc: args.length });
   });
   stopMonitor = () => {
-    // MONITOR lines still in the socket when it closes are read after ioredis has left its monitoring state,
-    // as replies to no command: the same "Command queue state error" (seen after the 2 500-hold test), ignored.
     connection.disconnect();
   };
   return { calls, longest: () => longest };

@@ -39,6 +39,7 @@ import {
   type TestClient,
 } from '../support/clients.js';
 import { TcpProxy } from '../support/proxy.js';
+import { openMonitor } from '../support/monitor.js';
 import type { Hold } from './model.js';
 
 export const now = (): number => performance.now();
@@ -968,7 +969,7 @@ export class World extends BaseWorld {
     const bySource = new Map<string, string>(Object.entries(luaSources).map(([name, s]) => [s.source, name]));
     const connection = newRedis(this.server);
     connection.on('error', () => undefined);
-    const monitor = await connection.monitor();
+    const monitor = await openMonitor(connection);
     monitor.on('monitor', (_time: string, args: string[]) => {
       const [command = '', first = '', ...rest] = args;
       const lower = command.toLowerCase();
