@@ -43,6 +43,7 @@ import {
   type Library,
 } from './adapters.ts';
 import { contend, SEMAPHORE_PERMITS, type ContendedSection } from './contend.ts';
+import { WIRE_FLOORS } from './floors.ts';
 import { writeReport, type CycleInstructions, type Measurement, type ScenarioId } from './report.ts';
 
 const argv = process.argv.slice(2);
@@ -839,31 +840,67 @@ function cycleInstructions(): CycleInstructions | undefined {
 // floor in wall time and CPU: five rounds, medians.
 const ROUNDS: Partial<Record<ScenarioId, number>> = { a: 5, b: 3, f: 3, i: 9 };
 
+// The noisy goals of issue 41 (wall time and CPU against the RLock wire, (a); semaphore throughput against
+// the confirmed FIFO floor, (h)) are measured twice more after the run, each time in the same interleaved
+// rounds, but only for the libraries those goals compare: the report gives each goal's ratio in the run and
+// in both repeats, and judges their median.
+const REPEATS = 2;
+const REPEATED: Partial<Record<ScenarioId, readonly (readonly [Library, Library])[]>> = {
+  a: Object.entries(WIRE_FLOORS) as [Library, Library][],
+  h: [
+    ['flowlock-semaphore', 'fifo-ticket-floor-confirmed'],
+    ['flowlock-permit-semaphore', 'fifo-ticket-floor-confirmed'],
+  ],
+};
+/** The libraries of `scenario` a repeat measures: both sides of each of its goals that the run measured. */
+function repeatedIn(scenario: ScenarioId): Library[] {
+  const pairs = (REPEATED[scenario] ?? []).filter((pair) => pair.every((library) => selected(library)));
+  return fieldOf(scenario).filter((library) => pairs.some((pair) => pair.includes(library)));
+}
+
+/** Runs `taking` of `scenario` in its rounds (each round in another order); one merged measurement each. */
+async function runScenario(
+  scenario: ScenarioId,
+  taking: readonly (Library | OtelVariant)[],
+  servers: Servers,
+  label = '',
+): Promise<Measurement[]> {
+  const rounds = quick ? 1 : (ROUNDS[scenario] ?? 1);
+  const perLibrary = new Map<Library | OtelVariant, Measurement[]>();
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < taking.length; i++) {
+      const library = taking[(i + round) % taking.length] as Library | OtelVariant;
+      const began = performance.now();
+      const result =
+        scenario === 'i'
+          ? await measureOtel(library as OtelVariant, servers)
+          : await measure(library as Library, scenario, servers);
+      console.error(`  ${scenario} ${library}${label}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
+      perLibrary.set(library, [...(perLibrary.get(library) ?? []), result]);
+    }
+  }
+  return taking.map((library) => mergeRounds(perLibrary.get(library) ?? []));
+}
+
 const servers = await startServers();
 const measurements: Measurement[] = [];
+const repeats: Measurement[][] = [];
 const started = performance.now();
 try {
   for (const scenario of scenarios) {
     const taking = (scenario === 'i' ? OTEL_VARIANTS : fieldOf(scenario)).filter(selected);
-    const rounds = quick ? 1 : (ROUNDS[scenario] ?? 1);
-    const perLibrary = new Map<Library | OtelVariant, Measurement[]>();
-    for (let round = 0; round < rounds; round++) {
-      for (let i = 0; i < taking.length; i++) {
-        const library = taking[(i + round) % taking.length] as Library | OtelVariant;
-        const began = performance.now();
-        const result =
-          scenario === 'i'
-            ? await measureOtel(library as OtelVariant, servers)
-            : await measure(library as Library, scenario, servers);
-        console.error(`  ${scenario} ${library}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
-        perLibrary.set(library, [...(perLibrary.get(library) ?? []), result]);
-      }
-    }
-    for (const library of taking) {
-      const merged = mergeRounds(perLibrary.get(library) ?? []);
+    for (const merged of await runScenario(scenario, taking, servers)) {
       measurements.push(merged);
       console.log(JSON.stringify(merged));
     }
+  }
+  for (let repeat = 1; repeat <= (quick ? 0 : REPEATS); repeat++) {
+    const again: Measurement[] = [];
+    for (const scenario of scenarios) {
+      const taking = repeatedIn(scenario);
+      if (taking.length > 0) again.push(...(await runScenario(scenario, taking, servers, ` (repeat ${repeat})`)));
+    }
+    if (again.length > 0) repeats.push(again);
   }
   const serverInfo = await servers.admin.info('server');
   const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1] ?? '?';
@@ -873,7 +910,7 @@ try {
     ...(scenarios.includes('h') && { ...sizeH, hPermits: SEMAPHORE_PERMITS }),
   };
   const instructions = scenarios.includes('a') ? cycleInstructions() : undefined;
-  const file = writeReport(outDir, measurements, { quick, redisVersion, sizes, instructions });
+  const file = writeReport(outDir, measurements, { quick, redisVersion, sizes, instructions, repeats });
   console.log(`\nwrote ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   if (peerTimerErrors > 0) console.log(`(${peerTimerErrors} errors of node-redisson after its quit were ignored)`);
   // Timings are reported, never asserted; mutual exclusion is: ours must show no overlap, no lost update,
