@@ -70,15 +70,33 @@ export class ReplicaSync {
  * undone before this rejects (LockNotReplicatedError, LockPermissionError for an ACL refusal, or WAIT's
  * error). Without it, the reply as it is.
  */
-export async function confirmedGrant<R>(
+export function confirmedGrant<R>(
   replicaSync: ReplicaSync | undefined,
+  lockKey: string,
+  name: string,
+  steps: { send: () => Promise<R>; granted: (reply: R) => boolean; undo: () => Promise<void> },
+): Promise<R> {
+  // Without syncReplicas the grant is the script's reply (no async frame of its own on every acquire); a
+  // send that throws rejects, as it would in one.
+  if (!replicaSync) {
+    try {
+      return steps.send();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+  return confirmedByReplicas(replicaSync, lockKey, name, steps);
+}
+
+async function confirmedByReplicas<R>(
+  replicaSync: ReplicaSync,
   lockKey: string,
   name: string,
   { send, granted, undo }: { send: () => Promise<R>; granted: (reply: R) => boolean; undo: () => Promise<void> },
 ): Promise<R> {
-  const ticket = replicaSync?.ticket(lockKey);
+  const ticket = replicaSync.ticket(lockKey);
   const reply = await send();
-  if (!granted(reply) || !replicaSync || !ticket) return reply;
+  if (!granted(reply)) return reply;
   let acknowledged: number;
   try {
     acknowledged = await replicaSync.acknowledged(ticket);

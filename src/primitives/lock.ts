@@ -254,12 +254,15 @@ export class RLock {
    * `waitTime` is given; throws LockAcquireTimeoutError when it runs out. `fn` gets the lease's signal
    * (aborted if the hold is lost) and the lease itself (for its fencing token).
    */
-  async withLock<T>(
-    fn: (signal: AbortSignal, lease: LockLease) => T | PromiseLike<T>,
-    options?: AcquireOptions,
-  ): Promise<T> {
-    checkFunction(fn, 'lock.withLock(fn, options)');
-    const resolved = resolveAcquireOptions(options);
+  withLock<T>(fn: (signal: AbortSignal, lease: LockLease) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T> {
+    // A plain function, not async (one promise less on every call): bad arguments still reject.
+    let resolved: ResolvedAcquire;
+    try {
+      checkFunction(fn, 'lock.withLock(fn, options)');
+      resolved = resolveAcquireOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const acquire = (): Promise<LockLease> => this.#lease(currentFlow() ?? newFlow(), resolved);
     return scopedLease(this.#identity(), resolved, this.#leaseMs(resolved), acquire, (lease) => lease.fencingToken, fn);
   }
@@ -268,8 +271,14 @@ export class RLock {
    * Acquires the lock and returns a lease for `await using`. Inside a flow the hold is the flow's (nested
    * calls re-enter it); outside any flow it belongs to the lease alone. Waits forever unless `waitTime`.
    */
-  async acquire(options?: AcquireOptions): Promise<LockLease> {
-    const resolved = resolveAcquireOptions(options);
+  acquire(options?: AcquireOptions): Promise<LockLease> {
+    // A plain function, not async (one promise less on every acquire): bad options still reject.
+    let resolved: ResolvedAcquire;
+    try {
+      resolved = resolveAcquireOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return this.#lease(currentFlow() ?? newFlow(), resolved);
   }
 
@@ -322,13 +331,12 @@ export class RLock {
     return flow;
   }
 
-  async #lease(flow: Flow, options: ResolvedAcquire): Promise<LockLease> {
-    const hold = await this.#observedTake(this.#fields(flow), options, (taken) => {
-      if (!taken) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
-      return taken;
+  #lease(flow: Flow, options: ResolvedAcquire): Promise<LockLease> {
+    return this.#observedTake(this.#fields(flow), options, (hold) => {
+      if (!hold) throw new LockAcquireTimeoutError(this.name, options.waitTime ?? 0);
+      let released: Promise<void> | undefined;
+      return new HeldLease(this.name, hold, () => (released ??= this.#releaseLease(hold)));
     });
-    let released: Promise<void> | undefined;
-    return new HeldLease(this.name, hold, () => (released ??= this.#releaseLease(hold)));
   }
 
   /** Acquires for the first owner of `owners` (or re-enters for any): the hold, or undefined at waitTime. */
@@ -522,7 +530,7 @@ export class RLock {
    * The acquire script; with `syncReplicas`, then WAIT for the grant (in the same attempt, so the wait time
    * and the signal bound it too). A grant too few replicas acknowledged is undone before this rejects.
    */
-  async #grant(
+  #grant(
     owners: readonly string[],
     leaseMs: number,
     requestId: string,
@@ -575,12 +583,12 @@ export class RLock {
    * Releases one acquisition made through `acquire()`/`withLock()`. A lease only ever touches its own hold:
    * once that hold was lost or replaced (the same flow acquired afresh), it fails without sending anything.
    */
-  async #releaseLease(hold: Hold): Promise<void> {
+  #releaseLease(hold: Hold): Promise<void> {
     if (this.#context.watchdog.find(this.#protocol.keys.lockKey, hold.owner) !== hold) {
       const lost = hold.lostWith;
-      throw new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost });
+      return Promise.reject(new LockNotHeldError(this.name, lost === undefined ? undefined : { cause: lost }));
     }
-    await this.#release([hold.owner], hold);
+    return this.#release([hold.owner], hold);
   }
 
   /** Drops one hold of the nearest owner in `owners` that holds the lock. */
@@ -637,7 +645,7 @@ export class RLock {
  * (`token` reads it from the lease; undefined where there is none) and how long the lock was held. `acquire`
  * runs in the new flow.
  */
-export async function scopedLease<L extends { readonly signal: AbortSignal; release(): Promise<void> }, T>(
+export function scopedLease<L extends { readonly signal: AbortSignal; release(): Promise<void> }, T>(
   identity: LockIdentity & { readonly names?: readonly string[] },
   options: ResolvedAcquire,
   leaseMs: number,

@@ -431,7 +431,7 @@ export class LockScripts {
    * acquire had request id `undoId` (an acquire whose reply was lost), 'purge' every hold of the owner on
    * that same condition (a hold declared lost here). `repair` sends it by EVAL at once.
    */
-  async release(
+  release(
     keys: LockKeys,
     mode: ReleaseMode,
     owners: readonly string[],
