@@ -914,8 +914,8 @@ try {
   console.log(`\nwrote ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   if (peerTimerErrors > 0) console.log(`(${peerTimerErrors} errors of node-redisson after its quit were ignored)`);
   // Timings are reported, never asserted; mutual exclusion is: ours must show no overlap, no lost update,
-  // and no more holders of a semaphore than it has permits (h).
-  const broken = measurements.filter(
+  // and no more holders of a semaphore than it has permits (h), in the run and in its repeats.
+  const broken = [...measurements, ...repeats.flat()].filter(
     (m) =>
       m.library.startsWith('flowlock') &&
       ((m.overlaps ?? 0) > 0 || (m.lostUpdates ?? 0) > 0 || (m.mostHoldersByClock ?? 0) > SEMAPHORE_PERMITS),
