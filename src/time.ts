@@ -55,24 +55,20 @@ export function settleBy<T>(
   if (signal?.aborted) return Promise.resolve({ kind: 'aborted', reason: signal.reason as unknown });
   if (closing.closed) return Promise.resolve({ kind: 'closed' });
   return new Promise((resolve, reject) => {
-    const onAbort = (): void => done({ kind: 'aborted', reason: signal?.reason });
-    const onClose = (): void => done({ kind: 'closed' });
-    const cleanup = (): void => {
-      signal?.removeEventListener('abort', onAbort);
+    // Runs on every acquire attempt: the abort listener is made only when there is a signal.
+    const onAbort = signal && ((): void => settle({ kind: 'aborted', reason: signal.reason as unknown }));
+    const onClose = (): void => settle({ kind: 'closed' });
+    function settle(outcome: Settled<T> | { error: unknown }): void {
+      if (onAbort) signal.removeEventListener('abort', onAbort);
       closing.closeListeners.delete(onClose);
-    };
-    function done(outcome: Settled<T>): void {
-      cleanup();
-      resolve(outcome);
+      if ('error' in outcome) reject(outcome.error);
+      else resolve(outcome);
     }
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (onAbort) signal.addEventListener('abort', onAbort, { once: true });
     closing.closeListeners.add(onClose);
     promise.then(
-      (value) => done({ kind: 'reply', value }),
-      (error: unknown) => {
-        cleanup();
-        reject(error);
-      },
+      (value) => settle({ kind: 'reply', value }),
+      (error: unknown) => settle({ error }),
     );
   });
 }

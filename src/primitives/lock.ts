@@ -698,7 +698,9 @@ export async function withLease<L extends { readonly signal: AbortSignal; releas
   const lease = await acquire();
   let result: T;
   try {
-    result = await fn(lease.signal, lease);
+    const value = fn(lease.signal, lease);
+    // A plain value is not awaited: the release goes out in this tick, with no promise made for nothing.
+    result = isPromiseLike(value) ? await value : value;
   } catch (error) {
     await lease.release().catch(() => undefined);
     throw error;
@@ -715,4 +717,9 @@ export async function withLease<L extends { readonly signal: AbortSignal; releas
     });
   }
   return result;
+}
+
+/** Whether `value` is a promise or another thenable (awaited as one). */
+function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }

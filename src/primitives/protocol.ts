@@ -76,6 +76,9 @@ export interface LockProtocol extends HoldProtocol {
   isLocked(): Promise<boolean>;
 }
 
+/** How many lock keys' traffic counts stay in the table at 0 (see PlainProtocol's #counted). */
+const TRAFFIC_KEPT = 1024;
+
 /**
  * The plain RLock: Redisson's hash and channel, one message wakes one waiter. Its uncontended cycle writes
  * no side fields: a lean acquire (see lock/acquire.lua) is sent while no other call of this client on the
@@ -99,7 +102,7 @@ export class PlainProtocol implements LockProtocol {
   }
 
   idle(): boolean {
-    return !this.#traffic.has(this.keys.lockKey);
+    return (this.#traffic.get(this.keys.lockKey) ?? 0) === 0;
   }
 
   /** Counts `call` as traffic on the lock until it settles. */
@@ -109,7 +112,9 @@ export class PlainProtocol implements LockProtocol {
     traffic.set(key, (traffic.get(key) ?? 0) + 1);
     const done = (): void => {
       const left = (traffic.get(key) ?? 1) - 1;
-      if (left > 0) traffic.set(key, left);
+      // A lock's count stays at 0 while few locks have one: a Map that empties and fills again on every
+      // call reallocates its table each time. Past TRAFFIC_KEPT names they go at 0, a bounded few kept.
+      if (left > 0 || traffic.size <= TRAFFIC_KEPT) traffic.set(key, left);
       else traffic.delete(key);
     };
     call.then(done, done);

@@ -279,24 +279,33 @@ export class GlideAdapter implements RedisAdapter {
   }
 
   /** One command; on a cluster to the primary of `routeKey`'s slot. */
-  async #send(args: GlideString[], routeKey: string | undefined): Promise<GlideReturnType> {
+  #send(args: GlideString[], routeKey: string | undefined): Promise<GlideReturnType> {
+    // Not async: one reaction per command on top of GLIDE's own promise (every script call comes here).
     const client = this.#client;
+    let sent: Promise<GlideReturnType>;
     try {
-      const reply =
+      sent =
         isClusterClient(client) && routeKey !== undefined
-          ? await client.customCommand(args, { route: { type: 'primarySlotKey', key: routeKey }, decoder: STRING })
-          : await client.customCommand(args, { decoder: STRING });
-      this.#downSince = undefined;
-      return reply;
+          ? client.customCommand(args, { route: { type: 'primarySlotKey', key: routeKey }, decoder: STRING })
+          : client.customCommand(args, { decoder: STRING });
     } catch (error) {
-      const name = errorName(error);
-      if (name === 'ConnectionError') this.#downSince = monotonicNow();
-      if (name === 'ClosingError' && !this.#ended) {
-        this.#ended = true;
-        this.#onEnd?.();
-      }
-      throw error;
+      sent = Promise.reject(error);
     }
+    return sent.then(
+      (reply) => {
+        this.#downSince = undefined;
+        return reply;
+      },
+      (error: unknown) => {
+        const name = errorName(error);
+        if (name === 'ConnectionError') this.#downSince = monotonicNow();
+        if (name === 'ClosingError' && !this.#ended) {
+          this.#ended = true;
+          this.#onEnd?.();
+        }
+        throw error;
+      },
+    );
   }
 }
 

@@ -41,8 +41,8 @@ type Handler = (...args: never[]) => void;
 
 /** The commands the library sends (a client, cluster or sentinel, or one of their type-mapping views). */
 interface Commands {
-  evalSha(sha1: string, options: { keys: string[]; arguments: (string | Buffer)[] }): Promise<unknown>;
-  eval(source: string, options: { keys: string[]; arguments: (string | Buffer)[] }): Promise<unknown>;
+  evalSha(sha1: string, options: { keys: readonly string[]; arguments: (string | Buffer)[] }): Promise<unknown>;
+  eval(source: string, options: { keys: readonly string[]; arguments: (string | Buffer)[] }): Promise<unknown>;
   get(key: string): Promise<unknown>;
   hGet(key: string, field: string): Promise<unknown>;
   hGetAll(key: string): Promise<unknown>;
@@ -255,19 +255,22 @@ export class NodeRedisAdapter implements RedisAdapter {
     }
   }
 
-  async evalScript(
-    script: Script,
-    keys: readonly string[],
-    args: readonly ScriptArg[],
-    direct: boolean,
-  ): Promise<unknown> {
-    const commands = await this.#ready();
+  evalScript(script: Script, keys: readonly string[], args: readonly ScriptArg[], direct: boolean): Promise<unknown> {
+    // Not async: on a connected client the call goes out in this tick, with no promise of ours around it.
+    let ready: Commands | Promise<Commands>;
+    try {
+      ready = this.#readyNow();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const call = { keys: unprefixedKeys(keys, this.keyPrefix), arguments: toArgs(args) };
-    return bySha(
-      direct,
-      () => commands.evalSha(script.sha1, call),
-      () => commands.eval(script.source, call),
-    );
+    const send = (commands: Commands): Promise<unknown> =>
+      bySha(
+        direct,
+        () => commands.evalSha(script.sha1, call),
+        () => commands.eval(script.source, call),
+      );
+    return ready instanceof Promise ? ready.then(send) : send(ready);
   }
 
   async get(key: string): Promise<string | null> {
@@ -298,6 +301,11 @@ export class NodeRedisAdapter implements RedisAdapter {
 
   /** The client's commands, once a cluster the user is still connecting has connected. */
   async #ready(): Promise<Commands> {
+    return this.#readyNow();
+  }
+
+  /** #ready's answer, at once when the client is connected; throws when it is not open. */
+  #readyNow(): Commands | Promise<Commands> {
     // node-redis would reject with a bare "The client is closed", which does not say what to do.
     if (!this.#client.isOpen) {
       // After this call has failed: the lock client's close must not overtake its caller's handling of it.
@@ -305,8 +313,8 @@ export class NodeRedisAdapter implements RedisAdapter {
       throw new RedisNotOpenError();
     }
     this.#wasOpen = true;
-    if (this.#connecting) await this.#connecting;
-    return this.#commands;
+    const connecting = this.#connecting;
+    return connecting ? connecting.then(() => this.#commands) : this.#commands;
   }
 
   readiness(): 'ready' | 'connecting' | 'down' {

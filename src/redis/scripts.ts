@@ -118,6 +118,21 @@ const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUB
 
 const CLASSIC: Promise<PubSubMode> = Promise.resolve('classic');
 
+/** How `run` sends a script: see there. */
+interface RunOptions {
+  readonly direct?: boolean;
+  readonly resend?: boolean;
+}
+
+/** `run`'s options when the caller gives none: one object for every call. */
+const NO_RUN_OPTIONS: RunOptions = {};
+
+/** A repair's options: EVAL at once (see `run`). */
+const REPAIR: RunOptions = { direct: true };
+
+/** #sendRelease's `extra` when a release script takes nothing more: one object for every call. */
+const NO_EXTRA: { readonly keys: readonly string[]; readonly args: readonly ScriptArg[] } = { keys: [], args: [] };
+
 /**
  * How long Redis remembers a call that a resend must not repeat (a lock release, a semaphore's
  * grant or release, a count-down), so that a resend of it (ioredis and node-redis' Sentinel resend a call
@@ -186,13 +201,13 @@ export function acquireReply(reply: unknown): AcquireReply {
   if (kind === 1) {
     // A decimal string (a Buffer with some clients' return_buffers): its text either way.
     const grantedAt = (reply as unknown[])[4] as string | Buffer | undefined;
-    return {
-      acquired: true,
+    const granted = {
+      acquired: true as const,
       token: BigInt(integerAt(reply, 1)),
       holdCount: integerAt(reply, 2),
       ownerIndex: integerAt(reply, 3) - 1,
-      ...(grantedAt === undefined ? {} : { grantedAt: String(grantedAt) }),
     };
+    return grantedAt === undefined ? granted : { ...granted, grantedAt: String(grantedAt) };
   }
   if (kind === 2) return { acquired: false, pttl: 0, upgrade: true };
   return { acquired: false, pttl: integerAt(reply, 1) };
@@ -301,41 +316,75 @@ export class LockScripts {
    * by a command timeout and the repair would then never run. `resend` false: a redirection the client gave
    * up on, or a reply the client lost, fails the call at once.
    */
-  async run(
+  run(
     name: LuaScriptName,
     keys: readonly string[],
     args: readonly ScriptArg[],
-    { direct = false, resend = true }: { direct?: boolean; resend?: boolean } = {},
+    options: RunOptions = NO_RUN_OPTIONS,
   ): Promise<unknown> {
+    // A plain function, not async: a call that succeeds costs the client's promise and one reaction.
     const expected = scriptKeyCounts[name];
     if (
       expected !== 'variadic' &&
       keys.length !== expected &&
       !(keys.length === expected - 1 && LEGACY_FENCE_LAST.has(name))
     ) {
-      throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
+      return Promise.reject(new Error(`script ${name} takes ${expected} keys, got ${keys.length}`));
     }
-    if (this.#slots !== 'ok') await this.#checkSlots(this.#lockNameOf(name, keys));
+    if (this.#slots !== 'ok') {
+      return this.#checkSlots(this.#lockNameOf(name, keys)).then(() => this.#send(name, keys, args, options));
+    }
+    return this.#send(name, keys, args, options);
+  }
+
+  /** run's call once the slots are known; #recover takes over at its first error. */
+  #send(
+    name: LuaScriptName,
+    keys: readonly string[],
+    args: readonly ScriptArg[],
+    { direct = false, resend = true }: RunOptions,
+  ): Promise<unknown> {
     const started = monotonicNow();
+    let sent: Promise<unknown>;
+    try {
+      sent = this.#redis.evalScript(luaSources[name], keys, args, direct);
+    } catch (error) {
+      // A client that throws instead of rejecting: the caller still gets a promise.
+      sent = Promise.reject(error);
+    }
+    return sent.then(undefined, (error: unknown) => this.#recover(name, keys, args, direct, resend, started, error));
+  }
+
+  /**
+   * What run makes of `error`, the first error of a call sent at `started`: sent again where that may help
+   * (at once after a lost reply, after a pause while a Cluster redirects), else thrown as the caller gets it.
+   */
+  async #recover(
+    name: LuaScriptName,
+    keys: readonly string[],
+    args: readonly ScriptArg[],
+    direct: boolean,
+    resend: boolean,
+    started: number,
+    firstError: unknown,
+  ): Promise<unknown> {
+    let error = firstError;
     let lostReplies = 0;
     for (let pause = 25; ; pause = Math.min(2 * pause, CLUSTER_RESEND_PAUSE_MS)) {
-      try {
-        return await this.#redis.evalScript(luaSources[name], keys, args, direct);
-      } catch (error) {
-        // A missing permission does not come back by itself: said at once, naming the lock.
-        if (isPermissionDenial(error)) throw new LockPermissionError(this.#lockNameOf(name, keys), error);
-        // Off a Cluster, keys in several slots are refused only by an endpoint that keeps requests in one
-        // (a name whose braces split its keys, where no prefix was probed): said at once, with the way out.
-        if (!this.#cluster && isCrossSlot(error)) {
-          throw new LockCrossSlotError(this.#lockNameOf(name, keys), this.#keyPrefix, error);
-        }
-        // The client gave the call up when its connection closed, after writing it: it may have run. Sent
-        // again (once, as ioredis would have), it is answered as the first was: the scripts are idempotent
-        // per request id. The few that are not leave the caller the error (the outcome is unknown).
-        if (resend && lostReplies === 0 && this.#redis.isLostReply(error) && !NOT_RESENT.has(name)) {
-          lostReplies++;
-          continue;
-        }
+      // A missing permission does not come back by itself: said at once, naming the lock.
+      if (isPermissionDenial(error)) throw new LockPermissionError(this.#lockNameOf(name, keys), error);
+      // Off a Cluster, keys in several slots are refused only by an endpoint that keeps requests in one
+      // (a name whose braces split its keys, where no prefix was probed): said at once, with the way out.
+      if (!this.#cluster && isCrossSlot(error)) {
+        throw new LockCrossSlotError(this.#lockNameOf(name, keys), this.#keyPrefix, error);
+      }
+      // The client gave the call up when its connection closed, after writing it: it may have run. Sent
+      // again (once, as ioredis would have), it is answered as the first was: the scripts are idempotent
+      // per request id. The few that are not leave the caller the error (the outcome is unknown).
+      const lostReply = resend && lostReplies === 0 && this.#redis.isLostReply(error) && !NOT_RESENT.has(name);
+      if (lostReply) {
+        lostReplies++;
+      } else {
         const late = monotonicNow() - started + pause > CLUSTER_RESEND_MS;
         if (!this.#cluster || !resend || !this.#redis.isRedirection(error) || late) {
           const unanswered = unansweredBy(error);
@@ -344,6 +393,11 @@ export class LockScripts {
         }
         // Unref'd: a pending resend must not keep a process alive that has nothing else to do.
         await sleep(pause, undefined, { ref: false });
+      }
+      try {
+        return await this.#redis.evalScript(luaSources[name], keys, args, direct);
+      } catch (next) {
+        error = next;
       }
     }
   }
@@ -409,21 +463,19 @@ export class LockScripts {
   }
 
   /** `lean`: see lock/acquire.lua (ARGV[2]); the caller vouches for it. */
-  async acquire(
+  acquire(
     keys: LockKeys,
     leaseMs: number,
     requestId: string,
     owners: readonly string[],
     lean: boolean,
   ): Promise<AcquireReply> {
-    return acquireReply(
-      await this.run(
-        'lock/acquire',
-        [keys.lockKey, keys.holdKey, ...this.fenceKeys(keys)],
-        // A lean call: "~<requestId>" and no holder label (lock/acquire.lua's ARGV).
-        lean ? [leaseMs, `~${requestId}`, ...owners] : [leaseMs, requestId, this.holderInfo, ...owners],
-      ),
-    );
+    return this.run(
+      'lock/acquire',
+      [keys.lockKey, keys.holdKey, ...this.fenceKeys(keys)],
+      // A lean call: "~<requestId>" and no holder label (lock/acquire.lua's ARGV).
+      lean ? [leaseMs, `~${requestId}`, ...owners] : [leaseMs, requestId, this.holderInfo, ...owners],
+    ).then(acquireReply);
   }
 
   /**
@@ -451,7 +503,7 @@ export class LockScripts {
    * Runs release script `script` of any lock kind: they all take `keys` then the memo key (`memoPrefix` +
    * request id), and ARGV memoMs, mode, undoId, publish command, owners.
    */
-  async releaseBy(
+  releaseBy(
     script: LuaScriptName,
     keys: readonly string[],
     memoPrefix: string,
@@ -459,28 +511,29 @@ export class LockScripts {
     owners: readonly string[],
     options: ReleaseOptions = {},
   ): Promise<ReleaseReply> {
-    return releaseReply(await this.#sendRelease(script, keys, memoPrefix, mode, owners, options));
+    return this.#sendRelease(script, keys, memoPrefix, mode, owners, options).then(releaseReply);
   }
 
   /** releaseBy's call, with `extra` keys after the memo key and `extra` args before the owners; its raw reply. */
-  async #sendRelease(
+  #sendRelease(
     script: LuaScriptName,
     keys: readonly string[],
     memoPrefix: string,
     mode: ReleaseMode,
     owners: readonly string[],
     { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions,
-    extra: { keys: readonly string[]; args: readonly ScriptArg[] } = { keys: [], args: [] },
+    extra: { keys: readonly string[]; args: readonly ScriptArg[] } = NO_EXTRA,
   ): Promise<unknown> {
+    const send = (announce: string): Promise<unknown> =>
+      this.run(
+        script,
+        [...keys, memoPrefix + requestId, ...extra.keys],
+        [MEMO_MS, mode, undoId, announce, ...extra.args, ...owners],
+        repair ? REPAIR : NO_RUN_OPTIONS,
+      );
     // Off a Cluster the mode is known: the command goes out at once, in this tick.
     const pending = pubsub ? publishCommand(pubsub) : this.#announce();
-    const announce = typeof pending === 'string' ? pending : await pending;
-    return this.run(
-      script,
-      [...keys, memoPrefix + requestId, ...extra.keys],
-      [MEMO_MS, mode, undoId, announce, ...extra.args, ...owners],
-      { direct: repair },
-    );
+    return typeof pending === 'string' ? send(pending) : pending.then(send);
   }
 
   /**

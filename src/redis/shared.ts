@@ -65,18 +65,17 @@ function isNoScript(error: unknown): boolean {
  * The script runner's rule for every adapter: `evalsha()`, and `evaluate()` (EVAL, on the same route) when
  * the server answers NOSCRIPT; `evaluate()` at once when `direct`.
  */
-export async function bySha(
+export function bySha(
   direct: boolean,
   evalsha: () => Promise<unknown>,
   evaluate: () => Promise<unknown>,
 ): Promise<unknown> {
+  // Not async: a call the server knows costs one reaction, not an async function's two promises.
   if (direct) return evaluate();
-  try {
-    return await evalsha();
-  } catch (error) {
+  return evalsha().catch((error: unknown) => {
     if (!isNoScript(error)) throw error;
-    return await evaluate();
-  }
+    return evaluate();
+  });
 }
 
 /** The Cluster redirections both client families give up on (or pass on): the command did not run. */
@@ -112,9 +111,9 @@ export function replicasIn(clusterNodes: string): { readonly host: string; reado
   return replicas;
 }
 
-/** `keys` without the client's prefix. */
-export function unprefixedKeys(keys: readonly string[], prefix: string): string[] {
-  return prefix === '' ? [...keys] : keys.map((key) => unprefixed(key, prefix));
+/** `keys` without the client's prefix (`keys` itself when there is none: the callers only read it). */
+export function unprefixedKeys(keys: readonly string[], prefix: string): readonly string[] {
+  return prefix === '' ? keys : keys.map((key) => unprefixed(key, prefix));
 }
 
 /**
