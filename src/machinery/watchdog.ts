@@ -26,6 +26,9 @@ import { clampedTimeout, monotonicNow } from '../time.js';
 /** How many recent losses the watchdog remembers for unlock()'s error (see #losses). */
 const LOST_MEMORY = 1000;
 
+/** How many locks' emptied hold tables the watchdog keeps for their next acquisition (see #drop). */
+const HOLD_TABLES_KEPT = 1024;
+
 /**
  * The arguments of one renewal call (LockScripts.renew, lua/watchdog/renew.lua), which must stay within
  * MAX_REQUEST_ARGS: EVALSHA, the SHA, numkeys and leaseMs, then per hold 3 KEYS and 4 ARGV (570 holds, 3 994
@@ -373,7 +376,10 @@ export class Watchdog {
     const owners = this.#holds.get(hold.keys.lockKey);
     if (owners?.get(hold.owner) !== hold) return;
     owners.delete(hold.owner);
-    if (owners.size === 0) this.#holds.delete(hold.keys.lockKey);
+    // An emptied lock's table stays while few locks have one: the next acquisition of the lock reuses it
+    // instead of making a Map and growing this one again. Past HOLD_TABLES_KEPT locks it goes, so that a
+    // client locking many names keeps a bounded few.
+    if (owners.size === 0 && this.#holds.size > HOLD_TABLES_KEPT) this.#holds.delete(hold.keys.lockKey);
   }
 
   /** Publishes `hold:end` for a hold whose `hold:start` was published, once. */
