@@ -46,6 +46,18 @@ export interface CloseWatch {
   readonly closeListeners: Set<() => void>;
 }
 
+/**
+ * `call()`'s promise, or a rejection with what it threw: for plain functions on hot paths (no async frame of
+ * their own) whose callers must get every error as a rejection.
+ */
+export function promiseOf<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return call();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 /** Awaits `promise`, but no longer than `signal` allows, and not past the client's close (`closing`). */
 export function settleBy<T>(
   promise: Promise<T>,
@@ -56,19 +68,31 @@ export function settleBy<T>(
   if (closing.closed) return Promise.resolve({ kind: 'closed' });
   return new Promise((resolve, reject) => {
     // Runs on every acquire attempt: the abort listener is made only when there is a signal.
-    const onAbort = signal && ((): void => settle({ kind: 'aborted', reason: signal.reason as unknown }));
-    const onClose = (): void => settle({ kind: 'closed' });
-    function settle(outcome: Settled<T> | { error: unknown }): void {
+    const cleanup = (): void => {
       if (onAbort) signal.removeEventListener('abort', onAbort);
       closing.closeListeners.delete(onClose);
-      if ('error' in outcome) reject(outcome.error);
-      else resolve(outcome);
-    }
+    };
+    const onAbort =
+      signal &&
+      ((): void => {
+        cleanup();
+        resolve({ kind: 'aborted', reason: signal.reason as unknown });
+      });
+    const onClose = (): void => {
+      cleanup();
+      resolve({ kind: 'closed' });
+    };
     if (onAbort) signal.addEventListener('abort', onAbort, { once: true });
     closing.closeListeners.add(onClose);
     promise.then(
-      (value) => settle({ kind: 'reply', value }),
-      (error: unknown) => settle({ error }),
+      (value) => {
+        cleanup();
+        resolve({ kind: 'reply', value });
+      },
+      (error: unknown) => {
+        cleanup();
+        reject(error);
+      },
     );
   });
 }

@@ -9,6 +9,7 @@ import { LockNotReplicatedError, LockPermissionError } from '../errors.js';
 import type { SyncReplicas } from '../options.js';
 import type { MasterConnection, RedisAdapter } from '../redis/adapter.js';
 import { isPermissionDenial } from '../redis/shared.js';
+import { promiseOf } from '../time.js';
 
 /**
  * Where a grant's WAIT must go, and how often that connection had closed before the grant was sent
@@ -78,13 +79,7 @@ export function confirmedGrant<R>(
 ): Promise<R> {
   // Without syncReplicas the grant is the script's reply (no async frame of its own on every acquire); a
   // send that throws rejects, as it would in one.
-  if (!replicaSync) {
-    try {
-      return steps.send();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
+  if (!replicaSync) return promiseOf(steps.send);
   return confirmedByReplicas(replicaSync, lockKey, name, steps);
 }
 

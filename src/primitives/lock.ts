@@ -39,7 +39,7 @@ import {
 import { PlainProtocol, type LockProtocol, type WaitTicket } from './protocol.js';
 import { confirmedGrant, type ReplicaSync } from '../machinery/replication.js';
 import { newRequestId, type AcquireReply, type LockScripts } from '../redis/scripts.js';
-import { abortableSleep, monotonicNow, settleBy, type CloseWatch, type Settled } from '../time.js';
+import { abortableSleep, monotonicNow, promiseOf, settleBy, type CloseWatch, type Settled } from '../time.js';
 import type { HolderRecord } from '../machinery/holder-record.js';
 import { LINGER_MS, type EnterOptions, type WaitQueues, type Waiter } from '../machinery/waiting.js';
 import type { ReleaseTraceContext } from '../diagnostics/channels.js';
@@ -256,15 +256,19 @@ export class RLock {
    */
   withLock<T>(fn: (signal: AbortSignal, lease: LockLease) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T> {
     // A plain function, not async (one promise less on every call): bad arguments still reject.
-    let resolved: ResolvedAcquire;
-    try {
+    return promiseOf(() => {
       checkFunction(fn, 'lock.withLock(fn, options)');
-      resolved = resolveAcquireOptions(options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const acquire = (): Promise<LockLease> => this.#lease(currentFlow() ?? newFlow(), resolved);
-    return scopedLease(this.#identity(), resolved, this.#leaseMs(resolved), acquire, (lease) => lease.fencingToken, fn);
+      const resolved = resolveAcquireOptions(options);
+      const acquire = (): Promise<LockLease> => this.#lease(currentFlow() ?? newFlow(), resolved);
+      return scopedLease(
+        this.#identity(),
+        resolved,
+        this.#leaseMs(resolved),
+        acquire,
+        (lease) => lease.fencingToken,
+        fn,
+      );
+    });
   }
 
   /**
@@ -273,13 +277,10 @@ export class RLock {
    */
   acquire(options?: AcquireOptions): Promise<LockLease> {
     // A plain function, not async (one promise less on every acquire): bad options still reject.
-    let resolved: ResolvedAcquire;
-    try {
-      resolved = resolveAcquireOptions(options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return this.#lease(currentFlow() ?? newFlow(), resolved);
+    return promiseOf(() => {
+      const resolved = resolveAcquireOptions(options);
+      return this.#lease(currentFlow() ?? newFlow(), resolved);
+    });
   }
 
   /** What identifies this lock on the diagnostics channels. */

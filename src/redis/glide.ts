@@ -50,7 +50,7 @@ import type {
 } from './seam.js';
 import { keySlot } from './keys.js';
 import { bySha, checkedMaster, replicasIn, type CheckedMaster } from './shared.js';
-import { monotonicNow } from '../time.js';
+import { monotonicNow, promiseOf } from '../time.js';
 
 type Client = GlideClient | GlideClusterClient;
 
@@ -282,15 +282,11 @@ export class GlideAdapter implements RedisAdapter {
   #send(args: GlideString[], routeKey: string | undefined): Promise<GlideReturnType> {
     // Not async: one reaction per command on top of GLIDE's own promise (every script call comes here).
     const client = this.#client;
-    let sent: Promise<GlideReturnType>;
-    try {
-      sent =
-        isClusterClient(client) && routeKey !== undefined
-          ? client.customCommand(args, { route: { type: 'primarySlotKey', key: routeKey }, decoder: STRING })
-          : client.customCommand(args, { decoder: STRING });
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
+    const sent = promiseOf(() =>
+      isClusterClient(client) && routeKey !== undefined
+        ? client.customCommand(args, { route: { type: 'primarySlotKey', key: routeKey }, decoder: STRING })
+        : client.customCommand(args, { decoder: STRING }),
+    );
     return sent.then(
       (reply) => {
         this.#downSince = undefined;

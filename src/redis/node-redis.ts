@@ -35,6 +35,7 @@ import type {
 } from './seam.js';
 import { RedisNotOpenError } from '../errors.js';
 import { keySlot } from './keys.js';
+import { promiseOf } from '../time.js';
 
 type Listener = (message: string, channel: string) => void;
 type Handler = (...args: never[]) => void;
@@ -257,20 +258,17 @@ export class NodeRedisAdapter implements RedisAdapter {
 
   evalScript(script: Script, keys: readonly string[], args: readonly ScriptArg[], direct: boolean): Promise<unknown> {
     // Not async: on a connected client the call goes out in this tick, with no promise of ours around it.
-    let ready: Commands | Promise<Commands>;
-    try {
-      ready = this.#readyNow();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const call = { keys: unprefixedKeys(keys, this.keyPrefix), arguments: toArgs(args) };
-    const send = (commands: Commands): Promise<unknown> =>
-      bySha(
-        direct,
-        () => commands.evalSha(script.sha1, call),
-        () => commands.eval(script.source, call),
-      );
-    return ready instanceof Promise ? ready.then(send) : send(ready);
+    return promiseOf(() => {
+      const ready = this.#readyNow();
+      const call = { keys: unprefixedKeys(keys, this.keyPrefix), arguments: toArgs(args) };
+      const send = (commands: Commands): Promise<unknown> =>
+        bySha(
+          direct,
+          () => commands.evalSha(script.sha1, call),
+          () => commands.eval(script.source, call),
+        );
+      return ready instanceof Promise ? ready.then(send) : send(ready);
+    });
   }
 
   async get(key: string): Promise<string | null> {

@@ -16,7 +16,7 @@ import {
 import { luaSources, type LuaScriptName } from './lua-scripts.generated.js';
 import type { PubSubMode, RedisAdapter, ScriptArg } from './seam.js';
 import { isCrossSlot, isPermissionDenial, unansweredBy } from './shared.js';
-import { monotonicNow } from '../time.js';
+import { monotonicNow, promiseOf } from '../time.js';
 import { LockCrossSlotError, LockPermissionError, RedisUnavailableError, UnsupportedServerError } from '../errors.js';
 import { FLOOR_TEXT, isUnderstandingError, serverIdentity, type ServerIdentity } from './server-version.js';
 
@@ -345,14 +345,11 @@ export class LockScripts {
     { direct = false, resend = true }: RunOptions,
   ): Promise<unknown> {
     const started = monotonicNow();
-    let sent: Promise<unknown>;
-    try {
-      sent = this.#redis.evalScript(luaSources[name], keys, args, direct);
-    } catch (error) {
-      // A client that throws instead of rejecting: the caller still gets a promise.
-      sent = Promise.reject(error);
-    }
-    return sent.then(undefined, (error: unknown) => this.#recover(name, keys, args, direct, resend, started, error));
+    // A client that throws instead of rejecting: #recover judges that error too.
+    return promiseOf(() => this.#redis.evalScript(luaSources[name], keys, args, direct)).then(
+      undefined,
+      (error: unknown) => this.#recover(name, keys, args, direct, resend, started, error),
+    );
   }
 
   /**
