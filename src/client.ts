@@ -222,7 +222,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       const why = report.clientEnded
         ? 'the Redis client had ended (close the lock client first)'
         : report.failure === undefined
-          ? `Redis did not answer within ${report.timeoutMs} ms`
+          ? unansweredWhy(report)
           : 'their release failed';
       throw new LocksNotReleasedError(
         unreleased,
@@ -235,7 +235,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   async #close(timeout: number | undefined, clientEnded: boolean): Promise<ClosingReport> {
     const { watchdog, waits, scripts, watchdogTimeout } = this.#context;
     const timeoutMs = timeout ?? watchdogTimeout;
-    const deadline = monotonicNow() + timeoutMs;
+    const startedAt = monotonicNow();
+    const deadline = startedAt + timeoutMs;
     this.#context.closed = true;
     this.#closeSignal.abort(new LockClientClosedError());
     for (const listener of [...this.#context.closeListeners]) listener();
@@ -246,17 +247,28 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const holds = watchdog.all();
     const unreleased = new Map<Hold, UnreleasedHold>(holds.map((hold) => [hold, unreleasedHold(hold)]));
     let failure: unknown;
+    let sentAfterMs = 0;
+    const awaitedAttempts = this.#inFlight.size > 0;
     if (!clientEnded) {
       await this.#until(deadline, Promise.allSettled([...this.#inFlight]), () => this.#inFlight.size === 0);
+      // How far into the timeout the releases go out: what Redis had left to answer them (the error says so).
+      sentAfterMs = Math.round(monotonicNow() - startedAt);
       // No detection while closing: a client that never learnt the mode announces classically.
       const pubsub = scripts.knownPubsubMode;
       const releases = holds.map((hold) =>
-        hold.protocol.release('all', [hold.owner], { repair: true, pubsub }).then(
-          () => void unreleased.delete(hold),
-          (error: unknown) => {
-            failure ??= error;
-          },
-        ),
+        hold.protocol
+          .release('all', [hold.owner], {
+            repair: true,
+            pubsub,
+            // Released once Redis dropped it: a fair lock's wake that follows may still be unanswered.
+            dropped: () => void unreleased.delete(hold),
+          })
+          .then(
+            () => void unreleased.delete(hold),
+            (error: unknown) => {
+              failure ??= error;
+            },
+          ),
       );
       // The holder record goes with the holds (its failure changes nothing: it runs out by itself).
       releases.push(this.#context.holderRecord.forget().catch(() => undefined));
@@ -270,7 +282,14 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
     // The user may have quit the client just before close() (its end event comes after): say so.
     const ended = clientEnded || (unreleased.size > 0 && this.#context.redis.hasEnded());
-    return { unreleased: [...unreleased.values()], clientEnded: ended, failure, timeoutMs };
+    return {
+      unreleased: [...unreleased.values()],
+      clientEnded: ended,
+      failure,
+      timeoutMs,
+      sentAfterMs,
+      awaitedAttempts,
+    };
   }
 
   /**
@@ -341,6 +360,25 @@ interface ClosingReport {
   /** The first failed release's error. */
   readonly failure: unknown;
   readonly timeoutMs: number;
+  /** How far into the timeout the releases were sent (ms). */
+  readonly sentAfterMs: number;
+  /** Attempts were in flight when close() began: it waited for their replies before sending the releases. */
+  readonly awaitedAttempts: boolean;
+}
+
+/**
+ * Why close() names holds it could not release when Redis sent no reply in time: Redis had the whole timeout,
+ * or only what was left of it once the releases could go out (after a stall of this process, or after the
+ * replies to attempts in flight), which the operator must not read as a server that did not answer.
+ */
+function unansweredWhy({ timeoutMs, sentAfterMs, awaitedAttempts }: ClosingReport): string {
+  // Sent at once (within a hundredth of the timeout): the timeout was Redis's.
+  if (sentAfterMs <= Math.max(5, timeoutMs / 100)) return `Redis did not answer within ${timeoutMs} ms`;
+  const before = awaitedAttempts ? 'after the replies to attempts in flight' : 'this process was busy until then';
+  const left = timeoutMs - sentAfterMs;
+  return left > 0
+    ? `Redis did not answer in the ${left} ms left of the ${timeoutMs} ms timeout: the releases went out ${sentAfterMs} ms into it (${before})`
+    : `the ${timeoutMs} ms timeout had run out when the releases went out ${sentAfterMs} ms into it (${before})`;
 }
 
 /**

@@ -112,6 +112,11 @@ export interface ReleaseOptions {
   readonly repair?: boolean;
   /** How the release is announced; by default as `pubsubMode()` detects. */
   readonly pubsub?: PubSubMode;
+  /**
+   * Called once Redis has dropped the holds (the release script answered), before what may follow it there
+   * (a fair lock's wake, the other readers' settle): close() counts a hold released from then on.
+   */
+  readonly dropped?: () => void;
 }
 
 const publishCommand = (mode: PubSubMode): string => (mode === 'sharded' ? 'SPUBLISH' : 'PUBLISH');
@@ -552,6 +557,7 @@ export class LockScripts {
       owners,
       options,
     )) as unknown[];
+    options.dropped?.();
     const woken = await this.wakeWaiter(keys, reply[2] as WaiterId, options.pubsub);
     return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
   }
@@ -642,6 +648,7 @@ export class LockScripts {
         count = integerAt(reply, 2);
         continue;
       }
+      options.dropped?.();
       const readers = reply.slice(3).map(String);
       if (readers.length === 0) return releaseReply(reply);
       return { ...releaseReply(reply), woken: await this.#settleRead(keys, readers, options.pubsub) };

@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import diagnostics from 'node:diagnostics_channel';
 import {
   createLockClient,
@@ -18,6 +18,7 @@ import {
 } from '../../src/index.js';
 import { onGlide, quitClient } from '../support/clients.js';
 import { busyWait, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { TcpProxy } from '../support/proxy.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
 let server: LocalRedis | undefined;
@@ -178,6 +179,59 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
       for (const name of names) expect(await redis.admin.exists(name)).toBe(0);
       // The stall (900 ms) and a turn, not the stall charged in slices.
       expect(performance.now() - start).toBeLessThan(2000);
+    },
+  );
+
+  it.skipIf(onCluster)(
+    "a stall of this process before close()'s releases go out: the error says how late they went, not that Redis did not answer",
+    async () => {
+      if (!server) throw new Error('no local server');
+      const local = server;
+      const locks = redis.locks();
+      const name = uniqueName('late-close');
+      await locks.getLock(name).acquire();
+      // Redis will not answer, and this process is busy before close() gets to send its releases.
+      local.pause();
+      try {
+        const closing = locks.close({ timeout: 200 }).then(
+          () => undefined,
+          (thrown: unknown) => thrown,
+        );
+        busyWait(400);
+        const outcome = await closing;
+        expect(outcome).toBeInstanceOf(LocksNotReleasedError);
+        const { message, holds } = outcome as LocksNotReleasedError;
+        expect(holds).toMatchObject([{ name }]);
+        expect(message).toMatch(
+          /the 200 ms timeout had run out when the releases went out \d+ ms into it \(this process was busy until then\)/,
+        );
+        expect(Number(/went out (\d+) ms into it/.exec(message)?.[1])).toBeGreaterThanOrEqual(400);
+        expect(message).not.toContain('did not answer within');
+      } finally {
+        local.resume();
+      }
+      // The release it sent runs once Redis wakes (Redis answers it: the hold leaves well before its lease).
+      await until(async () => (await redis.admin.exists(name)) === 0, `${name} released once Redis woke`);
+    },
+  );
+
+  it.skipIf(onCluster)(
+    "a fair lock's hold counts as released once Redis drops it, although the wake of the next waiter is unanswered",
+    async () => {
+      const link = await TcpProxy.start(redis.server.port);
+      onTestFinished(() => link.close());
+      const holder = redis.locks({}, { port: link.port });
+      const other = redis.locks();
+      const name = uniqueName('fair-close');
+      await holder.getFairLock(name).acquire();
+      const waiting = other.run(() => other.getFairLock(name).tryLock(10_000));
+      await until(async () => (await redis.admin.llen(`redisson_lock_queue:{${name}}`)) === 1, 'the waiter queued');
+      // The reply to the wake (a script on the waiter's own channel, after the release) is held back.
+      const wake = link.holdReplyTo(new RegExp(`${other.clientId}:w`));
+      await holder.close({ timeout: 300 });
+      await wake.held;
+      expect(await waiting).toBe(true);
+      wake.letGo();
     },
   );
 

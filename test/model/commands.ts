@@ -197,6 +197,13 @@ interface FinishContext {
 const CALM: FinishContext = { stallMs: 0, sleepMs: 0 };
 /** How late past the expiry close() reported a hold it left may still be seen in Redis (expiry, load). */
 const EXPIRY_MARGIN_MS = 1000;
+/**
+ * What Redis may take to answer close()'s releases on this loaded machine (a fair lock's wake after its
+ * release, GLIDE's extra hop): a failure with no more of the timeout left than this is not judged.
+ */
+const LEFT_FOR_REPLIES_MS = 250;
+/** How much longer than the stalls this process saw close() may say it was held up before its releases. */
+const HELD_UP_MARGIN_MS = 100;
 const MAX_FRAMES = 6;
 
 /** An operation that can run alone or inside a fault command. */
@@ -400,7 +407,10 @@ export class CloseStep extends Step {
       throw model.violation(`${this.toString()}: close() did not resolve within 10 s`);
     }
     const failure = await closing;
-    if (failure instanceof LocksNotReleasedError && context.sleepMs > 0) {
+    if (
+      failure instanceof LocksNotReleasedError &&
+      (context.sleepMs > 0 || this.#heldUp(failure, context.stallMs + world.lagSince(this.#startedAt)))
+    ) {
       await this.#untilExpired(h, client, failure);
     } else if (failure !== undefined) {
       throw model.violation(`${this.toString()}: close() rejected: ${describeError(failure)}`);
@@ -488,8 +498,23 @@ export class CloseStep extends Step {
   }
 
   /**
-   * Redis slept through close()'s timeout: the holds it names are this client's, and each leaves Redis by
-   * the time the error gives (its lease runs out, or the release still queued runs when Redis wakes).
+   * Whether `failure` says what a stall of this process (`stalledMs`, the injected one and what the lag
+   * monitor saw since close() began) explains: the releases went out late into the timeout, no later than
+   * the stall accounts for, with too little of it left for Redis to answer. Any other reason given after a
+   * stall, or a lateness no stall explains, is a violation.
+   */
+  #heldUp(failure: LocksNotReleasedError, stalledMs: number): boolean {
+    const told = /went out (\d+) ms into it/.exec(failure.message);
+    const timeout = / (\d+) ms timeout/.exec(failure.message);
+    if (!told || !timeout || stalledMs === 0) return false;
+    const sentAfterMs = Number(told[1]);
+    return sentAfterMs <= stalledMs + HELD_UP_MARGIN_MS && Number(timeout[1]) - sentAfterMs <= LEFT_FOR_REPLIES_MS;
+  }
+
+  /**
+   * Redis slept through close()'s timeout, or a stall of this process ate it: the holds it names are this
+   * client's, and each leaves Redis by the time the error gives (its lease runs out, or the release still
+   * queued runs when Redis wakes).
    */
   async #untilExpired(h: Harness, client: ClientHandle, failure: LocksNotReleasedError): Promise<void> {
     const { model, world } = h;
