@@ -407,13 +407,22 @@ export class CloseStep extends Step {
       throw model.violation(`${this.toString()}: close() did not resolve within 10 s`);
     }
     const failure = await closing;
+    const stalledMs = context.stallMs + world.lagSince(this.#startedAt);
+    // The client reaches Redis through the test proxy (slot 1), which runs in this process: a stall that took
+    // all but a little of close()'s timeout held its calls back on their way, as a network that stalls would.
+    const proxyStalled =
+      world.endpointFor(this.slot) !== world.server && stalledMs >= client.watchdogTimeout - LEFT_FOR_REPLIES_MS;
     if (
       failure instanceof LocksNotReleasedError &&
-      (context.sleepMs > 0 || this.#heldUp(failure, context.stallMs + world.lagSince(this.#startedAt)))
+      (context.sleepMs > 0 || this.#heldUp(failure, stalledMs, proxyStalled))
     ) {
-      await this.#untilExpired(h, client, failure);
+      await this.#untilExpired(h, client, failure, proxyStalled ? Date.now() + LONGEST_LEASE_MS : 0);
     } else if (failure !== undefined) {
       throw model.violation(`${this.toString()}: close() rejected: ${describeError(failure)}`);
+    } else if (proxyStalled) {
+      // An attempt in flight whose reply the stall held back past the timeout may still be granted after close()
+      // resolved: its grant leaves Redis within its lease.
+      await this.#untilExpired(h, client, undefined, Date.now() + LONGEST_LEASE_MS);
     }
     // QUIT went out as close() resolved and is answered after everything the library sent before it, so
     // Redis must show none of the client's holds now.
@@ -498,34 +507,50 @@ export class CloseStep extends Step {
   }
 
   /**
-   * Whether `failure` says what a stall of this process (`stalledMs`, the injected one and what the lag
-   * monitor saw since close() began) explains: the releases went out late into the timeout, no later than
-   * the stall accounts for, with too little of it left for Redis to answer. Any other reason given after a
-   * stall, or a lateness no stall explains, is a violation.
+   * Whether `failure` is what a stall of this process (`stalledMs`: the injected one and what the lag monitor
+   * saw since close() began) explains. Either the releases went out late into the timeout, no later than the
+   * stall accounts for, with too little of it left for Redis to answer; or the client reaches Redis through
+   * the test proxy (slot 1), which runs in this process: a stall holds its releases back on their way, as a
+   * network that stalls would, and the library rightly says Redis did not answer, once the stall took all but
+   * a little of the timeout. Any other reason given after a stall is a violation.
    */
-  #heldUp(failure: LocksNotReleasedError, stalledMs: number): boolean {
-    const told = /went out (\d+) ms into it/.exec(failure.message);
-    const timeout = / (\d+) ms timeout/.exec(failure.message);
-    if (!told || !timeout || stalledMs === 0) return false;
-    const sentAfterMs = Number(told[1]);
-    return sentAfterMs <= stalledMs + HELD_UP_MARGIN_MS && Number(timeout[1]) - sentAfterMs <= LEFT_FOR_REPLIES_MS;
+  #heldUp(failure: LocksNotReleasedError, stalledMs: number, proxyStalled: boolean): boolean {
+    if (stalledMs === 0) return false;
+    const { message } = failure;
+    const late = /went out (\d+) ms into it/.exec(message);
+    const timeout = / (\d+) ms timeout/.exec(message);
+    if (late && timeout) {
+      const sentAfterMs = Number(late[1]);
+      return sentAfterMs <= stalledMs + HELD_UP_MARGIN_MS && Number(timeout[1]) - sentAfterMs <= LEFT_FOR_REPLIES_MS;
+    }
+    return proxyStalled && /Redis did not answer within \d+ ms/.test(message);
   }
 
   /**
    * Redis slept through close()'s timeout, or a stall of this process ate it: the holds it names are this
    * client's, and each leaves Redis by the time the error gives (its lease runs out, or the release still
-   * queued runs when Redis wakes).
+   * queued runs when Redis wakes), and whatever else the client has there by `atLeastUntil` (a grant the
+   * stall held back). Without `failure`: close() resolved, and only the latter applies.
    */
-  async #untilExpired(h: Harness, client: ClientHandle, failure: LocksNotReleasedError): Promise<void> {
+  async #untilExpired(
+    h: Harness,
+    client: ClientHandle,
+    failure: LocksNotReleasedError | undefined,
+    atLeastUntil = 0,
+  ): Promise<void> {
     const { model, world } = h;
-    for (const hold of failure.holds) {
+    for (const hold of failure?.holds ?? []) {
       if (!hold.owner.startsWith(`${client.clientId}:`) || !world.names.includes(hold.name)) {
         throw model.violation(
-          `${this.toString()}: close() named a hold that is not ${client.label}'s: ${failure.message}`,
+          `${this.toString()}: close() named a hold that is not ${client.label}'s: ${failure?.message ?? ''}`,
         );
       }
     }
-    const by = Math.max(...failure.holds.map((hold) => hold.expiresBy.getTime())) + EXPIRY_MARGIN_MS;
+    const by =
+      Math.max(atLeastUntil, ...(failure?.holds ?? []).map((hold) => hold.expiresBy.getTime())) + EXPIRY_MARGIN_MS;
+    const why = failure
+      ? `the expiry close() gave (${failure.message})`
+      : 'the lease of an attempt the stall held back';
     for (;;) {
       const left: string[] = [];
       for (let lock = 0; lock < world.names.length; lock++) {
@@ -536,9 +561,7 @@ export class CloseStep extends Step {
       }
       if (left.length === 0) return;
       if (Date.now() > by) {
-        throw model.violation(
-          `${this.toString()}: ${left.join(', ')} still in Redis after the expiry close() gave (${failure.message})`,
-        );
+        throw model.violation(`${this.toString()}: ${left.join(', ')} still in Redis after ${why}`);
       }
       await sleep(20);
     }
