@@ -677,8 +677,13 @@ describe("the permit queue's two forms of a place (previousLayout)", () => {
     await until(() => retired.done, 'the waiter behind is served', SOON);
     expect(retired.value).toBe(true);
     // A 'shared' waiter queues first: the earlier version sees it, its deadline where it looks, and waits behind.
-    const shared = track(redis.locks({ previousLayout: 'shared' }).getSemaphore(name).tryAcquire(1, 10_000));
+    const sharedLocks = redis.locks({ previousLayout: 'shared' });
+    const shared = track(sharedLocks.getSemaphore(name).tryAcquire(1, 10_000));
     await until(async () => (await redis.admin.llen(queueKey)) === 1, 'the waiter queued', SOON);
+    // Parked: once its channel is subscribed it tries again (a release may have gone unseen meanwhile), and a
+    // permit that appeared before that attempt would be taken. A call on its connection is answered after it.
+    await until(() => sharedLocks.waits().some((w) => w.subscription === 'active'), 'the waiter subscribed', SOON);
+    await sharedLocks.getSemaphore(name).availablePermits();
     await redis.admin.incr(keysOf(name).lockKey); // a permit appears without anyone announcing it
     expect(await old.attempt()).toBeUndefined();
     expect((await placesOf(name)).map(([, form]) => form)).toEqual(['set', 'set']);
