@@ -372,8 +372,8 @@ interface ClosingReport {
  * replies to attempts in flight), which the operator must not read as a server that did not answer.
  */
 function unansweredWhy({ timeoutMs, sentAfterMs, awaitedAttempts }: ClosingReport): string {
-  // Sent at once (within a hundredth of the timeout): the timeout was Redis's.
-  if (sentAfterMs <= Math.max(5, timeoutMs / 100)) return `Redis did not answer within ${timeoutMs} ms`;
+  // Sent at once (within a twentieth of the timeout, or 20 ms): the timeout was Redis's.
+  if (sentAfterMs <= Math.max(20, timeoutMs / 20)) return `Redis did not answer within ${timeoutMs} ms`;
   const before = awaitedAttempts ? 'after the replies to attempts in flight' : 'this process was busy until then';
   const left = timeoutMs - sentAfterMs;
   return left > 0

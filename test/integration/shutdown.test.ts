@@ -18,6 +18,7 @@ import {
 } from '../../src/index.js';
 import { onGlide, quitClient } from '../support/clients.js';
 import { busyWait, onCluster, uniqueName, until, useRedis } from '../support/fixture.js';
+import { luaSources } from '../../src/redis/lua-scripts.generated.js';
 import { TcpProxy } from '../support/proxy.js';
 import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 
@@ -152,7 +153,10 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
         const elapsed = performance.now() - start;
         expect(outcome).toBeInstanceOf(LocksNotReleasedError);
         expect((outcome as LocksNotReleasedError).holds).toMatchObject([{ name }]);
-        expect((outcome as LocksNotReleasedError).message).toContain('did not answer within 300 ms');
+        // Or, when this loaded process took a while to send the releases, what Redis had left of the 300 ms.
+        expect((outcome as LocksNotReleasedError).message).toMatch(
+          /Redis did not answer (within 300 ms|in the \d+ ms left of the 300 ms timeout)/,
+        );
         expect(elapsed).toBeLessThan(2000);
         await closing;
       } finally {
@@ -224,8 +228,14 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
       const other = redis.locks();
       const name = uniqueName('fair-close');
       await holder.getFairLock(name).acquire();
+      // The wake's script is known to the server: a NOSCRIPT reply held back below would keep it from running.
+      await redis.admin.call('SCRIPT', 'LOAD', luaSources['fair-lock/wake'].source);
       const waiting = other.run(() => other.getFairLock(name).tryLock(10_000));
       await until(async () => (await redis.admin.llen(`redisson_lock_queue:{${name}}`)) === 1, 'the waiter queued');
+      // Parked and listening (its attempt after subscribing answered: a call on its connection comes after it),
+      // so that the wake, not that attempt, is what gives it the lock.
+      await until(() => other.waits().some((w) => w.subscription === 'active'), 'the waiter subscribed');
+      await other.getFairLock(name).isLocked();
       // The reply to the wake (a script on the waiter's own channel, after the release) is held back.
       const wake = link.holdReplyTo(new RegExp(`${other.clientId}:w`));
       await holder.close({ timeout: 300 });
