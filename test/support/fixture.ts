@@ -207,9 +207,12 @@ export async function scriptCalls(redis: Client): Promise<number> {
 
 /**
  * Resolves with `count()`'s value once it has not changed for `quietMs`: for example once the asks that
- * settling subscriptions set off are answered, before a test counts what a step costs.
+ * settling subscriptions set off are answered, before a test counts what a step costs. The default leaves
+ * room for a request that the client has made but not yet sent: GLIDE hands it to its core thread, which a
+ * loaded machine may not run for a while. Where the request may wait for a reconnect, first wait until it
+ * has arrived (a count above the one before it), then until quiet.
  */
-export async function untilQuiet(count: () => Promise<number>, what: string, quietMs = 100): Promise<number> {
+export async function untilQuiet(count: () => Promise<number>, what: string, quietMs = 300): Promise<number> {
   let last = await count();
   let since = performance.now();
   await until(async () => {
