@@ -13,7 +13,9 @@ import {
   LockClientClosedError,
   LockLostError,
   LocksNotReleasedError,
+  type CloseOptions,
   type HoldEndMessage,
+  type LockClient,
   type LockLostEvent,
 } from '../../src/index.js';
 import { onGlide, quitClient } from '../support/clients.js';
@@ -25,6 +27,14 @@ import { startRedisServer, type LocalRedis } from '../support/redis-server.js';
 let server: LocalRedis | undefined;
 const redis = useRedis(async () => (server = await startRedisServer()));
 const root = join(import.meta.dirname, '..', '..');
+
+/** What close() settles with: its error, or undefined. */
+function closeOutcome(locks: LockClient, options?: CloseOptions): Promise<unknown> {
+  return locks.close(options).then(
+    () => undefined,
+    (thrown: unknown) => thrown,
+  );
+}
 
 // The admin connection reconnects while the server is down: its errors are expected here.
 beforeAll(() => {
@@ -114,10 +124,7 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
     const before = Date.now();
     const lease = await locks.getLock(name).acquire();
     await quitClient(client);
-    const error = await locks.close().then(
-      () => undefined,
-      (thrown: unknown) => thrown,
-    );
+    const error = await closeOutcome(locks);
     expect(error).toBeInstanceOf(LocksNotReleasedError);
     const notReleased = error as LocksNotReleasedError;
     expect(notReleased).toMatchObject({ name: 'LocksNotReleasedError', code: 'LOCKS_NOT_RELEASED' });
@@ -145,10 +152,7 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
       await local.kill();
       try {
         const start = performance.now();
-        const closing = locks.close({ timeout: 300 }).then(
-          () => undefined,
-          (thrown: unknown) => thrown,
-        );
+        const closing = closeOutcome(locks, { timeout: 300 });
         const outcome = await Promise.race([closing, sleep(5000, 'still closing')]);
         const elapsed = performance.now() - start;
         expect(outcome).toBeInstanceOf(LocksNotReleasedError);
@@ -197,10 +201,7 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
       // Redis will not answer, and this process is busy before close() gets to send its releases.
       local.pause();
       try {
-        const closing = locks.close({ timeout: 200 }).then(
-          () => undefined,
-          (thrown: unknown) => thrown,
-        );
+        const closing = closeOutcome(locks, { timeout: 200 });
         busyWait(400);
         const outcome = await closing;
         expect(outcome).toBeInstanceOf(LocksNotReleasedError);
@@ -263,10 +264,7 @@ describe('shutting down (issue 22, items 9, 10, 11)', () => {
       };
       try {
         const start = performance.now();
-        const closing = locks.close({ timeout: 600 }).then(
-          () => undefined,
-          (thrown: unknown) => thrown,
-        );
+        const closing = closeOutcome(locks, { timeout: 600 });
         setImmediate(work);
         const outcome = await closing;
         const elapsed = performance.now() - start;

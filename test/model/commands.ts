@@ -539,15 +539,16 @@ export class CloseStep extends Step {
     atLeastUntil = 0,
   ): Promise<void> {
     const { model, world } = h;
-    for (const hold of failure?.holds ?? []) {
-      if (!hold.owner.startsWith(`${client.clientId}:`) || !world.names.includes(hold.name)) {
-        throw model.violation(
-          `${this.toString()}: close() named a hold that is not ${client.label}'s: ${failure?.message ?? ''}`,
-        );
-      }
+    const named = failure?.holds ?? [];
+    const stranger = named.find(
+      (hold) => !hold.owner.startsWith(`${client.clientId}:`) || !world.names.includes(hold.name),
+    );
+    if (failure && stranger) {
+      throw model.violation(
+        `${this.toString()}: close() named a hold that is not ${client.label}'s: ${failure.message}`,
+      );
     }
-    const by =
-      Math.max(atLeastUntil, ...(failure?.holds ?? []).map((hold) => hold.expiresBy.getTime())) + EXPIRY_MARGIN_MS;
+    const by = Math.max(atLeastUntil, ...named.map((hold) => hold.expiresBy.getTime())) + EXPIRY_MARGIN_MS;
     const why = failure
       ? `the expiry close() gave (${failure.message})`
       : 'the lease of an attempt the stall held back';
