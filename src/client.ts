@@ -107,6 +107,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       replicaSync: resolved.syncReplicas && new ReplicaSync(redis, resolved.syncReplicas),
       firstUse: () => {
         this.#warnIfEvictable();
+        // On a Cluster the pub/sub mode is learnt now (one INFO, then kept): repairs, which do not wait for
+        // it, then announce in it (LockScripts.announcedBy).
+        void scripts.pubsubMode();
       },
       holderRecord: new HolderRecord(
         scripts,

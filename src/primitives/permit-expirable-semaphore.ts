@@ -79,7 +79,7 @@ class PermitProtocol implements HoldProtocol {
       'permit-expirable-semaphore/release',
       [lockKey, timeoutKey, queueKey, deadlinesKey, channel, memoKey, wakeChannel],
       [Buffer.from(permitIds[0] ?? '', 'hex'), MEMO_MS],
-      { direct: options.repair === true, pubsub: options.pubsub },
+      { direct: options.repair === true, pubsub: this.#scripts.announcedBy(options) },
     );
     // 1: given back (remaining holds 0); -1: it was not out.
     return { remaining: integerAt([reply], 0) === 1 ? 0 : -1, ownerIndex: 0, woken: 0 };

@@ -110,7 +110,7 @@ export interface ReleaseOptions {
   readonly undoId?: string;
   /** Send by EVAL at once (a repair made while the connection may be failing). */
   readonly repair?: boolean;
-  /** How the release is announced; by default as `pubsubMode()` detects. */
+  /** How the release is announced; by default as `pubsubMode()` detects, for a repair as known (announcedBy). */
   readonly pubsub?: PubSubMode;
   /**
    * Called once Redis has dropped the holds (the release script answered), before what may follow it there
@@ -292,6 +292,18 @@ export class LockScripts {
     if (this.#slots instanceof LockCrossSlotError) {
       throw new LockCrossSlotError(lockName, this.#keyPrefix, this.#slots.cause);
     }
+  }
+
+  /**
+   * The mode a release announces in when its caller names one, or, for a repair (the give-back of a grant
+   * nobody took, an undo, the purge of a lost hold), the mode known so far: a repair does not wait for the
+   * mode's detection, an INFO that a failing connection may leave unanswered for the client's whole command
+   * timeout (GLIDE's, on a Cluster whose connection was killed: measured), which would keep the grant in Redis
+   * and close() waiting meanwhile. Before the first detection that is classic: sharded waiters it misses
+   * re-check within 2 s (CLUSTER_WAIT_MS).
+   */
+  announcedBy(options: ReleaseOptions): PubSubMode | undefined {
+    return options.pubsub ?? (options.repair ? this.knownPubsubMode : undefined);
   }
 
   /**
@@ -523,9 +535,11 @@ export class LockScripts {
     memoPrefix: string,
     mode: ReleaseMode,
     owners: readonly string[],
-    { requestId = newRequestId(), undoId = '', repair = false, pubsub }: ReleaseOptions,
+    options: ReleaseOptions,
     extra: { keys: readonly string[]; args: readonly ScriptArg[] } = NO_EXTRA,
   ): Promise<unknown> {
+    const { requestId = newRequestId(), undoId = '', repair = false } = options;
+    const pubsub = this.announcedBy(options);
     const send = (announce: string): Promise<unknown> =>
       this.run(
         script,
@@ -558,7 +572,7 @@ export class LockScripts {
       options,
     )) as unknown[];
     options.dropped?.();
-    const woken = await this.wakeWaiter(keys, reply[2] as WaiterId, options.pubsub);
+    const woken = await this.wakeWaiter(keys, reply[2] as WaiterId, this.announcedBy(options));
     return { remaining: integerAt(reply, 0), ownerIndex: integerAt(reply, 1) - 1, woken };
   }
 
@@ -651,7 +665,7 @@ export class LockScripts {
       options.dropped?.();
       const readers = reply.slice(3).map(String);
       if (readers.length === 0) return releaseReply(reply);
-      return { ...releaseReply(reply), woken: await this.#settleRead(keys, readers, options.pubsub) };
+      return { ...releaseReply(reply), woken: await this.#settleRead(keys, readers, this.announcedBy(options)) };
     }
   }
 

@@ -5,9 +5,9 @@
 // NOSCRIPT). The shard channel's slot migration under a GLIDE waiter is in clients.test.ts.
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { GlideClient, ProtocolVersion } from '@valkey/valkey-glide';
+import { GlideClient, GlideClusterClient, ProtocolVersion } from '@valkey/valkey-glide';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import type { GlidePubSubConfig, LockClient } from '../../../src/index.js';
+import { createLockClient, type GlidePubSubConfig, type LockClient } from '../../../src/index.js';
 import { lockKeys } from '../../../src/redis/keys.js';
 import { onGlide } from '../../support/clients.js';
 import { commandCalls, everyNode, onCluster, uniqueName, until, untilQuiet, useRedis } from '../../support/fixture.js';
@@ -216,5 +216,49 @@ describe.runIf(onGlide)('GLIDE faults', () => {
       expect(waiter.acquiredAt() - releasedAt).toBeLessThan(2000);
     },
     30_000,
+  );
+
+  it.runIf(onCluster)(
+    "close() gives back a grant at once, although the pub/sub mode's detection is unanswered",
+    async () => {
+      // On a Cluster GLIDE left an INFO unanswered until the client closed, after a CLIENT KILL of one of its
+      // connections (a scratch loop: 4 of 150 close() calls beside a kill ran out their 900 ms timeout, the
+      // grant left for its lease). Here INFO server, which the pub/sub mode's detection sends, is never
+      // answered. The grant of an attempt that close() gave up on must be given back all the same: a repair
+      // announces in the mode known so far and does not wait for that detection.
+      if (redis.target.topology !== 'cluster') throw new Error('a cluster target');
+      const glide = await GlideClusterClient.createClient({
+        addresses: redis.target.nodes.map(({ host, port }) => ({ host, port })),
+        requestTimeout: 10_000,
+      });
+      onTestFinished(() => glide.close());
+      const name = uniqueName('glide-give-back');
+      const send = glide.customCommand.bind(glide);
+      let closing: Promise<unknown> | undefined;
+      const locks: LockClient = createLockClient(glide, { previousLayout: 'retired' });
+      glide.customCommand = (args, options) => {
+        if (args[0] === 'INFO' && args[1] === 'server') return new Promise<never>(() => undefined);
+        const reply = send(args, options);
+        // close() as soon as the acquire is on its way: its grant arrives after close() gave the attempt up.
+        if (String(args[0]).startsWith('EVAL') && args.includes(name) && !closing) {
+          queueMicrotask(() => {
+            closing = locks.close({ timeout: 500 }).then(
+              () => 'resolved',
+              (error: unknown) => error,
+            );
+          });
+        }
+        return reply;
+      };
+      const started = performance.now();
+      const taking = locks.run(() => locks.getFairLock(name).withLock(() => 'ran', { waitTime: 100 }));
+      await expect(taking).rejects.toMatchObject({ name: 'LockClientClosedError' });
+      await until(() => closing !== undefined, 'close() called');
+      expect(await closing).toBe('resolved');
+      // Given back at once: not held in Redis (the grant's 30 s watchdog lease would keep it), and close()
+      // did not wait out its timeout for the detection.
+      expect(await redis.admin.exists(name)).toBe(0);
+      expect(performance.now() - started).toBeLessThan(450);
+    },
   );
 });
