@@ -106,6 +106,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       track,
       replicaSync: resolved.syncReplicas && new ReplicaSync(redis, resolved.syncReplicas),
       firstUse: () => {
+        if (this.#started) return;
+        this.#started = true;
         this.#warnIfEvictable();
         // On a Cluster the pub/sub mode is learnt now (one INFO, then kept): repairs, which do not wait for
         // it, then announce in it (LockScripts.announcedBy).
@@ -321,16 +323,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
   }
 
-  #evictionChecked = false;
+  /** The first lock operation's one-time checks have run (see `firstUse`). */
+  #started = false;
 
   /**
-   * Warns once, at the first lock operation, when Redis may evict lock keys: every policy but `noeviction`
-   * can drop a key with a TTL, which frees a lock under its holder. Read from INFO, not CONFIG, which
-   * managed services and least-privilege users often forbid.
+   * Warns (once: called at the first lock operation) when Redis may evict lock keys: every policy but
+   * `noeviction` can drop a key with a TTL, which frees a lock under its holder. Read from INFO, not CONFIG,
+   * which managed services and least-privilege users often forbid.
    */
   #warnIfEvictable(): void {
-    if (this.#evictionChecked) return;
-    this.#evictionChecked = true;
     this.#context.redis.info('memory').then(
       (info) => {
         const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
